@@ -1,0 +1,65 @@
+"""Time the from-scratch MultiHeadAttention against torch.nn.MultiheadAttention, same process.
+
+Both return per-head weights (need_weights=True, average_attn_weights=False). Prints the
+median of N runs after warm-up, and the ratio scratch / torch (target <= 1.0).
+
+    python bench/bench_attention.py [--runs 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from mha import MultiHeadAttention  # noqa: E402
+from mha.reference import to_torch_mha  # noqa: E402
+
+SHAPES = [(1, 32, 384, 12), (1, 128, 768, 12), (8, 512, 768, 12)]
+
+
+def median_seconds(fn, runs: int, warmup: int = 3) -> float:
+    """Median wall time of fn() over `runs` calls, after `warmup` calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=20)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    print(f"torch {torch.__version__}, threads={torch.get_num_threads()}, runs={args.runs}")
+    print(f"{'B':>2} {'T':>4} {'C':>4} {'H':>3} {'scratch ms':>11} {'torch ms':>9} {'ratio':>6}")
+    for B, T, C, H in SHAPES:
+        ours = MultiHeadAttention(C, H).eval()
+        ref = to_torch_mha(ours).eval()
+        x = torch.randn(B, T, C)
+        with torch.inference_mode():
+            # interleave the two so that machine noise hits both alike
+            t_ours, t_ref = [], []
+            for _ in range(3):
+                t_ours.append(median_seconds(lambda: ours(x), args.runs // 3 + 1))
+                t_ref.append(
+                    median_seconds(
+                        lambda: ref(x, x, x, need_weights=True, average_attn_weights=False),
+                        args.runs // 3 + 1,
+                    )
+                )
+        a, b = statistics.median(t_ours), statistics.median(t_ref)
+        print(f"{B:>2} {T:>4} {C:>4} {H:>3} {a * 1e3:>11.3f} {b * 1e3:>9.3f} {a / b:>6.2f}")
+
+
+if __name__ == "__main__":
+    main()

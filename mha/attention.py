@@ -1,0 +1,234 @@
+"""Multi-head attention from scratch.
+
+References:
+- Vaswani et al. 2017, "Attention Is All You Need", section 3.2: scaled dot-product attention
+  and multi-head attention (project per head -> attend in parallel -> concatenate -> W^O).
+- Hugging Face `BertSelfAttention` and PyTorch `nn.MultiheadAttention`: the references this
+  module matches to float precision (see tests/test_parity.py).
+
+Shapes: B batch, T tokens, C = d_model, H heads, D = d_k = C / H.
+
+Two paths compute the same thing: `forward` is the fast one (one fused projection, Q scaled
+before the matmul, in-place masking); `trace` is the readable one that keeps every
+intermediate for the teaching page.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+Projection = Literal["distinct", "shared"]
+
+
+def _key_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """Turn a (B, T) padding mask (1 = real token, 0 = padding) into a (B, 1, 1, T) bool mask."""
+    if attention_mask is None:
+        return None
+    if attention_mask.dim() != 2:
+        raise ValueError(
+            f"attention_mask must have shape (B, T) with 1 for tokens and 0 for padding, "
+            f"got shape {tuple(attention_mask.shape)}"
+        )
+    return attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
+
+
+def scaled_dot_product_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.
+
+    q: (..., T, D), k: (..., S, D), v: (..., S, Dv).
+    mask: bool, broadcastable to (..., T, S); True = may attend, False = blocked.
+    Blocked keys get exactly 0 weight. Returns (output (..., T, Dv), weights (..., T, S)).
+    """
+    scores = (q * (1.0 / math.sqrt(q.size(-1)))) @ k.transpose(-2, -1)  # (..., T, S)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1)  # (..., T, S)
+    return weights @ v, weights  # (..., T, Dv), (..., T, S)
+
+
+@dataclass
+class AttentionTrace:
+    """Every intermediate of one multi-head attention pass (batch size B).
+
+    x: (B, T, C) input token vectors.
+    q, k, v: (B, H, T, D) per-head queries, keys and values (head i owns columns i*D:(i+1)*D).
+    scores: (B, H, T, T) raw Q_i K_i^T.
+    scaled: (B, H, T, T) scores / sqrt(D) (or the raw scores if scaling was turned off).
+    weights: (B, H, T, T) softmax over keys; every row sums to 1.
+    heads: (B, H, T, D) head outputs weights @ V_i.
+    concat: (B, T, C) head outputs side by side.
+    output: (B, T, C) concat @ W^O^T + b^O.
+    """
+
+    x: torch.Tensor
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    scores: torch.Tensor
+    scaled: torch.Tensor
+    weights: torch.Tensor
+    heads: torch.Tensor
+    concat: torch.Tensor
+    output: torch.Tensor
+
+
+def valid_head_counts(d_model: int) -> list[int]:
+    """The numbers of heads that split d_model evenly (the divisors of d_model)."""
+    return [h for h in range(1, d_model + 1) if d_model % h == 0]
+
+
+class MultiHeadAttention(nn.Module):
+    """MultiHead(X) = Concat(head_1, ..., head_H) W^O, head_i = Attention(X W_i^Q, X W_i^K, X W_i^V).
+
+    projection="distinct": every head has its own W_i^Q, W_i^K, W_i^V (C x D); stored as one
+    C x C matrix per role, split along the output axis into H slices (as in BERT).
+    projection="shared": the lesson's "simplification": one W^Q, W^K, W^V (C x D) used by every
+    head, so every head computes the same attention. W^O stays C x C.
+    """
+
+    def __init__(
+        self, d_model: int, n_heads: int, projection: Projection = "distinct", bias: bool = True
+    ) -> None:
+        super().__init__()
+        if not isinstance(n_heads, int) or n_heads < 1:
+            raise ValueError(f"n_heads must be a positive integer, got {n_heads!r}")
+        if not isinstance(d_model, int) or d_model < 1:
+            raise ValueError(f"d_model must be a positive integer, got {d_model!r}")
+        if d_model % n_heads != 0:
+            raise ValueError(
+                f"d_model={d_model} is not divisible by n_heads={n_heads}; "
+                f"valid head counts for d_model={d_model} are {valid_head_counts(d_model)}"
+            )
+        if projection not in ("distinct", "shared"):
+            raise ValueError(f"projection must be 'distinct' or 'shared', got {projection!r}")
+        self.d_model, self.n_heads, self.projection = d_model, n_heads, projection
+        self.d_head = d_model // n_heads
+        width = d_model if projection == "distinct" else self.d_head
+        self.q_proj = nn.Linear(d_model, width, bias=bias)
+        self.k_proj = nn.Linear(d_model, width, bias=bias)
+        self.v_proj = nn.Linear(d_model, width, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self._fast_key: list | None = None  # see _fast_weights
+
+    def _parameters_by_name(self) -> tuple[torch.Tensor | None, ...]:
+        """The eight weights and biases, read straight from the sub-modules' parameter dicts."""
+        return tuple(
+            m._parameters[n] for m in (self.q_proj, self.k_proj, self.v_proj, self.out_proj)
+            for n in ("weight", "bias")
+        )
+
+    def num_parameters(self) -> int:
+        """Number of learned parameters (weights and biases)."""
+        return sum(p.numel() for p in self.parameters())
+
+    @staticmethod
+    def parameter_count(d_model: int, n_heads: int, projection: Projection, bias: bool = True) -> int:
+        """Parameters of a layer with these settings, without building it."""
+        width = d_model if projection == "distinct" else d_model // n_heads
+        return 3 * (d_model * width + bias * width) + d_model * d_model + bias * d_model
+
+    def _fast_weights(self) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
+        """Weights laid out for the fast path: ((W^Q/sqrt(D) | W^K | W^V)^T, its bias, W^O^T, b^O).
+
+        Stacking the three projections makes one matmul; folding 1/sqrt(D) into W^Q scales Q
+        before the scores at no cost; transposed copies feed addmm directly. When no gradient
+        is needed they are cached and rebuilt only when a weight changes (in place or moved).
+        """
+        projs = (self.q_proj, self.k_proj, self.v_proj)
+        tracked = [t for t in self._parameters_by_name() if t is not None]
+        grad = torch.is_grad_enabled() and any(t.requires_grad for t in tracked)
+        # inference tensors (a module built under inference_mode) have no version counter
+        cacheable = not grad and not any(t.is_inference() for t in tracked)
+        key = [(t.data_ptr(), t._version) for t in tracked] if cacheable else None
+        if cacheable and self._fast_key == key:
+            return self._fast
+        w = torch.cat([m.weight for m in projs])  # (3W, C)
+        scale = torch.ones(w.shape[0], 1, dtype=w.dtype, device=w.device)  # (3W, 1)
+        scale[: w.shape[0] // 3] = 1.0 / math.sqrt(self.d_head)
+        w_t = (w * scale).t().contiguous()  # (C, 3W)
+        b = None if projs[0].bias is None else torch.cat([m.bias for m in projs]) * scale[:, 0]
+        o_t = self.out_proj.weight.t().contiguous()  # (C, C), input axis first
+        fast = (w_t, b, o_t, self.out_proj.bias)
+        if cacheable:
+            self._fast_key, self._fast = key, fast
+        return fast
+
+    def forward(
+        self, x: torch.Tensor, attention_mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """x: (B, T, C); attention_mask: (B, T), 1 = token, 0 = padding.
+
+        Returns (output (B, T, C), weights (B, H, T, T)); padded keys get weight 0.
+        """
+        B, T, C = x.shape
+        H, D = self.n_heads, self.d_head
+        if C != self.d_model:
+            raise ValueError(f"input width {C} does not match d_model={self.d_model}")
+        w_t, b, o_t, o_b = self._fast_weights()
+        grad = torch.is_grad_enabled() and w_t.requires_grad
+        # 1. project Q (pre-scaled), K, V for every head with one matmul; the bias is added
+        #    while copying into a contiguous per-head layout, so no later matmul copies again
+        heads_in = H if self.projection == "distinct" else 1
+        qkv = (x.reshape(B * T, C) @ w_t).view(B, T, 3, heads_in, D)  # (B, T, 3, H or 1, D)
+        qkv = qkv.permute(2, 0, 3, 1, 4)  # (3, B, H or 1, T, D), strided
+        if b is None:
+            qkv = qkv.contiguous()
+        else:
+            bias = b.view(3, 1, heads_in, 1, D)  # (3, 1, H or 1, 1, D)
+            qkv = torch.add(qkv, bias, out=qkv.new_empty(qkv.shape)) if not grad else qkv + bias
+        if heads_in == 1:
+            qkv = qkv.expand(3, B, H, T, D)  # shared: every head reads the same Q, K, V
+        q, k, v = qkv.unbind(0)  # each (B, H, T, D)
+        # 2. scores = Q_i K_i^T / sqrt(D), every head at once
+        scores = torch.matmul(q, k.transpose(-2, -1))  # (B, H, T, T)
+        mask = _key_mask(attention_mask)
+        if mask is not None:
+            scores.masked_fill_(~mask, torch.finfo(scores.dtype).min)
+        # 3. weights = softmax over keys (in place when no gradient is needed: no new (B,H,T,T))
+        if scores.requires_grad:
+            weights = torch.softmax(scores, dim=-1)  # (B, H, T, T)
+        else:
+            weights = torch.ops.aten._softmax.out(scores, -1, False, out=scores)  # (B, H, T, T)
+        # 4. head outputs, concatenated along the feature axis, mixed by W^O
+        heads = torch.matmul(weights, v)  # (B, H, T, D)
+        concat = heads.transpose(1, 2).reshape(B * T, C)  # (B*T, C)
+        out = concat @ o_t if o_b is None else torch.addmm(o_b, concat, o_t)  # (B*T, C)
+        return out.view(B, T, C), weights
+
+    def trace(
+        self, x: torch.Tensor, attention_mask: torch.Tensor | None = None, scale: bool = True
+    ) -> AttentionTrace:
+        """The readable path: every intermediate, step by step (see AttentionTrace for shapes).
+
+        scale=False skips the division by sqrt(d_k), to show how the softmax saturates.
+        """
+        B, T, C = x.shape
+        H, D = self.n_heads, self.d_head
+
+        def split(t: torch.Tensor) -> torch.Tensor:
+            if self.projection == "shared":
+                return t.unsqueeze(1).expand(B, H, T, D)  # (B, H, T, D): one head, H copies
+            return t.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+
+        # 1. project: head i gets columns i*D:(i+1)*D of X W^Q, X W^K, X W^V
+        q, k, v = split(self.q_proj(x)), split(self.k_proj(x)), split(self.v_proj(x))
+        # 2. scaled dot-product attention in every head at once
+        scores = q @ k.transpose(-2, -1)  # (B, H, T, T)
+        scaled = scores / math.sqrt(D) if scale else scores
+        mask = _key_mask(attention_mask)
+        if mask is not None:
+            scaled = scaled.masked_fill(~mask, torch.finfo(scaled.dtype).min)
+        weights = torch.softmax(scaled, dim=-1)  # (B, H, T, T)
+        heads = weights @ v  # (B, H, T, D)
+        # 3. concatenate the heads and project back with W^O
+        concat = heads.transpose(1, 2).reshape(B, T, C)  # (B, T, C)
+        output = self.out_proj(concat)  # (B, T, C)
+        return AttentionTrace(x, q, k, v, scores, scaled, weights, heads, concat, output)

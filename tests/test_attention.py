@@ -1,0 +1,152 @@
+"""The from-scratch module against PyTorch's nn.MultiheadAttention, and its invariants."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mha import MultiHeadAttention, scaled_dot_product_attention
+from mha.attention import valid_head_counts
+from mha.reference import to_torch_mha
+
+TOL = dict(rtol=1e-5, atol=1e-6)
+
+
+def make(C=64, H=8, projection="distinct", seed=0):
+    torch.manual_seed(seed)
+    return MultiHeadAttention(C, H, projection).eval()
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("padded", [False, True])
+def test_matches_torch_multihead_attention(padded, grad):
+    m = make(C=96, H=12)
+    ref = to_torch_mha(m).eval()
+    torch.manual_seed(1)
+    x = torch.randn(3, 10, 96)
+    mask = torch.ones(3, 10, dtype=torch.long)
+    if padded:
+        mask[1, 7:] = 0
+        mask[2, 4:] = 0
+    with torch.set_grad_enabled(grad):
+        out, w = m(x, mask if padded else None)
+        ref_out, ref_w = ref(
+            x, x, x, key_padding_mask=(mask == 0) if padded else None,
+            need_weights=True, average_attn_weights=False,
+        )
+    torch.testing.assert_close(out, ref_out, **TOL)
+    torch.testing.assert_close(w, ref_w, **TOL)
+
+
+def test_trace_equals_forward_and_documents_shapes():
+    m = make(C=48, H=6)
+    x = torch.randn(2, 7, 48)
+    mask = torch.tensor([[1] * 7, [1] * 5 + [0] * 2])
+    with torch.no_grad():
+        out, w = m(x, mask)
+        tr = m.trace(x, mask)
+    B, T, C, H, D = 2, 7, 48, 6, 8
+    assert tr.q.shape == tr.k.shape == tr.v.shape == tr.heads.shape == (B, H, T, D)
+    assert tr.scores.shape == tr.scaled.shape == tr.weights.shape == (B, H, T, T)
+    assert tr.concat.shape == tr.output.shape == (B, T, C)
+    torch.testing.assert_close(tr.weights, w, **TOL)
+    torch.testing.assert_close(tr.output, out, **TOL)
+    # head i owns columns i*D:(i+1)*D of X W^Q
+    q_full = m.q_proj(x)
+    torch.testing.assert_close(tr.q[:, 3], q_full[:, :, 3 * D : 4 * D])
+    torch.testing.assert_close(tr.concat[:, :, 2 * D : 3 * D], tr.heads[:, 2])
+
+
+def test_unscaled_scores_saturate_the_softmax():
+    m = make(C=256, H=2)
+    x = torch.randn(1, 12, 256) * 3
+    with torch.no_grad():
+        scaled = m.trace(x).weights.amax(-1).mean()
+        raw = m.trace(x, scale=False).weights.amax(-1).mean()
+    assert raw > scaled  # without 1/sqrt(d_k) the largest weight grows towards 1
+
+
+def test_rows_sum_to_one_and_masked_keys_get_exactly_zero():
+    m = make()
+    x = torch.randn(2, 9, 64)
+    mask = torch.tensor([[1] * 9, [1] * 6 + [0] * 3])
+    with torch.no_grad():
+        _, w = m(x, mask)
+        tr = m.trace(x, mask)
+    torch.testing.assert_close(w.sum(-1), torch.ones(2, 8, 9))
+    assert torch.all(w[1, :, :, 6:] == 0)
+    assert torch.all(tr.weights[1, :, :, 6:] == 0)
+    assert torch.all(w[1, :, :, :6] > 0)
+
+
+def test_sdpa_function_masks_and_normalises():
+    q, k, v = torch.randn(2, 4, 5, 8), torch.randn(2, 4, 6, 8), torch.randn(2, 4, 6, 3)
+    mask = torch.ones(5, 6, dtype=torch.bool)
+    mask[:, 4:] = False
+    out, w = scaled_dot_product_attention(q, k, v, mask)
+    assert out.shape == (2, 4, 5, 3)
+    assert torch.all(w[..., 4:] == 0)
+    torch.testing.assert_close(w.sum(-1), torch.ones(2, 4, 5))
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(out, ref, **TOL)
+
+
+def test_shared_heads_are_identical_and_distinct_heads_are_not():
+    x = torch.randn(4, 11, 64)
+    with torch.no_grad():
+        out_s, w_s = make(projection="shared")(x)
+        tr_s = make(projection="shared").trace(x)
+        _, w_d = make(projection="distinct")(x)
+    assert (w_s - w_s[:, :1]).abs().max() < 1e-6
+    assert (tr_s.heads - tr_s.heads[:, :1]).abs().max() < 1e-6
+    torch.testing.assert_close(tr_s.output, out_s, **TOL)
+    diff_to_head0 = (w_d - w_d[:, :1]).abs().amax(dim=(0, 2, 3))  # (H,)
+    assert diff_to_head0[0] == 0 and diff_to_head0[1:].min() > 1e-3  # every other head differs
+
+
+def test_parameter_counts_show_the_saving():
+    C, H = 384, 12
+    d, s = MultiHeadAttention(C, H, "distinct"), MultiHeadAttention(C, H, "shared")
+    assert d.num_parameters() == 4 * (C * C + C) == MultiHeadAttention.parameter_count(C, H, "distinct")
+    assert s.num_parameters() == 3 * (C * 32 + 32) + C * C + C == MultiHeadAttention.parameter_count(C, H, "shared")
+    assert s.q_proj.weight.shape == (32, C) and s.out_proj.weight.shape == (C, C)
+
+
+@pytest.mark.parametrize("C,H", [(64, 0), (64, -2), (64, 5), (384, 7)])
+def test_invalid_head_counts_raise_with_the_valid_values(C, H):
+    with pytest.raises(ValueError) as e:
+        MultiHeadAttention(C, H)
+    assert "n_heads" in str(e.value)
+    if H > 0:
+        assert str(valid_head_counts(C)) in str(e.value)
+
+
+def test_attention_without_positions_is_permutation_equivariant():
+    m = make()
+    x = torch.randn(1, 10, 64)
+    perm = torch.randperm(10)
+    with torch.no_grad():
+        out, w = m(x)
+        out_p, w_p = m(x[:, perm])
+    torch.testing.assert_close(out_p, out[:, perm], **TOL)
+    torch.testing.assert_close(w_p, w[:, :, perm][:, :, :, perm], **TOL)
+
+
+def test_cached_fast_weights_follow_in_place_updates():
+    m = make()
+    x = torch.randn(1, 5, 64)
+    with torch.no_grad():
+        before = m(x)[0]
+        m.q_proj.weight.mul_(2.0)  # in-place change: the fast path must notice
+        after = m(x)[0]
+        expected = m.trace(x).output
+    assert not torch.allclose(before, after)
+    torch.testing.assert_close(after, expected, **TOL)
+
+
+def test_gradients_flow_in_both_modes():
+    for projection in ("distinct", "shared"):
+        m = MultiHeadAttention(32, 4, projection).train()
+        out, _ = m(torch.randn(2, 6, 32))
+        out.square().mean().backward()
+        assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in m.parameters())
