@@ -25,28 +25,204 @@ def positions(tokens: list[str]) -> list[str]:
     return [f"{i}: {token_label(t)}" for i, t in enumerate(tokens)]
 
 
+def _token_axis(tokens: list[str], max_labels: int = 60) -> tuple[list[str], dict]:
+    """Unique categories for one axis and the tick settings that show the plain tokens."""
+    cats = positions(tokens)
+    labels = [token_label(t) for t in tokens]
+    k = max(1, int(np.ceil(len(tokens) / max_labels)))  # too many to read: every k-th label
+    return cats, dict(tickmode="array", tickvals=cats[::k], ticktext=labels[::k], type="category")
+
+
 def attention_heatmap(
     weights: np.ndarray, tokens: list[str], title: str = "", zmax: float | None = 1.0,
-    height: int | None = None,
+    height: int | None = None, key_tokens: list[str] | None = None,
 ) -> go.Figure:
-    """One head's attention (T, T): row = query token, column = key token."""
-    cats = positions(tokens)
+    """One head's attention (Tq, Tk): row = query token, column = key token.
+
+    key_tokens defaults to tokens (a square map); give it for a block such as A->B.
+    """
+    ycats, yaxis = _token_axis(tokens)
+    xcats, xaxis = _token_axis(key_tokens if key_tokens is not None else tokens)
     fig = go.Figure(
         go.Heatmap(
-            z=np.asarray(weights, dtype=np.float32), x=cats, y=cats, colorscale=SCALE,
+            z=np.asarray(weights, dtype=np.float32), x=xcats, y=ycats, colorscale=SCALE,
             zmin=0.0, zmax=zmax, colorbar=dict(title="weight"),
             hovertemplate="query %{y} → key %{x}<br>weight %{z:.3f}<extra></extra>",
         )
     )
-    T = len(tokens)
-    labels = [token_label(t) for t in tokens]
-    axis = dict(tickmode="array", tickvals=cats, ticktext=labels, type="category")
-    if T > 60:  # too many to read: show every k-th label
-        k = int(np.ceil(T / 60))
-        axis.update(tickvals=cats[::k], ticktext=labels[::k])
     fig.update_layout(
-        title=title, xaxis=dict(title="key (attended to)", side="top", **axis),
-        yaxis=dict(title="query (attending)", autorange="reversed", **axis),
-        height=height or min(900, 260 + 18 * T), margin=dict(l=10, r=10, t=80, b=10),
+        title=title, xaxis=dict(title="key (attended to)", side="top", **xaxis),
+        yaxis=dict(title="query (attending)", autorange="reversed", **yaxis),
+        height=height or min(900, 260 + 18 * len(tokens)), margin=dict(l=10, r=10, t=80, b=10),
+    )
+    return fig
+
+
+HEAD_COLOURS = [  # Plotly's "Safe" qualitative palette (colour-blind safe), cycled
+    "#88CCEE", "#CC6677", "#DDCC77", "#117733", "#332288", "#AA4499",
+    "#44AA99", "#999933", "#882255", "#661100", "#6699CC", "#888888",
+]
+TILE = 40  # the model view pools each head's map to at most TILE x TILE cells
+
+
+def pool(att: np.ndarray, size: int) -> np.ndarray:
+    """Mean-pool the last two axes (..., T, T) to (..., s, s) with s = min(T, size)."""
+    T = att.shape[-1]
+    if T <= size:
+        return att
+    edges = np.linspace(0, T, size + 1).round().astype(int)
+    rows = np.add.reduceat(att, edges[:-1], axis=-2) / np.diff(edges)[:, None]  # (..., s, T)
+    return np.add.reduceat(rows, edges[:-1], axis=-1) / np.diff(edges)  # (..., s, s)
+
+
+def tiled_heatmap(
+    maps: np.ndarray, row_labels: list[str], col_labels: list[str], title: str = "",
+    tile: int = TILE, zmax: float = 1.0,
+) -> go.Figure:
+    """A grid of attention maps (R, K, T, T) drawn as ONE heatmap (not R*K subplots).
+
+    Each map is mean-pooled to at most `tile` cells a side and quantised to 0..250 (uint8),
+    so the figure stays small at 512 tokens. White lines separate the tiles.
+    """
+    R, K = maps.shape[:2]
+    pooled = pool(np.asarray(maps, dtype=np.float32), tile)  # (R, K, s, s)
+    s = pooled.shape[-1]
+    img = pooled.transpose(0, 2, 1, 3).reshape(R * s, K * s)  # (R*s, K*s)
+    z = np.clip(np.round(img / zmax * 250), 0, 250).astype(np.uint8)
+    fig = go.Figure(
+        go.Heatmap(
+            z=z, colorscale=SCALE, zmin=0, zmax=250, hoverinfo="skip",
+            colorbar=dict(title="weight", tickvals=[0, 62.5, 125, 187.5, 250],
+                          ticktext=[f"{v * zmax:.2g}" for v in (0, 0.25, 0.5, 0.75, 1)]),
+        )
+    )
+    lines = [dict(type="line", x0=k * s - 0.5, x1=k * s - 0.5, y0=-0.5, y1=R * s - 0.5)
+             for k in range(1, K)]
+    lines += [dict(type="line", y0=r * s - 0.5, y1=r * s - 0.5, x0=-0.5, x1=K * s - 0.5)
+              for r in range(1, R)]
+    for ln in lines:
+        ln["line"] = dict(color="white", width=2)
+    fig.update_layout(
+        title=title, shapes=lines, height=min(1100, 120 + 70 * R), margin=dict(l=10, r=10, t=60, b=10),
+        xaxis=dict(tickmode="array", tickvals=[(k + 0.5) * s - 0.5 for k in range(K)],
+                   ticktext=col_labels, side="top", showgrid=False, zeroline=False),
+        yaxis=dict(tickmode="array", tickvals=[(r + 0.5) * s - 0.5 for r in range(R)],
+                   ticktext=row_labels, autorange="reversed", showgrid=False, zeroline=False),
+    )
+    return fig
+
+
+def model_view(attentions: np.ndarray, tile: int = TILE) -> go.Figure:
+    """Every layer x head of a model (L, H, T, T) at a glance, one shared 0..1 colour scale."""
+    L, H = attentions.shape[:2]
+    return tiled_heatmap(attentions, [f"layer {l}" for l in range(L)],
+                         [f"head {h}" for h in range(H)], "All layers x heads", tile)
+
+
+def head_grid(weights: np.ndarray, title: str = "", cols: int = 6, tile: int = TILE) -> go.Figure:
+    """The H heads of one layer (H, T, T) as a grid of tiles, `cols` per row."""
+    H, T = weights.shape[0], weights.shape[-1]
+    cols = min(cols, H)
+    rows = -(-H // cols)
+    padded = np.zeros((rows * cols, T, T), dtype=np.float32)
+    padded[:H] = weights
+    grid = padded.reshape(rows, cols, T, T)  # (rows, cols, T, T)
+    fig = tiled_heatmap(grid, [f"heads {r * cols}-{min(H, (r + 1) * cols) - 1}" for r in range(rows)],
+                        [f"+{c}" for c in range(cols)], title, tile)
+    return fig
+
+
+def line_view(
+    weights: np.ndarray, tokens: list[str], heads: list[int] | None = None,
+    top_k: int = 3, min_weight: float = 0.05, query: int | None = None,
+) -> go.Figure:
+    """BertViz-style lines: queries on the left, keys on the right, opacity = weight.
+
+    weights: (H, T, T) for the heads to draw, or (T, T) for one. For each query only its
+    top_k keys with weight >= min_weight are drawn (so 512 tokens stay light); `query` limits
+    the lines to one query token.
+    """
+    w = np.asarray(weights, dtype=np.float32)
+    if w.ndim == 2:
+        w = w[None]
+    heads = heads if heads is not None else list(range(w.shape[0]))
+    T = w.shape[-1]
+    fig = go.Figure()
+    queries = range(T) if query is None else [query]
+    for n, h in enumerate(heads):
+        colour = HEAD_COLOURS[h % len(HEAD_COLOURS)]
+        buckets: dict[int, tuple[list, list]] = {}
+        for i in queries:
+            row = w[n, i]
+            for j in np.argsort(row)[::-1][:top_k]:
+                if row[j] < min_weight:
+                    break
+                b = min(4, int(row[j] * 5))  # opacity bucket 0..4
+                xs, ys = buckets.setdefault(b, ([], []))
+                xs += [0, 1, None]
+                ys += [-i, -int(j), None]
+        for b, (xs, ys) in sorted(buckets.items()):
+            fig.add_trace(go.Scatter(
+                x=xs, y=ys, mode="lines", line=dict(color=colour, width=1 + b),
+                opacity=0.2 + 0.2 * b, hoverinfo="skip", showlegend=(b == max(buckets)),
+                name=f"head {h}", legendgroup=f"h{h}",
+            ))
+    labels = [token_label(t) for t in tokens]
+    for x, pos in ((0, "middle left"), (1, "middle right")):
+        fig.add_trace(go.Scatter(
+            x=[x] * T, y=[-i for i in range(T)], mode="text", text=labels, textposition=pos,
+            hovertext=[f"{i}: {t}" for i, t in enumerate(labels)], hoverinfo="text", showlegend=False,
+        ))
+    fig.update_layout(
+        height=min(2400, 120 + 20 * T), margin=dict(l=10, r=10, t=40, b=10),
+        title=f"Lines: top {top_k} keys per query (weight ≥ {min_weight:g})",
+        xaxis=dict(visible=False, range=[-0.6, 1.6]), yaxis=dict(visible=False),
+        legend=dict(orientation="h"),
+    )
+    return fig
+
+
+def token_focus(weights: np.ndarray, tokens: list[str], query: int, top_k: int = 15) -> go.Figure:
+    """Where token `query` attends in every head of a layer: grouped bars over its top keys.
+
+    weights: (H, T, T). Keys are the top_k by largest weight in any head, in sentence order.
+    """
+    row = np.asarray(weights, dtype=np.float32)[:, query, :]  # (H, T)
+    keys = np.sort(np.argsort(row.max(0))[::-1][:top_k])
+    cats = [positions(tokens)[j] for j in keys]
+    fig = go.Figure([
+        go.Bar(x=cats, y=row[h, keys], name=f"head {h}", marker_color=HEAD_COLOURS[h % len(HEAD_COLOURS)],
+               hovertemplate=f"head {h}: %{{x}} %{{y:.3f}}<extra></extra>")
+        for h in range(row.shape[0])
+    ])
+    fig.update_layout(
+        barmode="group", title=f"Where “{token_label(tokens[query])}” (position {query}) attends",
+        xaxis=dict(title="key token", type="category"), yaxis=dict(title="weight", range=[0, 1]),
+        height=380, margin=dict(l=10, r=10, t=50, b=10),
+    )
+    return fig
+
+
+def matrix_heatmap(
+    values: np.ndarray, tokens: list[str], title: str, column_title: str = "dimension",
+    boundaries: list[int] | None = None, height: int | None = None,
+) -> go.Figure:
+    """A T x N matrix of vectors (one row per token), diverging colours centred on 0.
+
+    boundaries: column positions to mark with a line (e.g. where each head's slice starts).
+    """
+    v = np.asarray(values, dtype=np.float32)
+    ycats, yaxis = _token_axis(tokens, max_labels=40)
+    lim = float(np.abs(v).max()) or 1.0
+    fig = go.Figure(go.Heatmap(
+        z=v, y=ycats, colorscale="RdBu_r", zmid=0, zmin=-lim, zmax=lim,
+        hovertemplate="%{y}, " + column_title + " %{x}: %{z:.3f}<extra></extra>",
+    ))
+    shapes = [dict(type="line", x0=b - 0.5, x1=b - 0.5, y0=-0.5, y1=len(tokens) - 0.5,
+                   line=dict(color="black", width=1)) for b in (boundaries or [])]
+    fig.update_layout(
+        title=title, shapes=shapes, xaxis=dict(title=column_title),
+        yaxis=dict(autorange="reversed", **yaxis),
+        height=height or min(600, 160 + 16 * len(tokens)), margin=dict(l=10, r=10, t=50, b=10),
     )
     return fig

@@ -1,7 +1,11 @@
-"""The only module that imports Streamlit: cached loaders and the shared sidebar state.
+"""The only module that imports Streamlit: cached loaders, the shared sidebar, URL state.
 
 The model is loaded once per process (st.cache_resource) and shared read-only by every
 session; per-sentence results are cached by value (st.cache_data, bounded).
+
+Widget values that must survive page switches (sentence, model, layer, head) live in plain
+session_state keys; each widget gets its value from there and writes back in `on_change`
+(keyed widgets in the entrypoint's sidebar otherwise snap back under st.navigation).
 """
 
 from __future__ import annotations
@@ -10,16 +14,45 @@ import os
 
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
+from typing import Any, Sequence
+
 import streamlit as st
 
 from mha import bert
 
 DEFAULT_TEXT = "The mole on his arm was not a mole but a rare insect."
+MAX_CHARS = 10_000
+EXAMPLES = {
+    "Two moles": DEFAULT_TEXT,
+    "Making ... more difficult": (
+        "It is in this spirit that a majority of American governments have passed new laws "
+        "since 2009 making the registration or voting process more difficult."
+    ),
+    "Coreference": "The trophy did not fit in the suitcase because it was too big.",
+    "Long paragraph": (
+        "Attention lets every token look at every other token and take a weighted average of "
+        "what it finds. A single head has one set of weights per token, so it must blend every "
+        "kind of relation into one average: the verb that agrees with its subject, the pronoun "
+        "that points back to a name, the adjective that colours a noun, the word just before. "
+        "Multi-head attention runs several of these averages side by side. Each head projects "
+        "the tokens into its own smaller space with its own learned matrices, attends there, "
+        "and hands back a short vector; the vectors are joined end to end and mixed by one more "
+        "matrix. Because the projections differ, the heads can specialise: one may follow "
+        "syntax, another may track meaning, another may simply look at the next word. If all "
+        "heads shared one projection they would compute the same thing, and the extra heads "
+        "would add cost without adding a single new point of view. Researchers who studied "
+        "BERT found heads that attend to the separator token, heads that attend to the previous "
+        "or next word, and heads that link determiners to their nouns or objects to their verbs."
+    ),
+}
+
+
+# ---------------------------------------------------------------- cached engine calls
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)
 def load_model(name: str) -> bert.LoadedBert:
-    """The shared, read-only model (one per process)."""
+    """The shared, read-only model (one per process and name)."""
     return bert.load_bert(name)
 
 
@@ -29,31 +62,184 @@ def cached_run(model_name: str, text: str, text_b: str | None = None) -> bert.Be
     return load_model(model_name).attend(text, text_b)
 
 
+# ---------------------------------------------------------------- session state + URL
+
+
+def notice(message: str) -> None:
+    """Queue a one-off message shown at the top of the page (bad URL values, fallbacks)."""
+    st.session_state.setdefault("_notices", []).append(message)
+
+
+def show_notices() -> None:
+    for message in st.session_state.pop("_notices", []):
+        st.warning(message, icon=":material/warning:")
+
+
+def _int_param(params, name: str) -> int | None:
+    raw = params.get(name)
+    if raw is None:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        notice(f"The link's {name}={raw[:20]!r} is not a whole number: using the default.")
+        return None
+
+
+def init_state() -> None:
+    """Defaults, then (once per session) the values a shared link carries in its query string."""
+    ss = st.session_state
+    if ss.get("_initialised"):
+        return
+    ss["_initialised"] = True
+    ss.update(text=DEFAULT_TEXT, text_b="", model=bert.default_model_name(), layer=0, head=0)
+    params = st.query_params
+    if "text" in params:
+        ss["text"] = params["text"][:MAX_CHARS]
+    if "text_b" in params:
+        ss["text_b"] = params["text_b"][:MAX_CHARS]
+    if "model" in params:
+        names = [s.name for s in bert.available_models()]
+        if params["model"] in names:
+            ss["model"] = params["model"]
+        else:
+            notice(f"The link asks for a model that is not on the list ({params['model'][:40]!r}): "
+                   f"using {bert.DEFAULT_MODEL}. Available: {', '.join(names)}.")
+    for name in ("layer", "head"):
+        value = _int_param(params, name)
+        if value is not None:
+            ss[name] = value  # checked against the model by layer_head()
+
+
+def sync_url() -> None:
+    """Write the current view into the query string so the link reopens it."""
+    ss = st.session_state
+    want = {"model": ss["model"], "text": ss["text"], "layer": str(ss["layer"]), "head": str(ss["head"])}
+    if ss.get("text_b"):
+        want["text_b"] = ss["text_b"]
+    current = {k: st.query_params.get(k) for k in ("model", "text", "text_b", "layer", "head")}
+    if {k: v for k, v in current.items() if v is not None} != want:
+        st.query_params.from_dict(want)
+
+
+def kept(kind: str, label: str, key: str, container: Any = None, **kwargs: Any) -> Any:
+    """Widget `kind` (e.g. "selectbox") whose value lives in st.session_state[key].
+
+    The widget's own state (key "_w_<key>") follows st.session_state[key] when that was changed
+    elsewhere (a link, an example button, a fallback), and writes back through on_change.
+    """
+    ss = st.session_state
+    wkey = f"_w_{key}"
+
+    def _store() -> None:
+        ss[key] = ss[wkey]
+
+    if "options" in kwargs:
+        options = list(kwargs["options"])
+        if ss.get(key) not in options:
+            ss[key] = options[0]
+        kwargs["index"] = options.index(ss[key])
+    else:
+        kwargs["value"] = ss[key]
+    if wkey in ss and ss[wkey] != ss[key]:
+        ss[wkey] = ss[key]
+    return getattr(container or st, kind)(label, key=wkey, on_change=_store, **kwargs)
+
+
+# ---------------------------------------------------------------- sidebar
+
+
+def _use_example(text: str) -> None:
+    st.session_state["text"] = text
+    st.session_state["_w_text"] = text
+    st.session_state["text_b"] = ""
+    st.session_state["_w_text_b"] = ""
+
+
+def sidebar() -> None:
+    """Sentence, optional second sentence, examples and model picker (on every page)."""
+    init_state()
+    sb = st.sidebar
+    kept("text_area", "Sentence", "text", container=sb, height=110, max_chars=MAX_CHARS,
+         help="Any text; beyond the model's 512 tokens it is truncated, with a notice.")
+    kept("text_input", "Second sentence (optional: BERT's segment B)", "text_b", container=sb,
+         max_chars=MAX_CHARS)
+    sb.caption("Examples")
+    cols = sb.columns(2)
+    for n, (name, text) in enumerate(EXAMPLES.items()):
+        cols[n % 2].button(name, key=f"_ex_{n}", on_click=_use_example, args=(text,),
+                           use_container_width=True)
+    specs = {s.name: s for s in bert.available_models()}
+    kept("selectbox", "Model", "model", container=sb, options=list(specs),
+         format_func=lambda n: f"{n} ({'bundled' if specs[n].source == 'bundled' else specs[n].source})",
+         help="\n\n".join(f"**{s.name}**: {s.description}" for s in specs.values()))
+    sb.caption(specs[st.session_state["model"]].description)
+
+
+# ---------------------------------------------------------------- the current model and run
+
+
 def get_model() -> bert.LoadedBert:
-    """Load the chosen model with a visible status the first time."""
+    """The chosen model; a model that cannot be loaded here falls back to the bundled one."""
     name = st.session_state.get("model", bert.DEFAULT_MODEL)
-    with st.spinner(f"Loading {name} (first time only)..."):
-        return load_model(name)
-
-
-def sentence_sidebar() -> None:
-    """The sentence box, kept in a plain session_state key so it survives page switches."""
-    st.session_state.setdefault("text", DEFAULT_TEXT)
-    st.session_state.setdefault("model", bert.DEFAULT_MODEL)
-
-    def _keep() -> None:
-        st.session_state["text"] = st.session_state["_text_box"]
-
-    st.sidebar.text_area("Sentence", value=st.session_state["text"], key="_text_box",
-                         on_change=_keep, height=110)
+    try:
+        if name == bert.DEFAULT_MODEL:
+            with st.spinner(f"Loading {name} (first time only, a few seconds)..."):
+                return load_model(name)
+        with st.status(f"Loading {name}...", expanded=False) as status:
+            model = load_model(name)
+            status.update(label=f"{name} loaded", state="complete")
+            return model
+    except (bert.ModelUnavailableError, ValueError, OSError) as e:
+        st.session_state["model"] = bert.DEFAULT_MODEL
+        st.session_state["_w_model"] = bert.DEFAULT_MODEL
+        st.error(f"Could not load {name}: {e}. Showing {bert.DEFAULT_MODEL} instead.")
+        return load_model(bert.DEFAULT_MODEL)
 
 
 def current_run() -> bert.BertRun | None:
-    """The run for the sidebar sentence, or None (with a message in the page) if it is unusable."""
-    text = st.session_state.get("text", DEFAULT_TEXT)
+    """The run for the sidebar sentence(s), or None (with a message in the page)."""
+    ss = st.session_state
+    text, text_b = ss.get("text", ""), ss.get("text_b", "") or None
     if not text.strip():
-        st.info("Type a sentence in the sidebar to see its attention.")
+        st.info("The sentence is empty: type one in the sidebar, or pick an example.")
         return None
     model = get_model()
     with st.spinner("Running BERT..."):
-        return cached_run(model.name, text)
+        run = cached_run(model.name, text, text_b)
+    if run.truncated:
+        st.warning(f"The input is longer than {model.name}'s maximum of {run.max_length} tokens: "
+                   f"the last {run.n_dropped} tokens were dropped.")
+    return run
+
+
+def layer_head(run: bert.BertRun, container: Any = None, head: bool = True) -> tuple[int, int]:
+    """Layer and head pickers (values kept in the session and the URL), clamped to the model."""
+    ss = st.session_state
+    for key, n in (("layer", run.n_layers), ("head", run.n_heads)):
+        if not 0 <= int(ss.get(key, 0)) < n:
+            notice(f"{key} {ss.get(key)} does not exist in {run.model_name} (0..{n - 1}): showing {key} 0.")
+            ss[key] = 0
+    show_notices()
+    box = container or st
+    cols = box.columns(2) if head else [box]
+    layer = kept("selectbox", "Layer", "layer", container=cols[0], options=list(range(run.n_layers)),
+                 format_func=lambda i: f"layer {i}")
+    h = ss["head"]
+    if head:
+        h = kept("selectbox", "Head", "head", container=cols[1], options=list(range(run.n_heads)),
+                 format_func=lambda i: f"head {i}")
+    return layer, h
+
+
+def token_options(tokens: Sequence[str]) -> list[int]:
+    return list(range(len(tokens)))
+
+
+def token_picker(label: str, tokens: Sequence[str], default: int = 1, key: str | None = None,
+                 container: Any = None) -> int:
+    """Choose a token by position; labels show "position: token" so repeats stay distinct."""
+    box = container or st
+    default = min(default, len(tokens) - 1)
+    return box.selectbox(label, token_options(tokens), index=default, key=key,
+                         format_func=lambda i: f"{i}: {tokens[i]}")

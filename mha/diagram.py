@@ -1,0 +1,47 @@
+"""The three stages of multi-head attention as a Graphviz (DOT) diagram with real shapes."""
+
+from __future__ import annotations
+
+
+def stages_dot(T: int, C: int, H: int, shared: bool = False) -> str:
+    """DOT source: X (T x C) -> per-head Q_i, K_i, V_i (T x D) -> attention per head -> concat -> W^O.
+
+    Shows up to 3 heads and an ellipsis; D = C / H. `shared` draws one W^Q, W^K, W^V for all.
+    """
+    if H < 1 or C % H:
+        raise ValueError(f"C={C} must be divisible by H={H}")
+    D = C // H
+    shown = list(range(min(H, 3)))
+    lines = [
+        "digraph MHA {",
+        '  rankdir=LR; node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=11];',
+        '  edge [color="#555555"];',
+        f'  X [label="X\\ntoken vectors\\n{T} x {C}", fillcolor="#e8e8e8"];',
+        '  subgraph cluster_1 { label="1. project (per head)"; color="#88CCEE";',
+    ]
+    for i in shown:
+        w = "W^Q, W^K, W^V (shared)" if shared else f"W_{i}^Q, W_{i}^K, W_{i}^V"
+        lines.append(f'    P{i} [label="{w}\\n{C} x {D} each\\n-> Q_{i}, K_{i}, V_{i}: {T} x {D}", fillcolor="#d6eef8"];')
+    if H > 3:
+        lines.append(f'    Pdots [label="... {H - 3} more heads", shape=plaintext, style=""];')
+    lines += ["  }", '  subgraph cluster_2 { label="2. attend (all heads in parallel)"; color="#DDCC77";']
+    for i in shown:
+        lines.append(
+            f'    A{i} [label="head {i}\\nsoftmax(Q_{i} K_{i}^T / sqrt({D})) V_{i}\\nweights {T} x {T} -> out {T} x {D}", fillcolor="#f6f0d6"];'
+        )
+    if H > 3:
+        lines.append('    Adots [label="...", shape=plaintext, style=""];')
+    lines += [
+        "  }",
+        '  subgraph cluster_3 { label="3. concatenate, then mix"; color="#CC6677";',
+        f'    Cat [label="Concat(head_0..head_{H - 1})\\n{T} x ({H} x {D}) = {T} x {C}", fillcolor="#f3dde1"];',
+        f'    WO [label="x W^O\\n{C} x {C}", fillcolor="#f3dde1"];',
+        "  }",
+        f'  Y [label="output\\n{T} x {C}", fillcolor="#e8e8e8"];',
+    ]
+    for i in shown:
+        lines += [f"  X -> P{i};", f"  P{i} -> A{i};", f"  A{i} -> Cat;"]
+    if H > 3:
+        lines += ["  X -> Pdots;", "  Pdots -> Adots;", "  Adots -> Cat;"]
+    lines += ["  Cat -> WO;", "  WO -> Y;", "}"]
+    return "\n".join(lines)

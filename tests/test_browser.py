@@ -1,0 +1,112 @@
+"""A real Streamlit server and a real Chromium (Playwright): type, switch pages, check, screenshot."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+ARTIFACTS = ROOT / "artifacts"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--no-first-run"]
+PAGES = [("overview", ""), ("build", "build"), ("bert_heads", "bert_heads"), ("collapse", "collapse"),
+         ("atlas", "atlas"), ("why_heads", "why_heads")]
+
+
+def chromium_or_skip() -> str:
+    path = shutil.which("chromium")
+    if path is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("chromium is not installed: CI must install it (apt-get install -y chromium)")
+        pytest.skip("chromium not found: apt-get install -y chromium to run the real-browser test")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                break
+        except OSError:
+            time.sleep(0.3)
+    else:
+        proc.kill()
+        pytest.fail(f"streamlit did not start: {proc.stdout.read().decode()[-2000:]}")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    exe = chromium_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=exe, args=CHROMIUM_FLAGS)
+        yield b
+        b.close()
+
+
+def wait_idle(page, timeout=90_000):
+    """Wait until Streamlit has finished the current run (no 'running' status widget)."""
+    page.wait_for_timeout(300)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout
+    )
+    page.wait_for_timeout(300)
+
+
+def test_type_switch_pages_and_screenshot(server, browser):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(server, wait_until="domcontentloaded")
+    page.wait_for_selector('[data-testid="stSidebar"] textarea', timeout=60_000)
+    wait_idle(page)
+    text = "The cat chased the other cat across the garden."
+    box = page.locator('[data-testid="stSidebar"] textarea').first
+    box.fill(text)
+    box.press("Control+Enter")
+    wait_idle(page)
+    for name, path in PAGES:
+        page.goto(f"{server}/{path}", wait_until="domcontentloaded") if False else None
+        page.locator('[data-testid="stSidebarNav"] a').nth([p for p, _ in PAGES].index(name)).click()
+        wait_idle(page)
+        page.wait_for_selector("h1", timeout=60_000)
+        # the typed sentence survives every page switch
+        assert page.locator('[data-testid="stSidebar"] textarea').first.input_value() == text, name
+        assert page.locator('[data-testid="stException"]').count() == 0, name
+        if name in ("overview", "build", "bert_heads"):
+            if name != "overview":
+                page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=60_000)
+                assert page.locator('[data-testid="stPlotlyChart"]').count() >= 3, name
+        page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=name == "overview")
+    assert "chased" in page.url or "text=" in page.url  # the sentence is in the shareable link
+    assert dialogs == []
