@@ -41,12 +41,11 @@ def _check(m: MultiHeadAttention) -> None:
         raise ValueError("start from a module with distinct projections")
 
 
-@torch.no_grad()
 def shared_module(m: MultiHeadAttention, source: Source = 0) -> MultiHeadAttention:
     """A projection="shared" copy of m: every head uses one W^Q, W^K, W^V (C x D)."""
     _check(m)
     bias = m.q_proj.bias is not None
-    with torch.inference_mode(False):
+    with torch.inference_mode(False), torch.no_grad():  # ordinary tensors, no autograd
         s = MultiHeadAttention(m.d_model, m.n_heads, "shared", bias=bias)
         for role in ROLES:
             src, dst = getattr(m, f"{role}_proj"), getattr(s, f"{role}_proj")
@@ -57,7 +56,6 @@ def shared_module(m: MultiHeadAttention, source: Source = 0) -> MultiHeadAttenti
     return s.eval().requires_grad_(False)
 
 
-@torch.no_grad()
 def interpolate(
     m: MultiHeadAttention, alpha: float, source: Source = 0, roles: Iterable[str] = ROLES
 ) -> MultiHeadAttention:
@@ -73,7 +71,7 @@ def interpolate(
     if bad := [r for r in roles if r not in ROLES]:
         raise ValueError(f"roles must be among {ROLES}, got {bad}")
     H = m.n_heads
-    with torch.inference_mode(False):
+    with torch.inference_mode(False), torch.no_grad():  # ordinary tensors, no autograd
         out = MultiHeadAttention(m.d_model, H, "distinct", bias=m.q_proj.bias is not None)
         out.load_state_dict(m.state_dict())
         for role in roles:

@@ -168,7 +168,7 @@ def sidebar() -> None:
     cols = sb.columns(2)
     for n, (name, text) in enumerate(EXAMPLES.items()):
         cols[n % 2].button(name, key=f"_ex_{n}", on_click=_use_example, args=(text,),
-                           use_container_width=True)
+                           width="stretch")
     specs = {s.name: s for s in bert.available_models()}
     kept("selectbox", "Model", "model", container=sb, options=list(specs),
          format_func=lambda n: f"{n} ({'bundled' if specs[n].source == 'bundled' else specs[n].source})",
@@ -191,8 +191,7 @@ def get_model() -> bert.LoadedBert:
             status.update(label=f"{name} loaded", state="complete")
             return model
     except (bert.ModelUnavailableError, ValueError, OSError) as e:
-        st.session_state["model"] = bert.DEFAULT_MODEL
-        st.session_state["_w_model"] = bert.DEFAULT_MODEL
+        st.session_state["model"] = bert.DEFAULT_MODEL  # the picker follows on the next run
         st.error(f"Could not load {name}: {e}. Showing {bert.DEFAULT_MODEL} instead.")
         return load_model(bert.DEFAULT_MODEL)
 

@@ -18,8 +18,7 @@ from conftest import ROOT
 ARTIFACTS = ROOT / "artifacts"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--no-first-run"]
-PAGES = [("overview", ""), ("build", "build"), ("bert_heads", "bert_heads"), ("collapse", "collapse"),
-         ("atlas", "atlas"), ("why_heads", "why_heads")]
+PAGES = ["overview", "build", "bert_heads", "collapse", "atlas", "why_heads"]  # sidebar order
 
 
 def chromium_or_skip() -> str:
@@ -74,12 +73,10 @@ def browser():
 
 
 def wait_idle(page, timeout=90_000):
-    """Wait until Streamlit has finished the current run (no 'running' status widget)."""
-    page.wait_for_timeout(300)
-    page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout
-    )
-    page.wait_for_timeout(300)
+    """Wait until Streamlit has finished the current script run."""
+    page.wait_for_timeout(400)
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout)
+    page.wait_for_timeout(400)
 
 
 def test_type_switch_pages_and_screenshot(server, browser):
@@ -95,9 +92,8 @@ def test_type_switch_pages_and_screenshot(server, browser):
     box.fill(text)
     box.press("Control+Enter")
     wait_idle(page)
-    for name, path in PAGES:
-        page.goto(f"{server}/{path}", wait_until="domcontentloaded") if False else None
-        page.locator('[data-testid="stSidebarNav"] a').nth([p for p, _ in PAGES].index(name)).click()
+    for n, name in enumerate(PAGES):
+        page.locator('[data-testid="stSidebarNav"] a').nth(n).click()
         wait_idle(page)
         page.wait_for_selector("h1", timeout=60_000)
         # the typed sentence survives every page switch

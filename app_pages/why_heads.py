@@ -11,4 +11,4 @@ st.info(
     "trained live on a task that needs several relations at once. Vaswani et al. 2017 "
     "(Table 3, rows A) report single-head attention 0.9 BLEU below the best head count."
 )
-st.page_link("pages/overview.py", label="Overview", icon=":material/explore:")
+st.page_link("app_pages/overview.py", label="Overview", icon=":material/explore:")

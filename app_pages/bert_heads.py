@@ -16,7 +16,7 @@ st.caption(
 )
 
 st.subheader("The whole model at a glance")
-st.plotly_chart(plots.model_view(run.attentions), use_container_width=True)
+st.plotly_chart(plots.model_view(run.attentions), width="stretch")
 st.caption(
     "Each tile is one head (long inputs are averaged into at most "
     f"{plots.TILE} x {plots.TILE} cells per tile). Look for vertical stripes (everyone reads "
@@ -45,16 +45,16 @@ if pair and block:
                "longer sum to 1 (the rest of each row falls outside the block).")
 c1, c2 = st.columns([3, 2])
 c1.plotly_chart(plots.attention_heatmap(one, q_labels, f"Layer {layer}, head {head}",
-                                        key_tokens=k_labels), use_container_width=True)
+                                        key_tokens=k_labels), width="stretch")
 with c2:
     others = st.multiselect("Overlay heads in the line view", list(range(run.n_heads)), default=[head],
                             format_func=lambda h: f"head {h}", max_selections=6)
     st.plotly_chart(plots.line_view(att[others or [head]], labels, others or [head]),
-                    use_container_width=True)
+                    width="stretch")
 
 st.subheader("Token focus")
 query = ui.token_picker("Token", labels, default=min(2, len(labels) - 1), key="focus_token")
-st.plotly_chart(plots.token_focus(att, labels, query), use_container_width=True)
+st.plotly_chart(plots.token_focus(att, labels, query), width="stretch")
 
 st.subheader("Download")
 d1, d2, d3 = st.columns(3)

@@ -18,7 +18,7 @@ st.markdown(
     f"**{model.name}** (d_model C = {C}, so each head works in D = C / H = {D} dimensions), "
     f"shown here for your {T}-token input."
 )
-st.graphviz_chart(diagram.stages_dot(T, C, H), use_container_width=True)
+st.graphviz_chart(diagram.stages_dot(T, C, H), width="stretch")
 c1, c2, c3 = st.columns(3)
 with c1:
     st.subheader("1. Project, per head")
@@ -27,7 +27,7 @@ with c1:
         f"each maps the {C}-dimensional token vectors into its own {D}-dimensional subspace. "
         f"In practice one {C} x {C} matrix is applied and its output split into {H} slices."
     )
-    st.page_link("pages/build.py", label="See the slices on your sentence", icon=":material/build:")
+    st.page_link("app_pages/build.py", label="See the slices on your sentence", icon=":material/build:")
 with c2:
     st.subheader("2. Attend, in parallel")
     st.markdown(
@@ -35,14 +35,14 @@ with c2:
         f"map of where each token reads, and a {T} x {D} output. Different heads learn "
         f"different relations: the previous word, the separator, a verb's object."
     )
-    st.page_link("pages/bert_heads.py", label="Inspect every head of the real BERT", icon=":material/grid_view:")
+    st.page_link("app_pages/bert_heads.py", label="Inspect every head of the real BERT", icon=":material/grid_view:")
 with c3:
     st.subheader("3. Concatenate, then mix")
     st.markdown(
         f"The {H} outputs ({T} x {D} each) are joined to {T} x {C} and multiplied by W^O "
         f"({C} x {C}), so the next layer gets one representation informed by every head."
     )
-    st.page_link("pages/collapse.py", label="What if every head shared one projection?", icon=":material/call_merge:")
+    st.page_link("app_pages/collapse.py", label="What if every head shared one projection?", icon=":material/call_merge:")
 st.caption(
     "Attention weights show where a head reads, not why the model decides what it decides "
     "(Jain & Wallace 2019; Wiegreffe & Pinter 2019)."

@@ -10,4 +10,4 @@ st.info(
     "This page is being built. Meanwhile, the **shared** toggle on *Build it from scratch* "
     "already gives every head one W^Q, W^K, W^V and shows that all heads then compute the same map."
 )
-st.page_link("pages/build.py", label="Build it from scratch", icon=":material/build:")
+st.page_link("app_pages/build.py", label="Build it from scratch", icon=":material/build:")

@@ -71,12 +71,12 @@ n_shared = MultiHeadAttention.parameter_count(C, H, "shared")
 m2.metric("Parameters, distinct", f"{n_dist:,}")
 m3.metric("Parameters, shared", f"{n_shared:,}", delta=f"{n_shared - n_dist:,}", delta_color="off")
 
-head = st.slider("Head to follow", 0, H - 1, 0)
+head = st.selectbox("Head to follow", range(H), format_func=lambda h: f"head {h}")
 lo, hi = head * D, (head + 1) * D
 
 st.header(f"0. Input X ({T} x {C})")
 st.markdown(f"BERT's hidden states entering layer {layer}: one {C}-dimensional vector per token.")
-st.plotly_chart(plots.matrix_heatmap(tr.x[0, :MAX_SHOWN], shown, "X"), use_container_width=True)
+st.plotly_chart(plots.matrix_heatmap(tr.x[0, :MAX_SHOWN], shown, "X"), width="stretch")
 
 st.header(f"1. Project: Q_i, K_i, V_i ({T} x {D} per head)")
 st.markdown(
@@ -86,7 +86,7 @@ st.markdown(
 )
 q_full = tr.q[0].transpose(0, 1).reshape(T, -1)  # (T, H*D): the heads side by side
 st.plotly_chart(plots.matrix_heatmap(q_full[:MAX_SHOWN], shown, "Q = X W^Q, split into heads",
-                                     boundaries=[h * D for h in range(1, H)]), use_container_width=True)
+                                     boundaries=[h * D for h in range(1, H)]), width="stretch")
 
 st.header(f"2. Scores Q_i K_i^T ({T} x {T}) and the softmax")
 raw, sc = tr.scores[0, head], tr.scaled[0, head]
@@ -102,11 +102,11 @@ st.markdown(
 )
 st.plotly_chart(plots.attention_heatmap(tr.weights[0, head, :MAX_SHOWN, :MAX_SHOWN], shown,
                                         f"Head {head}: softmax(Q K^T{' / sqrt(d_k)' if scale else ''})"),
-                use_container_width=True)
+                width="stretch")
 
 st.header(f"3. All {H} heads at once")
 st.plotly_chart(plots.head_grid(tr.weights[0].numpy(), f"Attention weights of all {H} heads"),
-                use_container_width=True)
+                width="stretch")
 if shared:
     spread = float((tr.weights[0] - tr.weights[0, :1]).abs().max())
     st.warning(f"Shared projections: every head computes the same map (max difference between heads "
@@ -114,11 +114,11 @@ if shared:
 
 st.header(f"4. Head outputs ({T} x {D}) -> concatenation ({T} x {C})")
 st.plotly_chart(plots.matrix_heatmap(tr.concat[0, :MAX_SHOWN], shown, "Concat(head_1, ..., head_H)",
-                                     boundaries=[h * D for h in range(1, H)]), use_container_width=True)
+                                     boundaries=[h * D for h in range(1, H)]), width="stretch")
 
 st.header(f"5. Mix with W^O ({C} x {C}) -> output ({T} x {C})")
 st.plotly_chart(plots.matrix_heatmap(tr.output[0, :MAX_SHOWN], shown, "Output = Concat W^O + b"),
-                use_container_width=True)
+                width="stretch")
 
 if shuffle:
     with torch.no_grad():

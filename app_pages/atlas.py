@@ -11,4 +11,4 @@ st.info(
     "entropy) and a finder for the heads that link two words. Meanwhile, *BERT heads* shows "
     "every head of every layer and where one token attends in each head."
 )
-st.page_link("pages/bert_heads.py", label="BERT heads", icon=":material/grid_view:")
+st.page_link("app_pages/bert_heads.py", label="BERT heads", icon=":material/grid_view:")

@@ -1,0 +1,189 @@
+"""Every page through Streamlit's AppTest on the real bundled model: charts equal the engine's numbers."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from conftest import ROOT, plotly_array
+
+TIMEOUT = 120
+PAGES = ["app_pages/overview.py", "app_pages/build.py", "app_pages/bert_heads.py", "app_pages/collapse.py",
+         "app_pages/atlas.py", "app_pages/why_heads.py"]
+SECOND = "Dogs chase cats, and cats chase mice."
+
+
+def app(**params) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    for k, v in params.items():
+        at.query_params[k] = v
+    return at.run()
+
+
+def figures(at: AppTest) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def large_heatmap(at: AppTest) -> dict:
+    """The one-head heatmap on the BERT heads page (the first with hover text per cell)."""
+    for f in figures(at):
+        for t in f["data"]:
+            if t["type"] == "heatmap" and "query" in t.get("hovertemplate", ""):
+                return t
+    raise AssertionError("no one-head heatmap on the page")
+
+
+def select(at: AppTest, label: str, value) -> None:
+    (box,) = [s for s in at.selectbox if s.label == label]
+    box.select(value).run()
+
+
+def no_exception(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("text", [None, SECOND])
+def test_every_page_runs(page, text):
+    at = app()
+    if text:
+        at.sidebar.text_area[0].input(text).run()
+    at.switch_page(page).run()
+    no_exception(at)
+    assert at.title, page
+    if page in ("app_pages/build.py", "app_pages/bert_heads.py"):
+        assert len(at.get("plotly_chart")) >= 4
+
+
+def test_typed_sentence_drives_the_head_heatmap(bert):
+    at = app()
+    text = "The cat sat on the mat because the cat was tired."
+    at.sidebar.text_area[0].input(text).run()
+    at.switch_page("app_pages/bert_heads.py").run()
+    select(at, "Layer", 3)
+    select(at, "Head", 7)
+    no_exception(at)
+    hm = large_heatmap(at)
+    run = bert.attend(text)
+    z = plotly_array(hm["z"])
+    T = len(run.tokens)
+    assert z.shape == (T, T)  # repeated "the" / "cat" keep their own rows and columns
+    assert len(set(hm["y"])) == T and hm["y"][2].endswith("cat") and hm["y"][9].endswith("cat")
+    np.testing.assert_allclose(z, run.attentions[3, 7], atol=1e-7)
+    assert at.query_params["layer"] in ("3", ["3"]) and at.query_params["head"] in ("7", ["7"])
+
+
+def test_url_parameters_restore_a_view(bert):
+    text = "Time flies like an arrow."
+    at = app(text=text, layer="4", head="2")
+    at.switch_page("app_pages/bert_heads.py").run()
+    no_exception(at)
+    assert at.sidebar.text_area[0].value == text
+    np.testing.assert_allclose(plotly_array(large_heatmap(at)["z"]), bert.attend(text).attentions[4, 2],
+                               atol=1e-7)
+
+
+@pytest.mark.parametrize("params,expect", [
+    ({"layer": "99"}, "layer 99 does not exist"),
+    ({"head": "-1"}, "head -1 does not exist"),
+    ({"layer": "two"}, "not a whole number"),
+    ({"model": "evil/model"}, "not on the list"),
+])
+def test_invalid_url_parameters_give_a_notice_and_a_default(bert, params, expect):
+    at = app(**params)  # a link opens the overview first: notices about the link show there
+    warnings = " ".join(w.value for w in at.warning)
+    at.switch_page("app_pages/bert_heads.py").run()
+    no_exception(at)
+    warnings += " ".join(w.value for w in at.warning)
+    assert expect in warnings
+    run = bert.attend(at.sidebar.text_area[0].value)
+    np.testing.assert_allclose(plotly_array(large_heatmap(at)["z"]), run.attentions[0, 0], atol=1e-7)
+
+
+def test_unreachable_hub_model_falls_back_with_a_message(bert):
+    at = app()
+    select_box = [s for s in at.sidebar.selectbox if s.label == "Model"][0]
+    select_box.select("bert-base-uncased").run()
+    at.switch_page("app_pages/bert_heads.py").run()
+    no_exception(at)
+    assert any("Could not load bert-base-uncased" in e.value for e in at.error) or \
+        at.session_state["model"] == "all-MiniLM-L6-v2"
+    assert len(at.get("plotly_chart")) >= 4
+
+
+def test_empty_sentence_gives_a_message_on_every_page():
+    at = app()
+    at.sidebar.text_area[0].input("   ").run()
+    for page in PAGES:
+        at.switch_page(page).run()
+        no_exception(at)
+    at.switch_page("app_pages/bert_heads.py").run()
+    assert any("empty" in i.value for i in at.info)
+
+
+def test_example_button_sets_the_sentence():
+    at = app()
+    (button,) = [b for b in at.sidebar.button if b.label == "Coreference"]
+    button.click().run()
+    assert "trophy" in at.sidebar.text_area[0].value
+    assert "trophy" in at.session_state["text"]
+
+
+def test_view_options_hide_special_merge_and_pair_blocks(bert):
+    at = app()
+    at.sidebar.text_area[0].input("Tokenization is unbelievable.").run()
+    at.sidebar.text_input[0].input("It works.").run()
+    at.switch_page("app_pages/bert_heads.py").run()
+    run = bert.attend("Tokenization is unbelievable.", "It works.")
+    assert plotly_array(large_heatmap(at)["z"]).shape == (run.n_tokens,) * 2
+    at.toggle[0].set_value(True).run()  # hide [CLS]/[SEP]
+    z = plotly_array(large_heatmap(at)["z"])
+    assert z.shape == (run.n_tokens - 3,) * 2
+    np.testing.assert_allclose(z.sum(1), 1, atol=1e-5)
+    at.toggle[1].set_value(True).run()  # merge word pieces
+    hm = large_heatmap(at)
+    assert any(y.endswith("tokenization") for y in hm["y"])
+    np.testing.assert_allclose(plotly_array(hm["z"]).sum(1), 1, atol=1e-5)
+    no_exception(at)
+
+
+def test_build_page_parity_badge_shared_and_shuffle():
+    at = app()
+    at.switch_page("app_pages/build.py").run()
+    no_exception(at)
+    (badge,) = [s.value for s in at.success if "Parity" in s.value]
+    assert float(badge.rsplit("=", 1)[1]) < 1e-5
+    heads = [s for s in at.selectbox if s.label == "Number of heads H"][0]
+    assert [int(o) for o in heads.options] == [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48]  # divisors of 384
+    (shared,) = [t for t in at.toggle if t.label == "Shared Q/K/V"]
+    shared.set_value(True).run()
+    warn = " ".join(w.value for w in at.warning)
+    assert "same map" in warn
+    spread = float(warn.split("max difference between heads ")[1].split(")")[0])
+    assert spread < 1e-6
+    (shuffle,) = [t for t in at.toggle if t.label == "Shuffle the words"]
+    shuffle.set_value(True).run()
+    (info,) = [i.value for i in at.info if "reordered" in i.value]
+    assert float(info.split("max difference ")[1].split(")")[0]) < 1e-4
+    no_exception(at)
+
+
+def test_build_page_other_head_counts_and_random_init():
+    at = app()
+    at.switch_page("app_pages/build.py").run()
+    select(at, "Number of heads H", 6)
+    no_exception(at)
+    assert not [s for s in at.success if "Parity" in s.value]  # not BERT's split: no parity claim
+    at.radio[0].set_value("Random (seeded)").run()
+    select(at, "Number of heads H", 1)
+    no_exception(at)
+
+
+def test_overview_diagram_uses_the_model_shapes():
+    at = app()
+    no_exception(at)
+    dot = at.get("graphviz_chart")[0].proto.spec
+    assert "384 x 32" in dot and "12 heads" in " ".join(m.value for m in at.markdown)
