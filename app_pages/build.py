@@ -71,6 +71,17 @@ n_shared = MultiHeadAttention.parameter_count(C, H, "shared")
 m2.metric("Parameters, distinct", f"{n_dist:,}")
 m3.metric("Parameters, shared", f"{n_shared:,}", delta=f"{n_shared - n_dist:,}", delta_color="off")
 
+meas = collapse.measures_from(m, tr.weights[0].numpy(), tr.concat[0].numpy()).summary()
+k1, k2, k3 = st.columns(3)
+k1.metric("Head diversity (mean JS between heads)", f"{meas['head diversity (JS)']:.3f}",
+          help="0 = every head attends exactly alike (Clark et al. 2019's distance).")
+k2.metric("Subspace overlap of W^Q slices", f"{meas['subspace overlap W^Q']:.2f}",
+          help="Mean cos² of principal angles between heads' C x D slices; 1 = one shared subspace.")
+k3.metric("Effective rank of the concatenation", f"{meas['effective rank']:.1f}",
+          help=f"At most D = {D} when all heads share Q, K and V.")
+st.page_link("app_pages/collapse.py", label="Sharing on real weights, step by step: the collapse page",
+             icon=":material/call_merge:")
+
 head = st.selectbox("Head to follow", range(H), format_func=lambda h: f"head {h}")
 lo, hi = head * D, (head + 1) * D
 

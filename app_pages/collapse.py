@@ -1,13 +1,112 @@
-"""Shared Q/K/V: the lesson's check question on real weights (full page in a later release)."""
+"""Shared Q/K/V: give every head one projection, on real BERT weights, and watch the heads collapse."""
 
+import numpy as np
 import streamlit as st
 
-from mha import ui
+from mha import MultiHeadAttention, metrics, plots, ui
 
 st.title("Shared Q/K/V: watch the heads collapse")
-ui.show_notices()
-st.info(
-    "This page is being built. Meanwhile, the **shared** toggle on *Build it from scratch* "
-    "already gives every head one W^Q, W^K, W^V and shows that all heads then compute the same map."
+st.markdown(
+    "The check question: to *save parameters*, give every head the **same** W^Q, W^K and W^V. "
+    "Here you do it on BERT's real weights, on BERT's real input to the layer, and measure what "
+    "is left. alpha pulls every head's slice towards the shared one: "
+    "W_i(alpha) = (1 - alpha) W_i + alpha W_shared."
 )
-st.page_link("app_pages/build.py", label="Build it from scratch", icon=":material/build:")
+run = ui.current_run()
+if run is None:
+    st.stop()
+model = ui.get_model()
+C, H = model.d_model, model.n_heads
+D = C // H
+layer, _ = ui.layer_head(run, head=False)
+
+c1, c2, c3, c4 = st.columns([1, 2, 1.3, 1.3])
+shared = c1.toggle("Shared (alpha = 1)", value=False)
+alpha = c2.slider("alpha: distinct (0) -> shared (1)", 0.0, 1.0, 0.5, step=0.05, disabled=shared)
+alpha = 1.0 if shared else float(alpha)
+sources = list(range(H)) + ["mean"]
+source = c3.selectbox("Shared projection", sources, format_func=lambda s: "mean of all heads"
+                      if s == "mean" else f"head {s}'s slice")
+roles = c4.multiselect("Share", ["q", "k", "v"], default=["q", "k", "v"],
+                       format_func=lambda r: f"W^{r.upper()}")
+if not roles:
+    st.info("Choose at least one of W^Q, W^K, W^V to share.")
+    st.stop()
+roles = tuple(sorted(roles))
+if roles == ("k", "q"):
+    st.caption("Sharing only W^Q and W^K makes every head attend the same way, but the values stay "
+               "distinct, so the heads still write different things into their slices.")
+
+key = ui.run_key()
+with st.spinner("Recomputing the layer..."):
+    now = ui.cached_collapse(*key, layer, alpha, source, roles)
+    base = ui.cached_collapse(*key, layer, 0.0, source, roles)
+summary, before = now.summary(), base.summary()
+
+n_dist = MultiHeadAttention.parameter_count(C, H, "distinct")
+n_shared = MultiHeadAttention.parameter_count(C, H, "shared")
+p1, p2, p3, p4 = st.columns(4)
+p1.metric("Head diversity (mean JS)", f"{summary['head diversity (JS)']:.3f}",
+          delta=f"{summary['head diversity (JS)'] - before['head diversity (JS)']:+.3f} vs BERT",
+          delta_color="off")
+p2.metric("Subspace overlap W^Q", f"{summary['subspace overlap W^Q']:.2f}",
+          delta=f"{summary['subspace overlap W^Q'] - before['subspace overlap W^Q']:+.2f} vs BERT",
+          delta_color="off")
+p3.metric("Effective rank of the heads' output", f"{now.effective_rank:.1f}",
+          delta=f"bound D = {D} when Q, K, V are shared", delta_color="off")
+p4.metric("Parameters per layer, shared", f"{n_shared:,}", delta=f"{n_shared - n_dist:,} vs {n_dist:,}",
+          delta_color="off")
+
+g1, g2 = st.columns(2)
+g1.plotly_chart(plots.head_grid(run.attentions[layer], f"Layer {layer}: BERT's own {H} heads"),
+                width="stretch")
+g2.plotly_chart(plots.head_grid(now.weights, f"Layer {layer} at alpha = {alpha:.2f}"), width="stretch")
+
+st.subheader("Head by head")
+m1, m2, m3, m4 = st.columns(4)
+m1.plotly_chart(plots.head_matrix(now.diversity, "Head diversity (JS, nats)", zmax=float(np.log(2)),
+                                  label="JS"), width="stretch")
+for col, role in zip((m2, m3, m4), "qkv"):
+    col.plotly_chart(plots.head_matrix(now.overlap[role], f"Subspace overlap W^{role.upper()}",
+                                       label="cos²"), width="stretch")
+st.caption(
+    "Diversity: Jensen-Shannon divergence between two heads' attention, averaged over tokens "
+    "(Clark et al. 2019). Overlap: mean cos² of the principal angles between two heads' "
+    "C x D projection slices (1 = the same subspace). Effective rank: exp of the entropy of the "
+    "normalised singular values of the heads' concatenated outputs (Roy & Vetterli 2007)."
+)
+
+st.subheader("Along the path")
+with st.spinner("Sweeping alpha from 0 to 1..."):
+    sweep = ui.cached_sweep(*key, layer, source, roles)
+st.plotly_chart(plots.sweep_chart(sweep, alpha), width="stretch")
+
+st.subheader("What it costs the whole model")
+scope = st.radio("Share in", ["this layer", "every layer"], horizontal=True)
+layers = (layer,) if scope == "this layer" else tuple(range(run.n_layers))
+with st.spinner("Running the whole model with shared projections..."):
+    effect = ui.cached_whole_model(*key, layers, alpha, source, roles)
+e1, e2, e3 = st.columns(3)
+e1.metric("Sentence embedding cosine to BERT", f"{effect['sentence embedding cosine']:.3f}")
+e2.metric("Mean token cosine", f"{effect['mean token cosine']:.3f}")
+e3.metric("Worst token cosine", f"{effect['min token cosine']:.3f}")
+
+st.subheader("The answer, in numbers")
+end = sweep[-1]
+st.markdown(
+    f"With {', '.join('W^' + r.upper() for r in roles)} shared (alpha = 1) the {H} heads of layer {layer} "
+    f"{'compute the same attention' if {'q', 'k'} <= set(roles) else 'keep different attention'}: "
+    f"mean divergence between heads {end['head diversity (JS)']:.1e}, against "
+    f"{sweep[0]['head diversity (JS)']:.3f} for BERT's own heads; their W^Q subspaces overlap "
+    f"{end['subspace overlap W^Q']:.2f} (BERT: {sweep[0]['subspace overlap W^Q']:.2f}); the heads' "
+    f"concatenated output has effective rank {end['effective rank']:.1f} (BERT: "
+    f"{sweep[0]['effective rank']:.1f}"
+    + (f", and at most D = {D} once Q, K and V are shared). " if len(roles) == 3 else "). ")
+    + f"Sharing saves {n_dist - n_shared:,} of {n_dist:,} parameters per layer, but what remains is one "
+    f"head computed {H} times: a single-head attention that costs more. Done in "
+    f"{'this layer' if len(layers) == 1 else 'every layer'} at alpha = {alpha:.2f}, it moves the "
+    f"sentence embedding to cosine {effect['sentence embedding cosine']:.3f} of the original."
+)
+st.download_button("Measures along alpha (.csv)",
+                   "\n".join([",".join(sweep[0])] + [",".join(f"{v:.6g}" for v in r.values()) for r in sweep]),
+                   file_name=f"collapse_layer{layer}.csv", mime="text/csv", on_click="ignore")

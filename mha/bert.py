@@ -194,6 +194,28 @@ class LoadedBert:
             input_ids=ids,
         )
 
+    @torch.inference_mode()
+    def encode_with(self, run: BertRun, replace: dict[int, MultiHeadAttention] | None = None) -> np.ndarray:
+        """BERT's forward pass on run's tokens, layer by layer, with the self-attention of the
+        layers in `replace` computed by the given from-scratch modules instead.
+
+        Reads the model's sub-modules (embeddings, W^O's LayerNorm, feed-forward) without
+        changing them or adding hooks, so other users of the shared model are unaffected.
+        Returns hidden states (L + 1, T, C); with no replacement they equal run.hidden_states.
+        """
+        replace = replace or {}
+        ids = torch.tensor([run.input_ids])  # (1, T)
+        types = torch.tensor([run.segment_ids])  # (1, T)
+        h = self.model.embeddings(input_ids=ids, token_type_ids=types)  # (1, T, C)
+        states = [h]
+        for i, layer in enumerate(self.model.encoder.layer):
+            attn = replace.get(i) or self.scratch_layer(i)
+            dense, _ = attn(h)  # (1, T, C): concat(heads) W^O + b, before residual
+            a = layer.attention.output.LayerNorm(dense + h)  # residual + LayerNorm
+            h = layer.output(layer.intermediate(a), a)  # feed-forward, residual + LayerNorm
+            states.append(h)
+        return torch.cat(states).float().numpy()  # (L+1, T, C)
+
     def scratch_layer(self, layer: int) -> MultiHeadAttention:
         """A from-scratch MultiHeadAttention holding copies of layer `layer`'s real weights.
 

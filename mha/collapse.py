@@ -11,11 +11,17 @@ cached BERT it came from) is never modified.
 
 from __future__ import annotations
 
-from typing import Iterable, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Literal
 
+import numpy as np
 import torch
 
+from . import metrics
 from .attention import MultiHeadAttention
+
+if TYPE_CHECKING:
+    from .bert import BertRun, LoadedBert
 
 Source = int | Literal["mean"]
 ROLES = ("q", "k", "v")
@@ -84,3 +90,95 @@ def interpolate(
                 target = shared_slice(w, H, source).expand_as(per_head)
                 w.copy_(((1 - alpha) * per_head + alpha * target).reshape(w.shape))
     return out.eval().requires_grad_(False)
+
+
+@dataclass
+class LayerCollapse:
+    """One BERT layer recomputed with heads pulled towards a shared projection.
+
+    weights: (H, T, T) attention of every head on BERT's real input to the layer.
+    concat: (T, C) the heads' outputs side by side (before W^O).
+    diversity: (H, H) Jensen-Shannon divergence between heads (metrics.head_diversity).
+    overlap: role -> (H, H) mean cos^2 of principal angles between heads' W slices.
+    effective_rank: of concat; at most D = C / H when Q, K and V are all shared.
+    """
+
+    alpha: float
+    weights: np.ndarray
+    concat: np.ndarray
+    diversity: np.ndarray
+    overlap: dict[str, np.ndarray]
+    effective_rank: float
+
+    def summary(self) -> dict[str, float]:
+        """The scalar measures: mean off-diagonal diversity and overlaps, effective rank."""
+        out = {"alpha": self.alpha, "head diversity (JS)": metrics.mean_off_diagonal(self.diversity)}
+        for role, m in self.overlap.items():
+            out[f"subspace overlap W^{role.upper()}"] = metrics.mean_off_diagonal(m)
+        out["effective rank"] = self.effective_rank
+        return out
+
+
+def collapse_layer(
+    bert: "LoadedBert", run: "BertRun", layer: int, alpha: float, source: Source = 0,
+    roles: Iterable[str] = ROLES,
+) -> LayerCollapse:
+    """Layer `layer` of BERT at position alpha on the path to shared projections, with all measures."""
+    m = interpolate(bert.scratch_layer(layer), alpha, source, roles)
+    x = torch.from_numpy(run.hidden_states[layer]).unsqueeze(0)  # (1, T, C)
+    return measure(m, x, alpha)
+
+
+def measure(m: MultiHeadAttention, x: torch.Tensor, alpha: float = float("nan")) -> LayerCollapse:
+    """Run module m on x (1, T, C) and compute every collapse measure (any projection mode)."""
+    with torch.inference_mode():
+        tr = m.trace(x)
+    return measures_from(m, tr.weights[0].numpy(), tr.concat[0].numpy(), alpha)
+
+
+def measures_from(m: MultiHeadAttention, weights: np.ndarray, concat: np.ndarray,
+                  alpha: float = float("nan")) -> LayerCollapse:
+    """The measures of module m given its attention (H, T, T) and concatenated head outputs (T, C)."""
+    H = m.n_heads
+    overlap = {}
+    for r in ROLES:
+        w = getattr(m, f"{r}_proj").weight.detach().numpy()
+        # a shared module stores one (D, C) slice for every head: identical subspaces
+        overlap[r] = np.ones((H, H)) if m.projection == "shared" else metrics.subspace_overlap(w, H)
+    return LayerCollapse(alpha, weights, concat, metrics.head_diversity(weights), overlap,
+                         metrics.effective_rank(concat))
+
+
+def alpha_sweep(
+    bert: "LoadedBert", run: "BertRun", layer: int, source: Source = 0,
+    roles: Iterable[str] = ROLES, steps: int = 11,
+) -> list[dict[str, float]]:
+    """The scalar measures at `steps` evenly spaced alphas from 0 (distinct) to 1 (shared)."""
+    roles = tuple(roles)
+    return [collapse_layer(bert, run, layer, float(a), source, roles).summary()
+            for a in np.linspace(0.0, 1.0, steps)]
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1) + 1e-12)
+
+
+def whole_model_effect(
+    bert: "LoadedBert", run: "BertRun", layers: Iterable[int], alpha: float = 1.0,
+    source: Source = 0, roles: Iterable[str] = ROLES,
+) -> dict[str, float]:
+    """Run the whole BERT with `layers` pulled to shared projections (on copies of the weights).
+
+    Returns the cosine similarity to the original model of the sentence embedding (mean of the
+    final hidden states, as all-MiniLM-L6-v2 pools) and the mean and minimum per-token cosine.
+    """
+    roles = tuple(roles)
+    replace = {i: interpolate(bert.scratch_layer(i), alpha, source, roles) for i in layers}
+    new = bert.encode_with(run, replace)[-1]  # (T, C)
+    old = run.hidden_states[-1]  # (T, C)
+    per_token = _cosine(new, old)  # (T,)
+    return {
+        "sentence embedding cosine": float(_cosine(new.mean(0), old.mean(0))),
+        "mean token cosine": float(per_token.mean()),
+        "min token cosine": float(per_token.min()),
+    }

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import streamlit as st
 
-from mha import bert
+from mha import bert, collapse
 
 DEFAULT_TEXT = "The mole on his arm was not a mole but a rare insect."
 MAX_CHARS = 10_000
@@ -60,6 +60,36 @@ def load_model(name: str) -> bert.LoadedBert:
 def cached_run(model_name: str, text: str, text_b: str | None = None) -> bert.BertRun:
     """BERT's attentions and hidden states for one sentence (or pair), cached by value."""
     return load_model(model_name).attend(text, text_b)
+
+
+@st.cache_data(show_spinner=False, max_entries=128)
+def cached_collapse(model_name: str, text: str, text_b: str | None, layer: int, alpha: float,
+                    source: int | str, roles: tuple[str, ...]) -> collapse.LayerCollapse:
+    """One layer on the path to shared projections, with its measures (copies of the weights)."""
+    return collapse.collapse_layer(load_model(model_name), cached_run(model_name, text, text_b),
+                                   layer, alpha, source, roles)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def cached_sweep(model_name: str, text: str, text_b: str | None, layer: int, source: int | str,
+                 roles: tuple[str, ...]) -> list[dict[str, float]]:
+    """The measures at alpha = 0, 0.1, ..., 1 for one layer."""
+    return collapse.alpha_sweep(load_model(model_name), cached_run(model_name, text, text_b),
+                                layer, source, roles)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_whole_model(model_name: str, text: str, text_b: str | None, layers: tuple[int, ...],
+                       alpha: float, source: int | str, roles: tuple[str, ...]) -> dict[str, float]:
+    """How much the final hidden states move when `layers` share projections."""
+    return collapse.whole_model_effect(load_model(model_name), cached_run(model_name, text, text_b),
+                                       layers, alpha, source, roles)
+
+
+def run_key() -> tuple[str, str, str | None]:
+    """(model, text, text_b) of the current run, the arguments of every cached call."""
+    ss = st.session_state
+    return ss["model"], ss["text"], ss.get("text_b") or None
 
 
 # ---------------------------------------------------------------- session state + URL

@@ -187,3 +187,87 @@ def test_overview_diagram_uses_the_model_shapes():
     no_exception(at)
     dot = at.get("graphviz_chart")[0].proto.spec
     assert "384 x 32" in dot and "12 heads" in " ".join(m.value for m in at.markdown)
+
+
+def collapse_charts(at: AppTest) -> dict[str, np.ndarray]:
+    """The collapse page's head-by-head matrices, by title."""
+    out = {}
+    for f in figures(at):
+        title = f["layout"].get("title", {}).get("text", "")
+        if title.startswith(("Head diversity", "Subspace overlap")):
+            out[title] = plotly_array(f["data"][0]["z"])
+    return out
+
+
+def test_collapse_page_measures_equal_the_engine(bert):
+    from mha import collapse, metrics
+
+    at = app(layer="2")
+    at.switch_page("app_pages/collapse.py").run()
+    no_exception(at)
+    (slider,) = [s for s in at.slider if s.label.startswith("alpha")]
+    slider.set_value(0.3).run()
+    run = bert.attend(at.session_state["text"])
+    c = collapse.collapse_layer(bert, run, 2, 0.3)
+    charts = collapse_charts(at)
+    np.testing.assert_allclose(charts["Head diversity (JS, nats)"], metrics.head_diversity(c.weights), atol=1e-9)
+    moved = collapse.interpolate(bert.scratch_layer(2), 0.3)
+    for role in "qkv":
+        w = getattr(moved, f"{role}_proj").weight.detach().numpy()
+        np.testing.assert_allclose(charts[f"Subspace overlap W^{role.upper()}"],
+                                   metrics.subspace_overlap(w, bert.n_heads), atol=1e-9)
+    grids = [f for f in figures(at) if f["layout"]["title"]["text"].startswith("Layer 2 at alpha")]
+    assert grids, "no grid of the collapsed heads"
+    # fully shared: the matrices say so
+    (toggle,) = [t for t in at.toggle if t.label.startswith("Shared")]
+    toggle.set_value(True).run()
+    charts = collapse_charts(at)
+    assert np.abs(charts["Head diversity (JS, nats)"]).max() < 1e-9
+    np.testing.assert_allclose(charts["Subspace overlap W^Q"], 1.0, atol=1e-6)
+    answer = " ".join(m.value for m in at.markdown if "one head computed" in m.value)
+    assert "compute the same attention" in answer
+
+
+def test_collapse_experiments_leave_no_trace_in_the_cached_model(bert):
+    import hashlib
+
+    from mha import ui
+
+    at = app()
+    at.switch_page("app_pages/collapse.py").run()
+    for layer in (0, 3, 5):
+        select(at, "Layer", layer)
+        (toggle,) = [t for t in at.toggle if t.label.startswith("Shared")]
+        for on in (True, False, True, False):
+            toggle.set_value(on).run()
+        at.radio[0].set_value("every layer").run()
+        no_exception(at)
+    at.switch_page("app_pages/build.py").run()
+    (shared,) = [t for t in at.toggle if t.label == "Shared Q/K/V"]
+    shared.set_value(True).run()
+    no_exception(at)
+    cached = ui.load_model("all-MiniLM-L6-v2")  # the process-wide model every session shares
+    assert cached is not bert
+    text = at.session_state["text"]
+    assert np.array_equal(cached.attend(text).attentions, bert.attend(text).attentions)
+
+    def digest(model):
+        h = hashlib.sha256()
+        for k, v in model.state_dict().items():
+            h.update(k.encode() + v.numpy().tobytes())
+        return h.hexdigest()
+
+    assert digest(cached.model) == digest(bert.model)
+
+
+def test_build_page_shows_the_collapse_measures():
+    at = app()
+    at.switch_page("app_pages/build.py").run()
+    metric = {m.label: m.value for m in at.metric}
+    assert float(metric["Head diversity (mean JS between heads)"]) > 0.05
+    (shared,) = [t for t in at.toggle if t.label == "Shared Q/K/V"]
+    shared.set_value(True).run()
+    metric = {m.label: m.value for m in at.metric}
+    assert float(metric["Head diversity (mean JS between heads)"]) == 0
+    assert float(metric["Subspace overlap of W^Q slices"]) == 1
+    assert float(metric["Effective rank of the concatenation"]) <= 32

@@ -1,0 +1,144 @@
+"""Sharing Q/K/V across heads, on real BERT weights: the heads collapse, measurably."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg
+import torch
+
+from conftest import SENTENCES
+from mha import MultiHeadAttention, collapse, metrics
+
+TOL = dict(rtol=1e-5, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def run(bert):
+    return bert.attend(SENTENCES[0])
+
+
+@pytest.mark.parametrize("source", [0, 5, "mean"])
+def test_fully_shared_heads_are_identical_in_every_layer(bert, run, source):
+    H, D = bert.n_heads, bert.d_model // bert.n_heads
+    for layer in range(bert.n_layers):
+        c = collapse.collapse_layer(bert, run, layer, 1.0, source)
+        assert np.abs(c.weights - c.weights[:1]).max() < 1e-6
+        assert metrics.mean_off_diagonal(c.diversity) < 1e-9
+        for role in "qkv":
+            np.testing.assert_allclose(c.overlap[role], np.ones((H, H)), atol=1e-6)
+        assert c.effective_rank <= D + 1e-6
+
+
+def test_alpha_zero_is_bert_itself(bert, run):
+    for layer in range(bert.n_layers):
+        c = collapse.collapse_layer(bert, run, layer, 0.0)
+        torch.testing.assert_close(torch.from_numpy(c.weights), torch.from_numpy(run.attentions[layer]), **TOL)
+        assert metrics.mean_off_diagonal(c.diversity) > 0.05  # clearly different heads
+
+
+def test_head_diversity_falls_monotonically_along_the_path(bert, run):
+    for layer in (0, 3, 5):
+        sweep = collapse.alpha_sweep(bert, run, layer)
+        js = [s["head diversity (JS)"] for s in sweep]
+        assert all(a > b for a, b in zip(js, js[1:])), (layer, js)
+        assert js[-1] < 1e-9 and js[0] > 0.05
+
+
+def test_sharing_only_q_and_k_collapses_patterns_but_not_values(bert, run):
+    c = collapse.collapse_layer(bert, run, 2, 1.0, roles=("q", "k"))
+    assert np.abs(c.weights - c.weights[:1]).max() < 1e-6  # same attention in every head ...
+    assert metrics.mean_off_diagonal(c.overlap["v"]) < 0.5  # ... but values still differ
+    D = bert.d_model // bert.n_heads
+    heads = c.concat.reshape(len(c.concat), bert.n_heads, D)  # (T, H, D)
+    assert np.abs(heads - heads[:, :1]).max() > 1e-2  # so the heads' outputs still differ
+    full = collapse.collapse_layer(bert, run, 2, 1.0)
+    full_heads = full.concat.reshape(len(full.concat), bert.n_heads, D)
+    assert np.abs(full_heads - full_heads[:, :1]).max() < 1e-5  # unlike sharing Q, K and V
+
+
+def test_shared_module_equals_interpolation_at_one_and_saves_parameters(bert, run):
+    base = bert.scratch_layer(1)
+    shared = collapse.shared_module(base, 3)
+    end = collapse.interpolate(base, 1.0, 3)
+    x = torch.from_numpy(run.hidden_states[1]).unsqueeze(0)
+    with torch.no_grad():
+        torch.testing.assert_close(shared(x)[0], end(x)[0], **TOL)
+    assert shared.num_parameters() < base.num_parameters()
+    C, H = bert.d_model, bert.n_heads
+    assert base.num_parameters() - shared.num_parameters() == 3 * (C * C + C) - 3 * (C * C // H + C // H)
+
+
+def test_collapse_leaves_the_source_module_and_model_untouched(bert):
+    base = bert.scratch_layer(0)
+    before = {k: v.clone() for k, v in base.state_dict().items()}
+    collapse.interpolate(base, 0.7)
+    collapse.shared_module(base, "mean")
+    for k, v in base.state_dict().items():
+        assert torch.equal(v, before[k])
+    torch.testing.assert_close(bert.model.encoder.layer[0].attention.self.query.weight, before["q_proj.weight"])
+
+
+def test_invalid_collapse_arguments_raise():
+    m = MultiHeadAttention(32, 4)
+    with pytest.raises(ValueError, match="alpha"):
+        collapse.interpolate(m, 1.5)
+    with pytest.raises(ValueError, match="roles"):
+        collapse.interpolate(m, 0.5, roles=("x",))
+    with pytest.raises(ValueError, match="source"):
+        collapse.shared_module(m, 9)
+    with pytest.raises(ValueError, match="distinct"):
+        collapse.shared_module(MultiHeadAttention(32, 4, "shared"))
+
+
+def test_encode_with_no_replacement_reproduces_bert(bert, run):
+    np.testing.assert_allclose(bert.encode_with(run), run.hidden_states, atol=2e-5)
+
+
+def test_whole_model_effect_costs_more_when_more_layers_share(bert, run):
+    none = collapse.whole_model_effect(bert, run, [], 1.0)
+    one = collapse.whole_model_effect(bert, run, [3], 1.0)
+    every = collapse.whole_model_effect(bert, run, range(bert.n_layers), 1.0)
+    assert none["sentence embedding cosine"] > 0.9999
+    assert every["sentence embedding cosine"] < one["sentence embedding cosine"] < 0.9999
+    assert every["mean token cosine"] < 0.9
+
+
+# ---- the measures themselves, against hand-built cases and scipy
+
+
+def test_head_diversity_matches_scipy_and_is_symmetric():
+    rng = np.random.default_rng(0)
+    w = rng.dirichlet(np.ones(7), size=(4, 7)).astype(np.float32)  # (H, T, T)
+    d = metrics.head_diversity(w)
+    assert np.allclose(d, d.T) and np.all(np.diag(d) == 0)
+    from scipy.spatial.distance import jensenshannon
+    expect = np.mean([jensenshannon(w[1, t], w[2, t]) ** 2 for t in range(7)])
+    assert d[1, 2] == pytest.approx(expect, rel=1e-5)
+    same = np.stack([w[0]] * 3)
+    assert metrics.mean_off_diagonal(metrics.head_diversity(same)) == 0
+    one_hot = np.stack([np.eye(5), np.roll(np.eye(5), 1, axis=1)])  # disjoint supports
+    assert metrics.head_diversity(one_hot)[0, 1] == pytest.approx(np.log(2), rel=1e-5)
+
+
+def test_subspace_overlap_matches_scipy_subspace_angles():
+    rng = np.random.default_rng(1)
+    H, D, C = 3, 4, 12
+    W = rng.normal(size=(H * D, C))
+    o = metrics.subspace_overlap(W, H)
+    for i, j in [(0, 1), (1, 2)]:
+        angles = scipy.linalg.subspace_angles(W[i * D:(i + 1) * D].T, W[j * D:(j + 1) * D].T)
+        assert o[i, j] == pytest.approx(np.mean(np.cos(angles) ** 2), rel=1e-6)
+    same = np.concatenate([W[:D]] * H)
+    np.testing.assert_allclose(metrics.subspace_overlap(same, H), 1.0, atol=1e-9)
+    ortho = np.eye(H * D, C)  # heads on disjoint coordinate axes
+    np.testing.assert_allclose(metrics.subspace_overlap(ortho, H), np.eye(H), atol=1e-12)
+
+
+def test_effective_rank_bounds():
+    rng = np.random.default_rng(2)
+    assert metrics.effective_rank(np.eye(6)) == pytest.approx(6)
+    assert metrics.effective_rank(np.outer(rng.normal(size=5), rng.normal(size=8))) == pytest.approx(1)
+    h = rng.normal(size=(20, 4))
+    assert metrics.effective_rank(np.concatenate([h] * 6, axis=1)) <= 4 + 1e-9  # H copies of D columns
+    assert 1 <= metrics.effective_rank(rng.normal(size=(20, 24))) <= 20
