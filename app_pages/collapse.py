@@ -20,7 +20,7 @@ C, H = model.d_model, model.n_heads
 D = C // H
 layer, _ = ui.layer_head(run, head=False)
 
-c1, c2, c3, c4 = st.columns([1, 2, 1.3, 1.3])
+c1, c2, c3, c4 = st.columns([1, 1.8, 1.2, 1.6])
 shared = c1.toggle("Shared (alpha = 1)", value=False)
 alpha = c2.slider("alpha: distinct (0) -> shared (1)", 0.0, 1.0, 0.5, step=0.05, disabled=shared)
 alpha = 1.0 if shared else float(alpha)

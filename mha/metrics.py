@@ -72,3 +72,178 @@ def effective_rank(matrix: np.ndarray) -> float:
         return 0.0
     p = s / s.sum()
     return float(np.exp(-(p * np.log(p)).sum()))
+
+
+# ---------------------------------------------------------------- per-head measures (head atlas)
+# Shapes: attentions (L, H, T, T), row i = query token i, column j = key token j.
+
+SPECIAL_TOKENS = ("[CLS]", "[SEP]")
+PATTERN_THRESHOLDS = {  # the app's own rule of thumb after Kovaleva et al. 2019's five classes
+    "vertical": 0.5,  # share of attention to [CLS]/[SEP]
+    "diagonal": 0.5,  # share to the previous + next token
+    "vertical+diagonal": 0.6,  # both together, each at least `mixed_min`
+    "mixed_min": 0.2,
+    "block": 0.8,  # share that stays inside the query's own sentence (pairs only)
+}
+POSITIONAL_MIN = 0.9  # a head is positional if >= 90% of queries have the same argmax offset
+
+
+def is_punctuation(token: str) -> bool:
+    """A token made only of punctuation characters (WordPiece marks removed)."""
+    t = token.removeprefix("##")
+    return bool(t) and all(not c.isalnum() and not c.isspace() for c in t)
+
+
+def _mean_share(att: np.ndarray, key_mask: np.ndarray) -> np.ndarray:
+    """Mean over queries of the weight on the keys in key_mask (T,) -> (L, H)."""
+    return att[..., key_mask].sum(-1).mean(-1)
+
+
+def offset_share(att: np.ndarray, offset: int) -> np.ndarray:
+    """Mean over queries i of the weight on key j = i + offset -> (L, H).
+
+    offset = -1 is the previous token, +1 the next token, 0 the token itself. Queries with no
+    such key (the first token for -1, the last for +1) count as 0.
+    """
+    T = att.shape[-1]
+    diag = np.diagonal(att, offset=offset, axis1=-2, axis2=-1)  # (L, H, T - |offset|)
+    return diag.sum(-1) / T
+
+
+def entropy(att: np.ndarray) -> np.ndarray:
+    """Mean over queries of the entropy of each attention row, in nats -> (L, H).
+
+    0 = every query attends to one key; ln T = uniform attention (the upper bound).
+    """
+    p = np.clip(att, 1e-12, 1.0)
+    return -(att * np.log(p)).sum(-1).mean(-1)
+
+
+def confidence(att: np.ndarray) -> np.ndarray:
+    """Mean over queries of the largest weight (Voita et al. 2019) -> (L, H), in [1/T, 1]."""
+    return att.max(-1).mean(-1)
+
+
+def positional(att: np.ndarray, min_share: float = POSITIONAL_MIN) -> tuple[np.ndarray, np.ndarray]:
+    """Positional heads: the argmax key sits at the same offset j - i for >= min_share of queries.
+
+    Returns (flag (L, H) bool, most common offset (L, H) int).
+    """
+    T = att.shape[-1]
+    L, H = att.shape[:2]
+    offsets = att.argmax(-1) - np.arange(T) + T  # (L, H, T) argmax offset, shifted to >= 0
+    counts = np.stack([np.bincount(row, minlength=2 * T) for row in offsets.reshape(L * H, T)])
+    counts = counts.reshape(L, H, 2 * T)  # (L, H, 2T) how many queries have each offset
+    return counts.max(-1) / T >= min_share, counts.argmax(-1) - T
+
+
+def head_measures(attentions: np.ndarray, tokens: list[str], segment_ids: list[int] | None = None) -> dict[str, np.ndarray]:
+    """Every per-head measure, each (L, H), in one dict (Clark et al. 2019; Voita et al. 2019)."""
+    att = np.asarray(attentions, dtype=np.float32)
+    toks = np.array(tokens)
+    out = {
+        "to [CLS]": _mean_share(att, toks == "[CLS]"),
+        "to [SEP]": _mean_share(att, toks == "[SEP]"),
+        "to punctuation": _mean_share(att, np.array([is_punctuation(t) for t in tokens], dtype=bool)),
+        "to itself": offset_share(att, 0),
+        "to previous": offset_share(att, -1),
+        "to next": offset_share(att, 1),
+        "entropy": entropy(att),
+        "confidence": confidence(att),
+    }
+    flag, offset = positional(att)
+    out["positional"] = flag
+    out["argmax offset"] = offset
+    if segment_ids is not None and 1 in segment_ids:
+        seg = np.asarray(segment_ids)
+        same = seg[:, None] == seg[None, :]  # (T, T) query and key in the same sentence
+        out["within sentence"] = (att * same).sum(-1).mean(-1)
+    return out
+
+
+def pattern_labels(m: dict[str, np.ndarray], n_tokens: int,
+                   th: dict[str, float] = PATTERN_THRESHOLDS) -> np.ndarray:
+    """A Kovaleva et al. 2019-style pattern per head from its measures -> (L, H) str.
+
+    vertical (to [CLS]/[SEP]), diagonal (to the previous/next token), vertical+diagonal,
+    block (stays within its sentence of a pair), heterogeneous (none of these). A share only
+    counts if it is also at least twice what uniform attention over n_tokens would give, so
+    that short inputs are not all labelled by chance.
+    """
+    uniform = 2.0 / max(n_tokens, 1)  # the share of two keys under uniform attention
+    vertical = m["to [CLS]"] + m["to [SEP]"]
+    diagonal = m["to previous"] + m["to next"]
+
+    def strong(share: np.ndarray, threshold: float) -> np.ndarray:
+        return (share >= threshold) & (share >= 2 * uniform)
+
+    labels = np.full(vertical.shape, "heterogeneous", dtype=object)
+    block = m.get("within sentence")
+    if block is not None:
+        labels[block >= th["block"]] = "block"
+    mixed = (vertical + diagonal >= th["vertical+diagonal"]) & strong(vertical, th["mixed_min"]) & strong(
+        diagonal, th["mixed_min"])
+    labels[mixed] = "vertical+diagonal"
+    labels[strong(diagonal, th["diagonal"])] = "diagonal"
+    labels[strong(vertical, th["vertical"])] = "vertical"
+    return labels
+
+
+def rollout(attentions: np.ndarray) -> np.ndarray:
+    """Attention rollout (Abnar & Zuidema 2020): A_l' = rownorm(0.5 mean_h(A_l) + 0.5 I),
+    R_0 = A_0', R_l = A_l' R_(l-1). Returns (L, T, T): R_l, how much each token at layer l
+    draws on each input token. Rows sum to 1.
+    """
+    att = np.asarray(attentions, dtype=np.float64)
+    T = att.shape[-1]
+    out = np.empty((att.shape[0], T, T))
+    R = np.eye(T)
+    for l in range(att.shape[0]):
+        a = 0.5 * att[l].mean(0) + 0.5 * np.eye(T)
+        a /= a.sum(-1, keepdims=True)
+        R = a @ R
+        out[l] = R
+    return out
+
+
+def link_ranking(attentions: np.ndarray, query: int, key: int, both_ways: bool = False) -> list[tuple[int, int, float]]:
+    """All heads ranked by the weight from token `query` to token `key` (or the larger of the
+    two directions): [(layer, head, weight), ...], strongest first."""
+    w = attentions[:, :, query, key]
+    if both_ways:
+        w = np.maximum(w, attentions[:, :, key, query])
+    order = np.argsort(w, axis=None)[::-1]
+    L, H = w.shape
+    return [(int(i // H), int(i % H), float(w.flat[i])) for i in order]
+
+
+def describe(m: dict[str, np.ndarray], label: str, layer: int, head: int) -> str:
+    """One line on what a head does, from its measures."""
+    pick = {k: float(v[layer, head]) for k, v in m.items() if k not in ("positional", "argmax offset")}
+    shares = {k: v for k, v in pick.items() if k.startswith("to ")}
+    top, share = max(shares.items(), key=lambda kv: kv[1])
+    where = {"to [CLS]": "the [CLS] token", "to [SEP]": "the [SEP] token", "to punctuation": "punctuation",
+             "to itself": "itself", "to previous": "the previous token", "to next": "the next token"}[top]
+    text = f"Layer {layer}, head {head} ({label}): attends mostly to {where} ({share:.0%})"
+    if bool(m["positional"][layer, head]):
+        text += f"; positional (offset {int(m['argmax offset'][layer, head]):+d})"
+    return text + f"; entropy {pick['entropy']:.2f} nats, confidence {pick['confidence']:.2f}."
+
+
+def value_weighted(module, x) -> np.ndarray:
+    """||alpha_ij f_i(x_j)|| per head (Kobayashi et al. 2020) -> (H, T, T).
+
+    f_i(x_j) = (x_j W_i^V + b_i^V) W_i^O is what key j actually adds to query i's output through
+    head i (W_i^O: the head's D columns of W^O). Weighting attention by this norm tempers raw
+    weights on keys that contribute little (often [CLS], [SEP], punctuation).
+    module: a distinct-mode mha.MultiHeadAttention; x: (1, T, C) torch tensor.
+    """
+    import torch
+
+    with torch.inference_mode():
+        tr = module.trace(x)
+        H, D = module.n_heads, module.d_head
+        w_o = module.out_proj.weight.reshape(module.d_model, H, D).permute(1, 2, 0)  # (H, D, C)
+        f = tr.v[0] @ w_o  # (H, T, C): each key's contribution vector through head i
+        norms = f.norm(dim=-1)  # (H, T)
+        return (tr.weights[0] * norms[:, None, :]).numpy()  # (H, T, T)

@@ -1,0 +1,152 @@
+"""Per-head measures on hand-built attention, against scipy, and on the real bundled BERT."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import entropy as scipy_entropy
+
+from conftest import SENTENCES
+from mha import MultiHeadAttention, metrics
+
+T = 6
+TOKENS = ["[CLS]", "the", "cat", ",", "sat", "[SEP]"]
+
+
+def stack(*maps):
+    return np.stack(maps)[None].astype(np.float32)  # (1, H, T, T)
+
+
+IDENTITY = np.eye(T)
+UNIFORM = np.full((T, T), 1 / T)
+PREVIOUS = np.eye(T, k=-1)
+PREVIOUS[0, 0] = 1.0  # the first token has no previous one: it reads itself
+NEXT = np.eye(T, k=1)
+NEXT[-1, -1] = 1.0
+TO_CLS = np.zeros((T, T))
+TO_CLS[:, 0] = 1.0
+
+
+def test_identity_attention():
+    m = metrics.head_measures(stack(IDENTITY), TOKENS)
+    assert m["to itself"][0, 0] == pytest.approx(1)
+    assert m["entropy"][0, 0] == pytest.approx(0, abs=1e-6)
+    assert m["confidence"][0, 0] == pytest.approx(1)
+    assert m["positional"][0, 0] and m["argmax offset"][0, 0] == 0
+
+
+def test_uniform_attention_has_entropy_ln_t():
+    m = metrics.head_measures(stack(UNIFORM), TOKENS)
+    assert m["entropy"][0, 0] == pytest.approx(np.log(T), rel=1e-5)
+    assert m["entropy"][0, 0] == pytest.approx(scipy_entropy(UNIFORM[0]), rel=1e-5)
+    assert m["confidence"][0, 0] == pytest.approx(1 / T)
+    assert m["to [CLS]"][0, 0] == pytest.approx(1 / T)
+    assert m["to punctuation"][0, 0] == pytest.approx(1 / T)  # one "," of six tokens
+
+
+def test_entropy_matches_scipy_on_random_rows():
+    rng = np.random.default_rng(0)
+    att = rng.dirichlet(np.ones(T), size=(2, 3, T))  # (L, H, T, T)
+    expect = np.array([[np.mean([scipy_entropy(att[l, h, i]) for i in range(T)]) for h in range(3)]
+                       for l in range(2)])
+    np.testing.assert_allclose(metrics.entropy(att), expect, rtol=1e-6)
+
+
+def test_previous_and_next_heads_are_positional():
+    m = metrics.head_measures(stack(PREVIOUS, NEXT), TOKENS)
+    assert m["to previous"][0, 0] == pytest.approx((T - 1) / T)  # every query but the first
+    assert m["to next"][0, 1] == pytest.approx((T - 1) / T)
+    assert m["to previous"][0, 1] == 0 and m["to next"][0, 0] == 0
+    pure_previous = stack(np.eye(T, k=-1) + np.eye(T, k=T - 1))  # first token wraps to the last
+    m2 = metrics.head_measures(pure_previous, TOKENS)
+    assert m2["to previous"][0, 0] == pytest.approx((T - 1) / T)
+    assert not m["positional"][0, 0]  # 5 of 6 queries (83%) read the previous token: below 90%
+    labels = metrics.pattern_labels(m, T)
+    assert list(labels[0]) == ["diagonal", "diagonal"]
+
+
+def test_positional_threshold():
+    att = np.tile(np.eye(20, k=-1), (1, 1, 1, 1)).astype(np.float32)
+    att[..., 0, 0] = 1  # 19 of 20 queries (95%) read the previous token
+    flag, offset = metrics.positional(att)
+    assert flag[0, 0] and offset[0, 0] == -1
+    att[..., 2:4, :] = 0
+    att[..., 2:4, 0] = 1  # now 17 of 20 (85%)
+    flag, _ = metrics.positional(att)
+    assert not flag[0, 0]
+
+
+def test_pattern_labels_vertical_and_block():
+    m = metrics.head_measures(stack(TO_CLS, UNIFORM), TOKENS)
+    assert list(metrics.pattern_labels(m, T)[0]) == ["vertical", "heterogeneous"]
+    seg = [0, 0, 0, 0, 1, 1]
+    block = np.zeros((T, T))
+    block[:4, 1:3] = 0.5
+    block[4:, 4] = 1.0
+    m = metrics.head_measures(stack(block), TOKENS, seg)
+    assert m["within sentence"][0, 0] == pytest.approx(1)
+    assert metrics.pattern_labels(m, T)[0, 0] == "block"
+
+
+def test_rollout_rows_sum_to_one_and_one_layer_is_half_attention_half_identity():
+    rng = np.random.default_rng(1)
+    att = rng.dirichlet(np.ones(T), size=(3, 4, T))  # (L, H, T, T)
+    R = metrics.rollout(att)
+    np.testing.assert_allclose(R.sum(-1), 1, atol=1e-12)
+    one = 0.5 * att[0].mean(0) + 0.5 * np.eye(T)
+    np.testing.assert_allclose(R[0], one / one.sum(-1, keepdims=True), atol=1e-12)
+    a1 = 0.5 * att[1].mean(0) + 0.5 * np.eye(T)
+    np.testing.assert_allclose(R[1], a1 @ R[0], atol=1e-12)
+
+
+def test_js_of_a_head_with_itself_is_zero():
+    rng = np.random.default_rng(2)
+    w = rng.dirichlet(np.ones(T), size=(3, T))
+    d = metrics.head_diversity(np.stack([w[0], w[0], w[1]]))
+    assert d[0, 1] == 0 and d[0, 2] == d[2, 0] > 0
+
+
+def test_link_ranking_top_is_the_argmax():
+    rng = np.random.default_rng(3)
+    att = rng.dirichlet(np.ones(T), size=(2, 3, T))
+    ranking = metrics.link_ranking(att, 2, 4)
+    l, h = np.unravel_index(att[:, :, 2, 4].argmax(), (2, 3))
+    assert ranking[0][:2] == (l, h) and len(ranking) == 6
+    assert [r[2] for r in ranking] == sorted((r[2] for r in ranking), reverse=True)
+
+
+def test_value_weighted_is_attention_times_contribution_norm():
+    torch.manual_seed(0)
+    m = MultiHeadAttention(16, 4).eval()
+    x = torch.randn(1, 5, 16)
+    vw = metrics.value_weighted(m, x)
+    with torch.no_grad():
+        tr = m.trace(x)
+        Wo = m.out_proj.weight  # (C, C)
+        i, j, h = 1, 3, 2
+        f = tr.v[0, h, j] @ Wo[:, h * 4:(h + 1) * 4].T  # key j's contribution through head h
+        assert vw[h, i, j] == pytest.approx(float(tr.weights[0, h, i, j] * f.norm()), rel=1e-5)
+
+
+def test_measures_on_the_bundled_bert_are_finite_bounded_and_find_positional_heads(bert):
+    for text in SENTENCES:
+        run = bert.attend(text)
+        m = metrics.head_measures(run.attentions, run.tokens, run.segment_ids)
+        T_ = run.n_tokens
+        for k, v in m.items():
+            assert np.all(np.isfinite(v)), k
+            if k.startswith("to "):
+                assert np.all((v >= -1e-6) & (v <= 1 + 1e-6)), k
+        assert np.all(m["entropy"] <= np.log(T_) + 1e-5) and np.all(m["entropy"] >= 0)
+        assert np.all(m["confidence"] >= 1 / T_ - 1e-6) and np.all(m["confidence"] <= 1 + 1e-6)
+        # what the bundled all-MiniLM-L6-v2 really does (checked on these sentences):
+        assert m["to previous"].max() > 0.5 and m["to previous"][0, 2] > 0.9  # layer 0, head 2
+        assert m["to next"].max() > 0.5 and m["to next"][1, 8] > 0.5  # layer 1, head 8
+        assert m["to [CLS]"].max() > 0.7  # MiniLM's "vertical" heads read [CLS] more than [SEP]
+        labels = metrics.pattern_labels(m, T_)
+        assert {"vertical", "diagonal"} <= set(labels.ravel())
+        R = metrics.rollout(run.attentions)
+        np.testing.assert_allclose(R.sum(-1), 1, atol=1e-9)
+        assert metrics.link_ranking(run.attentions, 2, 5)[0][:2] == tuple(
+            np.unravel_index(run.attentions[:, :, 2, 5].argmax(), run.attentions.shape[:2]))
