@@ -219,7 +219,8 @@ def link_ranking(attentions: np.ndarray, query: int, key: int, both_ways: bool =
 
 def describe(m: dict[str, np.ndarray], label: str, layer: int, head: int) -> str:
     """One line on what a head does, from its measures."""
-    pick = {k: float(v[layer, head]) for k, v in m.items() if k not in ("positional", "argmax offset")}
+    pick = {k: float(v[layer, head]) for k, v in m.items()
+            if k.startswith("to ") or k in ("entropy", "confidence")}
     shares = {k: v for k, v in pick.items() if k.startswith("to ")}
     top, share = max(shares.items(), key=lambda kv: kv[1])
     where = {"to [CLS]": "the [CLS] token", "to [SEP]": "the [SEP] token", "to punctuation": "punctuation",

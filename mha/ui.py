@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import streamlit as st
 
-from mha import bert, collapse
+from mha import atlas, bert, collapse
 
 DEFAULT_TEXT = "The mole on his arm was not a mole but a rare insect."
 MAX_CHARS = 10_000
@@ -84,6 +84,18 @@ def cached_whole_model(model_name: str, text: str, text_b: str | None, layers: t
     """How much the final hidden states move when `layers` share projections."""
     return collapse.whole_model_effect(load_model(model_name), cached_run(model_name, text, text_b),
                                        layers, alpha, source, roles)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_measures(model_name: str, text: str, text_b: str | None = None) -> dict:
+    """Every per-head measure of the run, (L, H) each, with pattern labels."""
+    return atlas.measures(cached_run(model_name, text, text_b))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_token_views(model_name: str, text: str, text_b: str | None, token: int) -> dict:
+    """Raw attention, rollout and value-weighted attention of one token across layers."""
+    return atlas.token_views(load_model(model_name), cached_run(model_name, text, text_b), token)
 
 
 def run_key() -> tuple[str, str, str | None]:

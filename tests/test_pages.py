@@ -271,3 +271,55 @@ def test_build_page_shows_the_collapse_measures():
     assert float(metric["Head diversity (mean JS between heads)"]) == 0
     assert float(metric["Subspace overlap of W^Q slices"]) == 1
     assert float(metric["Effective rank of the concatenation"]) <= 32
+
+
+def test_atlas_page_measures_link_finder_and_comparison(bert):
+    from mha import atlas, metrics
+
+    text = ("It is in this spirit that a majority of American governments have passed new laws "
+            "since 2009 making the registration or voting process more difficult.")
+    at = app(text=text)
+    at.switch_page("app_pages/atlas.py").run()
+    no_exception(at)
+    run = bert.attend(text)
+    m = atlas.measures(run)
+    first = figures(at)[0]
+    np.testing.assert_allclose(plotly_array(first["data"][0]["z"]), m["to previous"], atol=1e-6)
+    # link finder: defaults to making -> difficult; the top head is the argmax of that weight
+    q, k = run.tokens.index("making"), run.tokens.index("difficult")
+    table = at.dataframe[0].value
+    top = np.unravel_index(run.attentions[:, :, q, k].argmax(), run.attentions.shape[:2])
+    assert (table.iloc[0]["layer"], table.iloc[0]["head"]) == tuple(int(i) for i in top)
+    assert table.iloc[0]["weight"] == pytest.approx(run.attentions[top[0], top[1], q, k], abs=1e-4)
+    # pick another pair: the ranking follows
+    (to_box,) = [s for s in at.selectbox if s.label == "To (key)"]
+    to_box.select(run.tokens.index("laws")).run()
+    table = at.dataframe[0].value
+    j = run.tokens.index("laws")
+    top = np.unravel_index(run.attentions[:, :, q, j].argmax(), run.attentions.shape[:2])
+    assert (table.iloc[0]["layer"], table.iloc[0]["head"]) == tuple(int(i) for i in top)
+    # compare with another sentence: the difference map is B - A of the measure
+    other = "The mole dug a tunnel under the garden."
+    (cmp_input,) = [t for t in at.text_input if t.label == "Compare with"]
+    cmp_input.input(other).run()
+    no_exception(at)
+    m_b = atlas.measures(bert.attend(other))
+    diff = [f for f in figures(at) if f["layout"]["title"]["text"].startswith("entropy: compared")][0]
+    np.testing.assert_allclose(plotly_array(diff["data"][0]["z"]), m_b["entropy"] - m["entropy"], atol=1e-5)
+    assert len(at.dataframe[1].value) == 5
+    info = " ".join(i.value for i in at.info)
+    assert "Layer 0, head 0" in info and "attends mostly to" in info
+    assert metrics.describe(m, m["pattern"][0, 0], 0, 0) in info
+
+
+def test_repeated_tokens_are_distinguishable_in_every_picker():
+    at = app()  # the default sentence has "mole" twice and "a" twice
+    for page in ("app_pages/atlas.py", "app_pages/bert_heads.py"):
+        at.switch_page(page).run()
+        pickers = [s for s in at.selectbox if s.label in ("From (query)", "To (key)", "Token")]
+        assert pickers, page
+        for p in pickers:
+            labels = p.options
+            assert len(set(labels)) == len(labels), p.label
+            moles = [o for o in labels if o.endswith(": mole")]
+            assert len(moles) == 2 and moles[0] != moles[1]

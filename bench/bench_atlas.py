@@ -1,0 +1,51 @@
+"""Budget of the head atlas on the bundled model (model loaded, no cache): every per-head
+measure and pattern label for all heads, plus rollout and value-weighted attention for one token.
+Targets: <= 0.3 s at 128 tokens, <= 2 s at 512.
+
+    python bench/bench_atlas.py [--runs 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_pages import sentence  # noqa: E402
+from mha import atlas  # noqa: E402
+from mha.bert import load_bert  # noqa: E402
+
+BUDGET = {128: 0.3, 512: 2.0}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=7)
+    args = parser.parse_args()
+    bert = load_bert()
+    print(f"{'tokens':>6} {'measures s':>10} {'+ token views s':>15} {'budget s':>8}")
+    for T, budget in BUDGET.items():
+        run = bert.attend(sentence(T, 1))
+        assert run.n_tokens == T
+        atlas.measures(run)
+        t_m, t_all = [], []
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            atlas.measures(run)
+            t1 = time.perf_counter()
+            atlas.token_views(bert, run, 3)
+            t2 = time.perf_counter()
+            t_m.append(t1 - t0)
+            t_all.append(t2 - t0)
+        a, b = statistics.median(t_m), statistics.median(t_all)
+        print(f"{T:>6} {a:>10.3f} {b:>15.3f} {budget:>8.1f}  {'OK' if b <= budget else 'OVER'}")
+
+
+if __name__ == "__main__":
+    main()
