@@ -98,6 +98,34 @@ def cached_token_views(model_name: str, text: str, text_b: str | None, token: in
     return atlas.token_views(load_model(model_name), cached_run(model_name, text, text_b), token)
 
 
+class ExperimentStore:
+    """Finished experiments shared by every session (bounded, oldest dropped first)."""
+
+    def __init__(self, size: int = 16) -> None:
+        import threading
+        from collections import OrderedDict
+
+        self.size, self.items, self.lock = size, OrderedDict(), threading.Lock()
+
+    def get(self, key):
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+            return self.items.get(key)
+
+    def put(self, key, value) -> None:
+        with self.lock:
+            self.items[key] = value
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+
+
+@st.cache_resource(show_spinner=False)
+def experiments() -> ExperimentStore:
+    """Results of the training experiment, cached per settings for every session."""
+    return ExperimentStore()
+
+
 def run_key() -> tuple[str, str, str | None]:
     """(model, text, text_b) of the current run, the arguments of every cached call."""
     ss = st.session_state

@@ -323,3 +323,25 @@ def test_repeated_tokens_are_distinguishable_in_every_picker():
             assert len(set(labels)) == len(labels), p.label
             moles = [o for o in labels if o.endswith(": mole")]
             assert len(moles) == 2 and moles[0] != moles[1]
+
+
+def test_why_heads_page_trains_and_shows_curves_and_table():
+    at = app()
+    at.switch_page("app_pages/why_heads.py").run()
+    no_exception(at)
+    at.select_slider[0].set_value(100).run()
+    (train,) = [b for b in at.button if b.label.startswith("Train")]
+    train.click().run()
+    no_exception(at)
+    curves = [f for f in figures(at) if f["layout"]["title"]["text"] == "Training curves"]
+    assert curves
+    names = {t["name"] for t in curves[-1]["data"]}
+    assert {"distinct: accuracy", "shared: accuracy", "single: accuracy"} <= names
+    table = at.dataframe[0].value
+    assert list(table["model"]) == ["distinct", "shared", "single"]
+    assert len([f for f in figures(at) if "markers = where each target is" in f["layout"]["title"]["text"]]) == 3
+    # a second visit with the same settings shows the result at once (train button disabled)
+    again = app()
+    again.switch_page("app_pages/why_heads.py").run()
+    again.select_slider[0].set_value(100).run()
+    assert again.dataframe and [b for b in again.button if b.label.startswith("Train")][0].disabled

@@ -1,0 +1,76 @@
+"""The training experiment: real training (reduced steps where the claim allows), deterministic."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from mha import experiment as ex
+
+
+@pytest.fixture(scope="module")
+def default_run():
+    """The default experiment at full steps (early stop ends the distinct model sooner)."""
+    return ex.run(ex.Settings())
+
+
+def test_default_settings_only_distinct_heads_learn(default_run):
+    m = default_run.models
+    assert m["distinct"].final_accuracy >= 0.95
+    assert m["shared"].final_accuracy <= 0.20
+    assert m["single"].final_accuracy <= 0.20
+    assert m["single"].parameters == m["distinct"].parameters > m["shared"].parameters
+    assert m["shared"].steps_run == m["single"].steps_run == 1000  # never solved: trained to the end
+    assert m["distinct"].steps_run < 1000  # solved early
+
+
+def test_shared_heads_have_identical_attention_after_training(default_run):
+    w = default_run.models["shared"].example_attention  # (H, T, T)
+    assert w.shape[0] == 4 and np.abs(w - w[:1]).max() < 1e-6
+    d = default_run.models["distinct"].example_attention
+    assert np.abs(d - d[:1]).max() > 0.5  # distinct heads really differ
+
+
+def test_distinct_heads_each_lock_onto_one_relation(default_run):
+    w = default_run.models["distinct"].example_attention  # (H, T, T)
+    T = w.shape[-1]
+    found = set()
+    for name in ex.RELATIONS:
+        keys = ex.target_positions(name, T)
+        q = [t for t in range(3, T)]
+        share = [np.mean([w[h, t, keys[t]] for t in q]) for h in range(w.shape[0])]
+        if max(share) > 0.8:
+            found.add(int(np.argmax(share)))
+    assert len(found) == 4  # four relations, four different heads
+
+
+def test_one_relation_is_learned_by_all_three():
+    r = ex.run(ex.Settings(n_relations=1, steps=300))
+    for kind, m in r.models.items():
+        assert m.final_accuracy >= 0.95, kind
+
+
+def test_same_seed_same_result_and_progress_is_reported():
+    calls = []
+    s = ex.Settings(steps=60)
+    a = ex.run(s, lambda step, rep: calls.append((step, sorted(rep))), early_stop=False)
+    b = ex.run(s)
+    for kind in ex.MODELS:
+        assert a.models[kind].losses == b.models[kind].losses
+        assert a.models[kind].final_accuracy == b.models[kind].final_accuracy
+        np.testing.assert_array_equal(a.models[kind].example_attention, b.models[kind].example_attention)
+    assert [c[0] for c in calls] == list(range(60)) and calls[0][1] == sorted(ex.MODELS)
+    c = ex.run(ex.Settings(steps=60, seed=1))
+    assert c.models["distinct"].losses != a.models["distinct"].losses
+
+
+def test_targets_and_validation():
+    tokens = torch.tensor([[5, 6, 7, 8, 9, 1]])
+    target, valid = ex.targets(tokens, ["1 back", "first"])
+    assert valid.tolist() == [False, True, True, True, True, True]
+    assert target[0, 3].tolist() == [7, 5]
+    assert ex.target_positions("2 back", 4) == [-1, -1, 0, 1]
+    for bad in (dict(n_relations=0), dict(n_relations=5), dict(n_heads=3), dict(steps=0)):
+        with pytest.raises(ValueError):
+            ex.Settings(**bad).validate()
