@@ -22,5 +22,6 @@ PAGES = [
 ]
 page = st.navigation(PAGES)
 ui.sidebar()
+ui.sync_url()  # before the page: a page may st.stop() (empty text, nothing trained yet)
 page.run()
-ui.sync_url()
+ui.sync_url()  # after: the page may have corrected a value (layer out of range, model fallback)
