@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
+import unicodedata
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,6 +26,21 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 LOCAL_MODEL = "local"
 LOCAL_ENV = "MHA_MODEL_DIR"  # a directory holding a BERT (config.json, weights, tokenizer)
 HUB_HOST = "huggingface.co"
+
+
+MAX_CHARS = 10_000  # longer input is cut here (BERT reads at most 512 tokens anyway)
+
+
+def clean_text(text: str, max_chars: int = MAX_CHARS) -> tuple[str, int]:
+    """Drop control characters (NUL, escape codes; tabs and newlines become spaces) and cut to
+    max_chars. Returns (clean text, characters cut off the end). Emoji, CJK, right-to-left and
+    combining characters are kept: the tokenizer handles them (unknown ones become [UNK])."""
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a string, got {type(text).__name__}")
+    text = "".join(" " if c in "\t\n\r" else c for c in text
+                   if c in "\t\n\r" or unicodedata.category(c) not in ("Cc", "Cs"))
+    cut = max(0, len(text) - max_chars)
+    return text[:max_chars], cut
 
 
 class ModelUnavailableError(RuntimeError):
@@ -76,14 +93,25 @@ def default_model_name() -> str:
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:
-    """True if the Hugging Face Hub answers a TCP connection within `timeout` seconds."""
+    """True if the Hugging Face Hub accepts a TCP connection within `timeout` seconds.
+
+    The check runs in a daemon thread so that a hanging DNS lookup cannot stall the caller.
+    """
     if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
         return False
-    try:
-        with socket.create_connection((HUB_HOST, 443), timeout=timeout):
-            return True
-    except OSError:
-        return False
+    ok: list[bool] = []
+
+    def probe() -> None:
+        try:
+            with socket.create_connection((HUB_HOST, 443), timeout=timeout):
+                ok.append(True)
+        except OSError:
+            pass
+
+    t = threading.Thread(target=probe, daemon=True)
+    t.start()
+    t.join(timeout)
+    return bool(ok)
 
 
 def _resolve(name: str | None) -> tuple[ModelSpec, str]:
@@ -152,6 +180,8 @@ class LoadedBert:
         self.n_heads: int = cfg.num_attention_heads
         self.d_model: int = cfg.hidden_size
         self.max_length: int = min(cfg.max_position_embeddings, tokenizer.model_max_length or 10**9)
+        # the fast tokenizer keeps truncation settings in shared mutable state: one caller at a time
+        self._tokenizer_lock = threading.Lock()
 
     def encode(self, text: str, text_b: str | None = None) -> tuple[dict, int]:
         """Tokenize (truncating to the model's maximum); returns (encoding, tokens dropped)."""
@@ -159,11 +189,12 @@ class LoadedBert:
             raise ValueError("the sentence is empty: type at least one word")
         if text_b is not None and not text_b.strip():
             text_b = None
-        full = self.tokenizer(text, text_b, truncation=False, verbose=False)["input_ids"]
-        enc = self.tokenizer(
-            text, text_b, truncation="longest_first" if text_b else True,
-            max_length=self.max_length, return_tensors="pt",
-        )
+        with self._tokenizer_lock:
+            full = self.tokenizer(text, text_b, truncation=False, verbose=False)["input_ids"]
+            enc = self.tokenizer(
+                text, text_b, truncation="longest_first" if text_b else True,
+                max_length=self.max_length, return_tensors="pt",
+            )
         return enc, max(0, len(full) - enc["input_ids"].shape[1])
 
     @torch.inference_mode()
@@ -181,9 +212,11 @@ class LoadedBert:
         n_words_a = 1 + max((w for w, s in zip(raw_words, seq) if s == 0 and w is not None), default=-1)
         word_ids = [None if w is None else (w + n_words_a if s == 1 else w) for w, s in zip(raw_words, seq)]
         segments = enc["token_type_ids"][0].tolist() if "token_type_ids" in enc else [0] * len(ids)
+        with self._tokenizer_lock:
+            tokens = self.tokenizer.convert_ids_to_tokens(ids)
         return BertRun(
             model_name=self.name,
-            tokens=self.tokenizer.convert_ids_to_tokens(ids),
+            tokens=tokens,
             word_ids=word_ids,
             segment_ids=segments,
             attentions=np.ascontiguousarray(attentions),

@@ -21,7 +21,7 @@ import streamlit as st
 from mha import atlas, bert, collapse
 
 DEFAULT_TEXT = "The mole on his arm was not a mole but a rare insect."
-MAX_CHARS = 10_000
+MAX_CHARS = bert.MAX_CHARS
 EXAMPLES = {
     "Two moles": DEFAULT_TEXT,
     "Making ... more difficult": (
@@ -56,13 +56,38 @@ def load_model(name: str) -> bert.LoadedBert:
     return bert.load_bert(name)
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
+TIERS = ((300, 64), (1500, 4), (None, 2))  # (up to this many characters, cache entries)
+
+
+def _tiered(fn):
+    """Cache fn by value in three bounded caches by input length, so that a few long inputs
+    (about 75 MB of attention each at 512 tokens) cannot push out, or pile up beside, many
+    short ones. fn's first three arguments are (model_name, text, text_b)."""
+    caches = []
+    for n, (_, entries) in enumerate(TIERS):
+        def tier(*args, _fn=fn):
+            return _fn(*args)
+
+        tier.__qualname__ = tier.__name__ = f"{fn.__name__}_tier{n}"
+        caches.append(st.cache_data(show_spinner=False, max_entries=entries)(tier))
+
+    def call(model_name: str, text: str, text_b: str | None, *rest):
+        size = len(text) + len(text_b or "")
+        n = next(i for i, (limit, _) in enumerate(TIERS) if limit is None or size <= limit)
+        return caches[n](model_name, text, text_b, *rest)
+
+    call.__doc__, call.__name__ = fn.__doc__, fn.__name__
+    call.clear = lambda: [c.clear() for c in caches]
+    return call
+
+
+@_tiered
 def cached_run(model_name: str, text: str, text_b: str | None = None) -> bert.BertRun:
     """BERT's attentions and hidden states for one sentence (or pair), cached by value."""
     return load_model(model_name).attend(text, text_b)
 
 
-@st.cache_data(show_spinner=False, max_entries=128)
+@_tiered
 def cached_collapse(model_name: str, text: str, text_b: str | None, layer: int, alpha: float,
                     source: int | str, roles: tuple[str, ...]) -> collapse.LayerCollapse:
     """One layer on the path to shared projections, with its measures (copies of the weights)."""
@@ -129,10 +154,17 @@ def experiments() -> ExperimentStore:
 def run_key() -> tuple[str, str, str | None]:
     """(model, text, text_b) of the current run, the arguments of every cached call."""
     ss = st.session_state
-    return ss["model"], ss["text"], ss.get("text_b") or None
+    text_b = bert.clean_text(ss.get("text_b") or "")[0].strip()
+    return ss["model"], bert.clean_text(ss["text"])[0], text_b or None
 
 
 # ---------------------------------------------------------------- session state + URL
+
+
+def literal(text: str, limit: int = 40) -> str:
+    """User text shown inside Markdown, as literal characters (no markup, no LaTeX, no links)."""
+    text = text[:limit] + ("..." if len(text) > limit else "")
+    return "".join("\\" + c if c in "\\`*_{}[]()#+-.!|<>$~:" else c for c in text)
 
 
 def notice(message: str) -> None:
@@ -152,7 +184,7 @@ def _int_param(params, name: str) -> int | None:
     try:
         return int(raw)
     except ValueError:
-        notice(f"The link's {name}={raw[:20]!r} is not a whole number: using the default.")
+        notice(f"The link's {name}={literal(raw, 20)} is not a whole number: using the default.")
         return None
 
 
@@ -164,16 +196,17 @@ def init_state() -> None:
     ss["_initialised"] = True
     ss.update(text=DEFAULT_TEXT, text_b="", model=bert.default_model_name(), layer=0, head=0)
     params = st.query_params
-    if "text" in params:
-        ss["text"] = params["text"][:MAX_CHARS]
-    if "text_b" in params:
-        ss["text_b"] = params["text_b"][:MAX_CHARS]
+    for name in ("text", "text_b"):
+        if name in params:
+            ss[name], cut = bert.clean_text(params[name])
+            if cut:
+                notice(f"The link's text was cut to its first {MAX_CHARS:,} characters.")
     if "model" in params:
         names = [s.name for s in bert.available_models()]
         if params["model"] in names:
             ss["model"] = params["model"]
         else:
-            notice(f"The link asks for a model that is not on the list ({params['model'][:40]!r}): "
+            notice(f"The link asks for a model that is not on the list ({literal(params['model'])}): "
                    f"using {bert.DEFAULT_MODEL}. Available: {', '.join(names)}.")
     for name in ("layer", "head"):
         value = _int_param(params, name)
@@ -269,13 +302,20 @@ def get_model() -> bert.LoadedBert:
 def current_run() -> bert.BertRun | None:
     """The run for the sidebar sentence(s), or None (with a message in the page)."""
     ss = st.session_state
-    text, text_b = ss.get("text", ""), ss.get("text_b", "") or None
+    text, cut_a = bert.clean_text(ss.get("text", ""))
+    text_b, cut_b = bert.clean_text(ss.get("text_b", "") or "")
+    if cut_a or cut_b:
+        st.warning(f"The text was cut to its first {MAX_CHARS:,} characters.")
     if not text.strip():
         st.info("The sentence is empty: type one in the sidebar, or pick an example.")
         return None
     model = get_model()
     with st.spinner("Running BERT..."):
-        run = cached_run(model.name, text, text_b)
+        run = cached_run(model.name, text, text_b.strip() or None)
+    if all(t in ("[CLS]", "[SEP]") for t in run.tokens):
+        st.info("Nothing is left to look at: the tokenizer dropped every character of this text "
+                "(control characters only?). Type some words.")
+        return None
     if run.truncated:
         st.warning(f"The input is longer than {model.name}'s maximum of {run.max_length} tokens: "
                    f"the last {run.n_dropped} tokens were dropped.")
