@@ -106,3 +106,39 @@ def test_type_switch_pages_and_screenshot(server, browser):
         page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=name == "overview")
     assert "chased" in page.url or "text=" in page.url  # the sentence is in the shareable link
     assert dialogs == []
+
+
+MARKUP = "<img src=x onerror=alert(1)> <script>alert(2)</script> **bold** $x$"
+
+
+def test_markup_and_script_are_shown_literally_and_never_run(server, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(server, wait_until="domcontentloaded")
+    page.wait_for_selector('[data-testid="stSidebar"] textarea', timeout=60_000)
+    wait_idle(page)
+    box = page.locator('[data-testid="stSidebar"] textarea').first
+    box.fill(MARKUP)
+    box.press("Control+Enter")
+    wait_idle(page)
+    page.locator('[data-testid="stSidebarNav"] a').nth(PAGES.index("bert_heads")).click()
+    wait_idle(page)
+    page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=60_000)
+    page.wait_for_timeout(1000)
+    assert dialogs == []
+    assert page.locator('img[src="x"]').count() == 0
+    scripts = page.evaluate("[...document.scripts].map(s => s.textContent).join(' ')")
+    assert "alert(2)" not in scripts
+    assert page.locator("b", has_text="bold").count() == 0 and page.locator("strong", has_text="bold").count() == 0
+    page.mouse.wheel(0, 1500)  # charts below the fold draw when scrolled to
+    page.wait_for_timeout(1500)
+    labels = page.locator('[data-testid="stPlotlyChart"] svg text').all_text_contents()
+    assert "<" in labels and ">" in labels and "script" in labels  # tokens, as literal text
+    assert page.locator('[data-testid="stException"]').count() == 0
+    for name in ("atlas", "collapse", "build"):
+        page.locator('[data-testid="stSidebarNav"] a').nth(PAGES.index(name)).click()
+        wait_idle(page)
+        assert dialogs == [] and page.locator('img[src="x"]').count() == 0, name
+        assert page.locator('[data-testid="stException"]').count() == 0, name
+    page.screenshot(path=str(ARTIFACTS / "markup.png"))
