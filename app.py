@@ -1,7 +1,12 @@
 """Multi-Head Attention Explorer: entrypoint (page config, shared sidebar, navigation, URL)."""
 
 import os
+import time
 
+# A server runs many sessions at once on few cores: one BLAS/OpenMP thread per computation,
+# set before numpy loads (threads that spin-wait for each other slow everyone down).
+for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(var, "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 import streamlit as st
@@ -21,7 +26,11 @@ PAGES = [
     st.Page("app_pages/why_heads.py", title="Why many heads", icon=":material/model_training:"),
 ]
 page = st.navigation(PAGES)
+started = time.perf_counter()
 ui.sidebar()
 ui.sync_url()  # before the page: a page may st.stop() (empty text, nothing trained yet)
-page.run()
+try:
+    page.run()
+finally:
+    ui.record_timing(page.url_path or "overview", time.perf_counter() - started)
 ui.sync_url()  # after: the page may have corrected a value (layer out of range, model fallback)

@@ -38,10 +38,10 @@ if roles == ("k", "q"):
                "distinct, so the heads still write different things into their slices.")
 
 key = ui.run_key()
-with st.spinner("Recomputing the layer..."):
+with st.spinner("Recomputing the layer along the path from distinct to shared..."):
+    sweep = ui.cached_sweep(*key, layer, source, roles)  # does not depend on alpha: cached
     now = ui.cached_collapse(*key, layer, alpha, source, roles)
-    base = ui.cached_collapse(*key, layer, 0.0, source, roles)
-summary, before = now.summary(), base.summary()
+summary, before = now.summary(), sweep[0]
 
 n_dist = MultiHeadAttention.parameter_count(C, H, "distinct")
 n_shared = MultiHeadAttention.parameter_count(C, H, "shared")
@@ -77,8 +77,6 @@ st.caption(
 )
 
 st.subheader("Along the path")
-with st.spinner("Sweeping alpha from 0 to 1..."):
-    sweep = ui.cached_sweep(*key, layer, source, roles)
 st.plotly_chart(plots.sweep_chart(sweep, alpha), width="stretch")
 
 st.subheader("What it costs the whole model")

@@ -8,16 +8,12 @@ Targets: <= 0.3 s at 128 tokens, <= 2 s at 512.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common import sentence, server_threads
 
-from bench_pages import sentence  # noqa: E402
+server_threads()
 from mha import atlas  # noqa: E402
 from mha.bert import load_bert  # noqa: E402
 

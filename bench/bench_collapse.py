@@ -10,16 +10,12 @@
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common import sentence, server_threads
 
-from bench_pages import sentence  # noqa: E402
+server_threads()
 from mha import collapse  # noqa: E402
 from mha.bert import load_bert  # noqa: E402
 

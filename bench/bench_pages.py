@@ -10,27 +10,16 @@ bench environment only) our bytes against BertViz's model view HTML for the same
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common import sentence, server_threads
 
+server_threads()
 from mha import plots, views  # noqa: E402
 from mha.bert import load_bert  # noqa: E402
 
 BUDGET = {32: (0.25, 0.5e6), 128: (0.6, 2e6), 512: (1.5, 8e6)}
-WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly judge "
-         "boxing matches in tiny rooms near old bridges").split()
-
-
-def sentence(n_tokens: int, salt: int) -> str:
-    """A text of exactly n_tokens tokens with [CLS] and [SEP] (all words are single pieces)."""
-    words = [WORDS[(i * 7 + salt) % len(WORDS)] for i in range(n_tokens - 2)]
-    return " ".join(words)
 
 
 def page_figures(bert, text: str, layer: int = 0, head: int = 0) -> list:

@@ -9,6 +9,7 @@ altered projections go through `scratch_layer`, which copies the weights.
 
 from __future__ import annotations
 
+import copy
 import os
 import socket
 import threading
@@ -182,6 +183,7 @@ class LoadedBert:
         self.max_length: int = min(cfg.max_position_embeddings, tokenizer.model_max_length or 10**9)
         # the fast tokenizer keeps truncation settings in shared mutable state: one caller at a time
         self._tokenizer_lock = threading.Lock()
+        self._templates: dict[int, MultiHeadAttention] = {}  # scratch_layer's copies come from here
 
     def encode(self, text: str, text_b: str | None = None) -> tuple[dict, int]:
         """Tokenize (truncating to the model's maximum); returns (encoding, tokens dropped)."""
@@ -257,17 +259,22 @@ class LoadedBert:
         """
         if not 0 <= layer < self.n_layers:
             raise ValueError(f"layer must be in 0..{self.n_layers - 1}, got {layer}")
-        att = self.model.encoder.layer[layer].attention
-        with torch.inference_mode(False):  # ordinary tensors, even when called in inference mode
-            m = MultiHeadAttention(self.d_model, self.n_heads, "distinct", bias=True)
-        with torch.inference_mode(False), torch.no_grad():
-            for ours, theirs in [
-                (m.q_proj, att.self.query), (m.k_proj, att.self.key),
-                (m.v_proj, att.self.value), (m.out_proj, att.output.dense),
-            ]:
-                ours.weight.copy_(theirs.weight)
-                ours.bias.copy_(theirs.bias)
-        return m.eval().requires_grad_(False)
+        template = self._templates.get(layer)
+        if template is None:  # built once per layer; callers get copies they may change
+            att = self.model.encoder.layer[layer].attention
+            with torch.inference_mode(False):  # ordinary tensors, even when called in inference mode
+                template = MultiHeadAttention(self.d_model, self.n_heads, "distinct", bias=True)
+            with torch.inference_mode(False), torch.no_grad():
+                for ours, theirs in [
+                    (template.q_proj, att.self.query), (template.k_proj, att.self.key),
+                    (template.v_proj, att.self.value), (template.out_proj, att.output.dense),
+                ]:
+                    ours.weight.copy_(theirs.weight)
+                    ours.bias.copy_(theirs.bias)
+            template.eval().requires_grad_(False)
+            self._templates[layer] = template
+        with torch.inference_mode(False):
+            return copy.deepcopy(template)
 
 
 def load_bert(name: str | None = None) -> LoadedBert:

@@ -11,6 +11,7 @@ cached BERT it came from) is never modified.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Literal
 
@@ -71,6 +72,13 @@ def interpolate(
     every head's attention pattern the same but leaves the values distinct.
     """
     _check(m)
+    with torch.inference_mode(False):
+        return _interpolate_in_place(copy.deepcopy(m), alpha, source, roles)
+
+
+def _interpolate_in_place(m: MultiHeadAttention, alpha: float, source: Source, roles: Iterable[str]
+                          ) -> MultiHeadAttention:
+    """interpolate() on m itself: only for a module the caller owns (a fresh copy)."""
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must be in [0, 1], got {alpha}")
     roles = tuple(roles)
@@ -78,10 +86,8 @@ def interpolate(
         raise ValueError(f"roles must be among {ROLES}, got {bad}")
     H = m.n_heads
     with torch.inference_mode(False), torch.no_grad():  # ordinary tensors, no autograd
-        out = MultiHeadAttention(m.d_model, H, "distinct", bias=m.q_proj.bias is not None)
-        out.load_state_dict(m.state_dict())
         for role in roles:
-            proj = getattr(out, f"{role}_proj")
+            proj = getattr(m, f"{role}_proj")
             for name in ("weight", "bias"):
                 w = getattr(proj, name)
                 if w is None:
@@ -89,7 +95,7 @@ def interpolate(
                 per_head = _head_slices(w, H)  # (H, D, ...)
                 target = shared_slice(w, H, source).expand_as(per_head)
                 w.copy_(((1 - alpha) * per_head + alpha * target).reshape(w.shape))
-    return out.eval().requires_grad_(False)
+    return m.eval().requires_grad_(False)
 
 
 @dataclass
@@ -121,27 +127,29 @@ class LayerCollapse:
 
 def collapse_layer(
     bert: "LoadedBert", run: "BertRun", layer: int, alpha: float, source: Source = 0,
-    roles: Iterable[str] = ROLES,
+    roles: Iterable[str] = ROLES, overlap_roles: Iterable[str] = ROLES,
 ) -> LayerCollapse:
-    """Layer `layer` of BERT at position alpha on the path to shared projections, with all measures."""
-    m = interpolate(bert.scratch_layer(layer), alpha, source, roles)
+    """Layer `layer` of BERT at position alpha on the path to shared projections, with all
+    measures (subspace overlap for the projections in overlap_roles)."""
+    m = _interpolate_in_place(bert.scratch_layer(layer), alpha, source, roles)  # our own copy
     x = torch.from_numpy(run.hidden_states[layer]).unsqueeze(0)  # (1, T, C)
-    return measure(m, x, alpha)
+    return measure(m, x, alpha, overlap_roles)
 
 
-def measure(m: MultiHeadAttention, x: torch.Tensor, alpha: float = float("nan")) -> LayerCollapse:
+def measure(m: MultiHeadAttention, x: torch.Tensor, alpha: float = float("nan"),
+            overlap_roles: Iterable[str] = ROLES) -> LayerCollapse:
     """Run module m on x (1, T, C) and compute every collapse measure (any projection mode)."""
     with torch.inference_mode():
         tr = m.trace(x)
-    return measures_from(m, tr.weights[0].numpy(), tr.concat[0].numpy(), alpha)
+    return measures_from(m, tr.weights[0].numpy(), tr.concat[0].numpy(), alpha, overlap_roles)
 
 
 def measures_from(m: MultiHeadAttention, weights: np.ndarray, concat: np.ndarray,
-                  alpha: float = float("nan")) -> LayerCollapse:
+                  alpha: float = float("nan"), overlap_roles: Iterable[str] = ROLES) -> LayerCollapse:
     """The measures of module m given its attention (H, T, T) and concatenated head outputs (T, C)."""
     H = m.n_heads
     overlap = {}
-    for r in ROLES:
+    for r in overlap_roles:
         w = getattr(m, f"{r}_proj").weight.detach().numpy()
         # a shared module stores one (D, C) slice for every head: identical subspaces
         overlap[r] = np.ones((H, H)) if m.projection == "shared" else metrics.subspace_overlap(w, H)
@@ -153,9 +161,13 @@ def alpha_sweep(
     bert: "LoadedBert", run: "BertRun", layer: int, source: Source = 0,
     roles: Iterable[str] = ROLES, steps: int = 11,
 ) -> list[dict[str, float]]:
-    """The scalar measures at `steps` evenly spaced alphas from 0 (distinct) to 1 (shared)."""
+    """The scalar measures at `steps` evenly spaced alphas from 0 (distinct) to 1 (shared).
+
+    Subspace overlap is followed for W^Q only (W^K and W^V move the same way along the path);
+    collapse_layer gives all three at one alpha.
+    """
     roles = tuple(roles)
-    return [collapse_layer(bert, run, layer, float(a), source, roles).summary()
+    return [collapse_layer(bert, run, layer, float(a), source, roles, overlap_roles=("q",)).summary()
             for a in np.linspace(0.0, 1.0, steps)]
 
 
@@ -173,7 +185,7 @@ def whole_model_effect(
     final hidden states, as all-MiniLM-L6-v2 pools) and the mean and minimum per-token cosine.
     """
     roles = tuple(roles)
-    replace = {i: interpolate(bert.scratch_layer(i), alpha, source, roles) for i in layers}
+    replace = {i: _interpolate_in_place(bert.scratch_layer(i), alpha, source, roles) for i in layers}
     new = bert.encode_with(run, replace)[-1]  # (T, C)
     old = run.hidden_states[-1]  # (T, C)
     per_token = _cosine(new, old)  # (T,)

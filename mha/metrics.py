@@ -11,7 +11,7 @@ Shapes: H heads, T tokens, C = d_model, D = C / H.
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import orth, svdvals
+from scipy.linalg import svdvals
 from scipy.spatial.distance import jensenshannon
 
 
@@ -36,30 +36,34 @@ def mean_off_diagonal(m: np.ndarray) -> float:
     return float((m.sum() - np.trace(m)) / (H * (H - 1)))
 
 
-def head_bases(weight: np.ndarray, n_heads: int) -> list[np.ndarray]:
-    """Orthonormal bases (C, r) of the column spaces of each head's projection W_i (C x D).
+def head_bases(weight: np.ndarray, n_heads: int) -> tuple[np.ndarray, np.ndarray]:
+    """Orthonormal bases of the column spaces of each head's projection W_i (C x D), batched.
 
     weight: a projection in nn.Linear layout (H*D, C); head i owns rows i*D:(i+1)*D.
+    Returns (bases (H, C, D) with the columns beyond each head's rank zeroed, ranks (H,)),
+    as scipy.linalg.orth computes them one by one.
     """
     w = np.asarray(weight, dtype=np.float64)
+    C = w.shape[1]
     D = w.shape[0] // n_heads
-    return [orth(w[i * D:(i + 1) * D].T) for i in range(n_heads)]  # each (C, r <= D)
+    heads = w.reshape(n_heads, D, C).transpose(0, 2, 1)  # (H, C, D): W_i as C x D
+    u, s, _ = np.linalg.svd(heads, full_matrices=False)  # u (H, C, D), s (H, D)
+    tol = s[:, :1] * max(C, D) * np.finfo(np.float64).eps  # orth's rank tolerance
+    keep = s > tol  # (H, D)
+    return u * keep[:, None, :], keep.sum(-1)
 
 
 def subspace_overlap(weight: np.ndarray, n_heads: int) -> np.ndarray:
     """(H, H) mean cos^2 of the principal angles between heads' subspaces (1 = the same subspace).
 
-    cos of the principal angles between span(A) and span(B) are the singular values of
-    A_o^T B_o for orthonormal bases A_o, B_o (what scipy.linalg.subspace_angles computes).
+    The cosines of the principal angles between span(A) and span(B) are the singular values of
+    A_o^T B_o for orthonormal bases A_o, B_o (as scipy.linalg.subspace_angles computes them; the
+    tests check against it), so their squares sum to ||A_o^T B_o||_F^2: no SVD per pair.
     """
-    bases = head_bases(weight, n_heads)
-    out = np.eye(n_heads)
-    for i in range(n_heads):
-        for j in range(i + 1, n_heads):
-            cos = np.clip(svdvals(bases[i].T @ bases[j]), 0.0, 1.0)
-            k = min(bases[i].shape[1], bases[j].shape[1])
-            out[i, j] = out[j, i] = float(np.mean(cos[:k] ** 2))
-    return out
+    bases, ranks = head_bases(weight, n_heads)  # (H, C, D), (H,)
+    products = np.swapaxes(bases, 1, 2)[:, None] @ bases[None]  # (H, H, D, D): A_i^T A_j
+    k = np.minimum(ranks[:, None], ranks[None, :])  # (H, H) number of principal angles
+    return np.clip((products ** 2).sum((-2, -1)) / np.maximum(k, 1), 0.0, 1.0)
 
 
 def effective_rank(matrix: np.ndarray) -> float:

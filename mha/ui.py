@@ -16,9 +16,15 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 from typing import Any, Sequence
 
+import pandas  # noqa: F401  imported once here: first imports racing in session threads fail
+import plotly.io
 import streamlit as st
+import torch
 
 from mha import atlas, bert, collapse
+
+torch.set_num_threads(int(os.environ.get("MHA_TORCH_THREADS", "1")))  # see app.py
+plotly.io.to_json({"data": [], "layout": {}})  # load Plotly's serialiser before any session does
 
 DEFAULT_TEXT = "The mole on his arm was not a mole but a rare insect."
 MAX_CHARS = bert.MAX_CHARS
@@ -53,7 +59,13 @@ EXAMPLES = {
 @st.cache_resource(show_spinner=False, max_entries=2)
 def load_model(name: str) -> bert.LoadedBert:
     """The shared, read-only model (one per process and name)."""
-    return bert.load_bert(name)
+    import sys
+    import time
+
+    t0 = time.perf_counter()
+    model = bert.load_bert(name)
+    print(f"mha: loaded {name} in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    return model
 
 
 TIERS = ((300, 64), (1500, 4), (None, 2))  # (up to this many characters, cache entries)
@@ -235,7 +247,8 @@ def kept(kind: str, label: str, key: str, container: Any = None, **kwargs: Any) 
     wkey = f"_w_{key}"
 
     def _store() -> None:
-        ss[key] = ss[wkey]
+        if wkey in ss:  # a change that arrives after a page switch finds the widget gone
+            ss[key] = ss[wkey]
 
     if "options" in kwargs:
         options = list(kwargs["options"])
@@ -247,6 +260,14 @@ def kept(kind: str, label: str, key: str, container: Any = None, **kwargs: Any) 
     if wkey in ss and ss[wkey] != ss[key]:
         ss[wkey] = ss[key]
     return getattr(container or st, kind)(label, key=wkey, on_change=_store, **kwargs)
+
+
+def record_timing(page: str, seconds: float) -> None:
+    """Append one script run's duration to $MHA_TIMING_LOG (used by bench/bench_load.py)."""
+    path = os.environ.get("MHA_TIMING_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(f"{page}\t{seconds:.4f}\n")
 
 
 # ---------------------------------------------------------------- sidebar

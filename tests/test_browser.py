@@ -2,63 +2,20 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
-
 import pytest
 
 from conftest import ROOT
+from live import CHROMIUM_FLAGS, IDLE, chromium_or_skip, streamlit_server
 
 ARTIFACTS = ROOT / "artifacts"
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--no-first-run"]
 PAGES = ["overview", "build", "bert_heads", "collapse", "atlas", "why_heads"]  # sidebar order
-
-
-def chromium_or_skip() -> str:
-    path = shutil.which("chromium")
-    if path is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("chromium is not installed: CI must install it (apt-get install -y chromium)")
-        pytest.skip("chromium not found: apt-get install -y chromium to run the real-browser test")
-    return path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def server():
-    port = free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.3)
-    else:
-        proc.kill()
-        pytest.fail(f"streamlit did not start: {proc.stdout.read().decode()[-2000:]}")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
+    chromium_or_skip()
+    with streamlit_server() as (url, _log):
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +32,7 @@ def browser():
 def wait_idle(page, timeout=90_000):
     """Wait until Streamlit has finished the current script run."""
     page.wait_for_timeout(400)
-    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout)
+    page.wait_for_selector(IDLE, timeout=timeout)
     page.wait_for_timeout(400)
 
 

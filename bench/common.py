@@ -1,0 +1,28 @@
+"""Shared by the benchmarks: the app server's thread settings and inputs of a known length."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly judge "
+         "boxing matches in tiny rooms near old bridges").split()
+
+
+def server_threads() -> None:
+    """One BLAS/OpenMP/torch thread per computation, as app.py and mha/ui.py set for the server.
+    Call before numpy is imported."""
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("MHA_TORCH_THREADS", "1")))
+
+
+def sentence(n_tokens: int, salt: int) -> str:
+    """A text of exactly n_tokens tokens with [CLS] and [SEP] (all words are single pieces)."""
+    return " ".join(WORDS[(i * 7 + salt) % len(WORDS)] for i in range(n_tokens - 2))
