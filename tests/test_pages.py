@@ -72,7 +72,8 @@ def test_typed_sentence_drives_the_head_heatmap(bert):
     T = len(run.tokens)
     assert z.shape == (T, T)  # repeated "the" / "cat" keep their own rows and columns
     assert len(set(hm["y"])) == T and hm["y"][2].endswith("cat") and hm["y"][9].endswith("cat")
-    np.testing.assert_allclose(z, run.attentions[3, 7], atol=1e-7)
+    # float32 sums: the app runs torch on one thread, the fixture may not (differences ~1e-6)
+    np.testing.assert_allclose(z, run.attentions[3, 7], atol=1e-5)
     assert at.query_params["layer"] in ("3", ["3"]) and at.query_params["head"] in ("7", ["7"])
 
 
@@ -83,7 +84,7 @@ def test_url_parameters_restore_a_view(bert):
     no_exception(at)
     assert at.sidebar.text_area[0].value == text
     np.testing.assert_allclose(plotly_array(large_heatmap(at)["z"]), bert.attend(text).attentions[4, 2],
-                               atol=1e-7)
+                               atol=1e-5)
 
 
 @pytest.mark.parametrize("params,expect", [
@@ -100,7 +101,7 @@ def test_invalid_url_parameters_give_a_notice_and_a_default(bert, params, expect
     warnings += " ".join(w.value for w in at.warning)
     assert expect in warnings
     run = bert.attend(at.sidebar.text_area[0].value)
-    np.testing.assert_allclose(plotly_array(large_heatmap(at)["z"]), run.attentions[0, 0], atol=1e-7)
+    np.testing.assert_allclose(plotly_array(large_heatmap(at)["z"]), run.attentions[0, 0], atol=1e-5)
 
 
 def test_unreachable_hub_model_falls_back_with_a_message(bert):
@@ -210,12 +211,12 @@ def test_collapse_page_measures_equal_the_engine(bert):
     run = bert.attend(at.session_state["text"])
     c = collapse.collapse_layer(bert, run, 2, 0.3)
     charts = collapse_charts(at)
-    np.testing.assert_allclose(charts["Head diversity (JS, nats)"], metrics.head_diversity(c.weights), atol=1e-9)
+    np.testing.assert_allclose(charts["Head diversity (JS, nats)"], metrics.head_diversity(c.weights), atol=1e-6)
     moved = collapse.interpolate(bert.scratch_layer(2), 0.3)
     for role in "qkv":
         w = getattr(moved, f"{role}_proj").weight.detach().numpy()
         np.testing.assert_allclose(charts[f"Subspace overlap W^{role.upper()}"],
-                                   metrics.subspace_overlap(w, bert.n_heads), atol=1e-9)
+                                   metrics.subspace_overlap(w, bert.n_heads), atol=1e-6)
     grids = [f for f in figures(at) if f["layout"]["title"]["text"].startswith("Layer 2 at alpha")]
     assert grids, "no grid of the collapsed heads"
     # fully shared: the matrices say so
