@@ -10,29 +10,15 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
-import time
-from pathlib import Path
 
-import torch
+from common import median_seconds
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch  # noqa: E402  (after common, which puts the project on sys.path)
+
 from mha import MultiHeadAttention  # noqa: E402
 from mha.reference import to_torch_mha  # noqa: E402
 
 SHAPES = [(1, 32, 384, 12), (1, 128, 768, 12), (8, 512, 768, 12)]
-
-
-def median_seconds(fn, runs: int, warmup: int = 3) -> float:
-    """Median wall time of fn() over `runs` calls, after `warmup` calls."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -50,11 +36,11 @@ def main() -> None:
             # interleave the two so that machine noise hits both alike
             t_ours, t_ref = [], []
             for _ in range(3):
-                t_ours.append(median_seconds(lambda: ours(x), args.runs // 3 + 1))
+                t_ours.append(median_seconds(lambda: ours(x), args.runs // 3 + 1, warmup=3))
                 t_ref.append(
                     median_seconds(
                         lambda: ref(x, x, x, need_weights=True, average_attn_weights=False),
-                        args.runs // 3 + 1,
+                        args.runs // 3 + 1, warmup=3,
                     )
                 )
         a, b = statistics.median(t_ours), statistics.median(t_ref)

@@ -10,24 +10,12 @@
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
-from common import sentence, server_threads
+from common import median_seconds, sentence, server_threads
 
 server_threads()
 from mha import collapse  # noqa: E402
 from mha.bert import load_bert  # noqa: E402
-
-
-def median_time(fn, runs: int) -> float:
-    fn()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -45,7 +33,7 @@ def main() -> None:
     ]
     print(f"128 tokens, median of {args.runs} runs")
     for name, budget, fn in rows:
-        t = median_time(fn, args.runs)
+        t = median_seconds(fn, args.runs)
         verdict = "" if budget is None else ("OK" if t <= budget else "OVER")
         print(f"{name:<34} {t:7.3f} s  budget {budget if budget else '-':>4}  {verdict}")
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -26,3 +28,15 @@ def server_threads() -> None:
 def sentence(n_tokens: int, salt: int) -> str:
     """A text of exactly n_tokens tokens with [CLS] and [SEP] (all words are single pieces)."""
     return " ".join(WORDS[(i * 7 + salt) % len(WORDS)] for i in range(n_tokens - 2))
+
+
+def median_seconds(fn, runs: int, warmup: int = 1) -> float:
+    """Median wall time of fn() over `runs` calls, after `warmup` calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)

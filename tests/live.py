@@ -20,6 +20,7 @@ from conftest import ROOT
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--no-first-run"]
 IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+BUSY = '[data-testid="stApp"]:not([data-test-script-state="notRunning"])'
 
 
 def chromium_or_skip() -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import ROOT
-from live import CHROMIUM_FLAGS, IDLE, chromium_or_skip, streamlit_server
+from live import BUSY, CHROMIUM_FLAGS, IDLE, chromium_or_skip, streamlit_server
 
 ARTIFACTS = ROOT / "artifacts"
 PAGES = ["overview", "build", "bert_heads", "collapse", "atlas", "why_heads"]  # sidebar order
@@ -30,25 +30,34 @@ def browser():
 
 
 def wait_idle(page, timeout=90_000):
-    """Wait until Streamlit has finished the current script run."""
-    page.wait_for_timeout(400)
+    """Wait for the run the last action started (if it is seen starting) to finish."""
+    try:
+        page.wait_for_selector(BUSY, timeout=1500)
+    except Exception:
+        pass  # it finished before we looked, or nothing was rerun
     page.wait_for_selector(IDLE, timeout=timeout)
-    page.wait_for_timeout(400)
+    page.wait_for_timeout(300)
 
 
-def test_type_switch_pages_and_screenshot(server, browser):
-    ARTIFACTS.mkdir(exist_ok=True)
+def open_and_type(browser, server: str, text: str):
+    """A new page on the app with `text` typed into the sidebar; returns (page, dialogs seen)."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     dialogs = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     page.goto(server, wait_until="domcontentloaded")
     page.wait_for_selector('[data-testid="stSidebar"] textarea', timeout=60_000)
     wait_idle(page)
-    text = "The cat chased the other cat across the garden."
     box = page.locator('[data-testid="stSidebar"] textarea').first
     box.fill(text)
     box.press("Control+Enter")
     wait_idle(page)
+    return page, dialogs
+
+
+def test_type_switch_pages_and_screenshot(server, browser):
+    ARTIFACTS.mkdir(exist_ok=True)
+    text = "The cat chased the other cat across the garden."
+    page, dialogs = open_and_type(browser, server, text)
     for n, name in enumerate(PAGES):
         page.locator('[data-testid="stSidebarNav"] a').nth(n).click()
         wait_idle(page)
@@ -69,16 +78,8 @@ MARKUP = "<img src=x onerror=alert(1)> <script>alert(2)</script> **bold** $x$"
 
 
 def test_markup_and_script_are_shown_literally_and_never_run(server, browser):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    dialogs = []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    page.goto(server, wait_until="domcontentloaded")
-    page.wait_for_selector('[data-testid="stSidebar"] textarea', timeout=60_000)
-    wait_idle(page)
-    box = page.locator('[data-testid="stSidebar"] textarea').first
-    box.fill(MARKUP)
-    box.press("Control+Enter")
-    wait_idle(page)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page, dialogs = open_and_type(browser, server, MARKUP)
     page.locator('[data-testid="stSidebarNav"] a').nth(PAGES.index("bert_heads")).click()
     wait_idle(page)
     page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=60_000)

@@ -7,7 +7,7 @@ import asyncio
 
 import numpy as np
 
-from live import CHROMIUM_FLAGS, IDLE, chromium_or_skip, streamlit_server
+from live import BUSY, CHROMIUM_FLAGS, IDLE, chromium_or_skip, streamlit_server
 from mha import collapse
 
 N_SESSIONS = 8
@@ -30,7 +30,11 @@ def session_text(i: int) -> str:
 
 
 async def settle(page) -> None:
-    await page.wait_for_timeout(500)
+    """Wait for the run the last action started (if it is seen starting) to finish."""
+    try:
+        await page.wait_for_selector(BUSY, timeout=1500)
+    except Exception:
+        pass
     await page.wait_for_selector(IDLE, timeout=180_000)
     await page.wait_for_timeout(300)
 
@@ -59,7 +63,9 @@ async def one_session(browser, url: str, i: int) -> dict:
     await settle(page)
     if shared:
         await page.get_by_test_id("stCheckbox").get_by_text("Shared (alpha = 1)").click()
-        await settle(page)
+    # the grid's title names alpha: wait for this session's setting to be drawn, then the run's end
+    await read(page, f"Layer {layer} at alpha = {1.0 if shared else 0.5:.2f}")
+    await settle(page)
     out["diversity"] = await read(page, "Head diversity")
     out["sidebar"] = await page.locator('[data-testid="stSidebar"] textarea').first.input_value()
     out["errors"] = await page.locator('[data-testid="stException"]').count()
