@@ -7,7 +7,6 @@ import time
 # set before numpy loads (threads that spin-wait for each other slow everyone down).
 for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(var, "1")
-os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 import streamlit as st
 

@@ -11,9 +11,6 @@ session_state keys; each widget gets its value from there and writes back in `on
 from __future__ import annotations
 
 import os
-
-os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-
 from typing import Any, Sequence
 
 import pandas  # noqa: F401  imported once here: first imports racing in session threads fail
@@ -362,14 +359,10 @@ def layer_head(run: bert.BertRun, container: Any = None, head: bool = True) -> t
     return layer, h
 
 
-def token_options(tokens: Sequence[str]) -> list[int]:
-    return list(range(len(tokens)))
-
-
 def token_picker(label: str, tokens: Sequence[str], default: int = 1, key: str | None = None,
                  container: Any = None) -> int:
     """Choose a token by position; labels show "position: token" so repeats stay distinct."""
     box = container or st
     default = min(default, len(tokens) - 1)
-    return box.selectbox(label, token_options(tokens), index=default, key=key,
+    return box.selectbox(label, range(len(tokens)), index=default, key=key,
                          format_func=lambda i: f"{i}: {tokens[i]}")
