@@ -24,7 +24,7 @@ def head_diversity(weights: np.ndarray) -> np.ndarray:
     i, j = np.triu_indices(H, 1)  # each pair once; JS is symmetric and 0 on the diagonal
     dist = jensenshannon(w[i], w[j], axis=-1)  # (P, T) distance = sqrt(divergence), nats
     out = np.zeros((H, H))
-    out[i, j] = out[j, i] = np.nan_to_num(dist.astype(np.float64), nan=0.0).__pow__(2).mean(-1)
+    out[i, j] = out[j, i] = (np.nan_to_num(dist.astype(np.float64), nan=0.0) ** 2).mean(-1)
     return out
 
 

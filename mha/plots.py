@@ -127,9 +127,8 @@ def head_grid(weights: np.ndarray, title: str = "", cols: int = 6, tile: int = T
     padded = np.zeros((rows * cols, T, T), dtype=np.float32)
     padded[:H] = weights
     grid = padded.reshape(rows, cols, T, T)  # (rows, cols, T, T)
-    fig = tiled_heatmap(grid, [f"heads {r * cols}-{min(H, (r + 1) * cols) - 1}" for r in range(rows)],
-                        [f"+{c}" for c in range(cols)], title, tile)
-    return fig
+    return tiled_heatmap(grid, [f"heads {r * cols}-{min(H, (r + 1) * cols) - 1}" for r in range(rows)],
+                         [f"+{c}" for c in range(cols)], title, tile)
 
 
 def line_view(
