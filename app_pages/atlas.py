@@ -3,44 +3,45 @@
 import numpy as np
 import streamlit as st
 
-from mha import atlas, metrics, plots, ui
+import ui
+from mha import atlas, metrics, plots
 
 st.title("Head atlas")
 st.markdown(
     "What does each head do on *your* sentence? These are the measures researchers used to "
     "map BERT's heads (Clark et al. 2019; Voita et al. 2019; Kovaleva et al. 2019), computed live."
 )
-run = ui.current_run()
-if run is None:
-    st.stop()
-key = ui.run_key()
-m = ui.cached_measures(*key)
+inp = ui.inputs()
+run = ui.run_or_stop(inp)
+m = ui.cached_measures(inp)
 hover = atlas.hover_text(m)
 MEASURES = [*atlas.SHARES, "entropy", "confidence"] + (["within sentence"] if "within sentence" in m else [])
 
 st.subheader("Every head, coloured by one measure")
-measure = st.selectbox("Measure", MEASURES, index=MEASURES.index("to previous"))
+measure = st.selectbox("Measure", MEASURES, index=MEASURES.index("to previous"), key="atlas_measure")
 zmax = float(np.log(run.n_tokens)) if measure == "entropy" else 1.0
-st.plotly_chart(plots.atlas_heatmap(m[measure], hover, f"{measure} (hover a head for all its measures)",
-                                    zmax=zmax), width="stretch")
+st.plotly_chart(
+    plots.atlas_heatmap(m[measure], hover, f"{measure} (hover a head for all its measures)", zmax=zmax), width="stretch"
+)
 st.caption(
     "Shares are the mean weight a query puts on those keys ('previous' = key j = i - 1, 'next' = "
-    f"j = i + 1). Entropy in nats, from 0 (one key) to ln T = {np.log(run.n_tokens):.2f} (uniform). "
+    "j = i + 1; punctuation = the tokens '.' and ',' as in Clark et al. 2019). "
+    f"Entropy in nats, from 0 (one key) to ln T = {np.log(run.n_tokens):.2f} (uniform). "
     "Confidence = mean largest weight (Voita et al. 2019). Patterns are the app's own rule after "
     f"Kovaleva et al. 2019, thresholds {metrics.PATTERN_THRESHOLDS}."
 )
 layer, head = ui.layer_head(run)
 st.info(metrics.describe(m, m["pattern"][layer, head], layer, head), icon=":material/psychology:")
-st.plotly_chart(plots.attention_heatmap(run.attentions[layer, head], run.tokens, f"Layer {layer}, head {head}"),
-                width="stretch")
+st.plotly_chart(
+    plots.attention_heatmap(run.attentions[layer, head], run.tokens, f"Layer {layer}, head {head}"), width="stretch"
+)
 
 st.subheader("Link finder: which heads connect two tokens?")
 st.markdown("As in the original paper's figure of heads linking *making* to *difficult*, ranked over all heads.")
 f1, f2, f3 = st.columns([2, 2, 1])
 q = ui.token_picker("From (query)", run.tokens, atlas.find_token(run.tokens, "making", 1), "link_q", f1)
-k = ui.token_picker("To (key)", run.tokens, atlas.find_token(run.tokens, "difficult", run.n_tokens - 2),
-                    "link_k", f2)
-both = f3.toggle("Either direction")
+k = ui.token_picker("To (key)", run.tokens, atlas.find_token(run.tokens, "difficult", run.n_tokens - 2), "link_k", f2)
+both = f3.toggle("Either direction", key="link_both")
 ranking = metrics.link_ranking(run.attentions, q, k, both)
 st.dataframe(
     [{"layer": l, "head": h, "weight": round(w, 4), "pattern": m["pattern"][l, h]} for l, h, w in ranking[:10]],
@@ -48,36 +49,51 @@ st.dataframe(
 )
 cols = st.columns(3)
 for col, (l, h, w) in zip(cols, ranking[:3]):
-    col.plotly_chart(plots.attention_heatmap(run.attentions[l, h], run.tokens,
-                                             f"Layer {l}, head {h}: {w:.2f}", height=420), width="stretch")
+    col.plotly_chart(
+        plots.attention_heatmap(run.attentions[l, h], run.tokens, f"Layer {l}, head {h}: {w:.2f}", height=420),
+        width="stretch",
+    )
 
 st.subheader("Compare two sentences")
-other = st.text_input("Compare with", "The mole dug a tunnel under the garden.", max_chars=ui.MAX_CHARS)
+other = st.text_input(
+    "Compare with", "The mole dug a tunnel under the garden.", max_chars=ui.MAX_CHARS, key="compare_text"
+)
 if other.strip():
-    m_b = ui.cached_measures(key[0], other, None)
-    cmp_measure = st.selectbox("Measure to compare", MEASURES[:8], index=MEASURES.index("entropy"), key="cmp")
+    m_b = ui.cached_measures(inp.with_text(other))
+    cmp_measure = st.selectbox(
+        "Measure to compare", MEASURES[:8], index=MEASURES.index("entropy"), key="compare_measure"
+    )
     diff, top = atlas.compare(m, m_b, cmp_measure)
-    st.plotly_chart(plots.atlas_heatmap(diff, hover, f"{cmp_measure}: compared minus yours", diverging=True),
-                    width="stretch")
-    st.dataframe([{"layer": l, "head": h, "yours": round(a, 3), "compared": round(b, 3), "change": round(b - a, 3)}
-                  for l, h, a, b in top], hide_index=True)
+    st.plotly_chart(
+        plots.atlas_heatmap(diff, hover, f"{cmp_measure}: compared minus yours", diverging=True), width="stretch"
+    )
+    st.dataframe(
+        [
+            {"layer": l, "head": h, "yours": round(a, 3), "compared": round(b, 3), "change": round(b - a, 3)}
+            for l, h, a, b in top
+        ],
+        hide_index=True,
+    )
 else:
     st.info("Type a second sentence to compare.")
 
 st.subheader("Raw attention, rollout and value-weighted, for one token")
 tok = ui.token_picker("Token", run.tokens, atlas.find_token(run.tokens, "mole", 1), "views_tok")
 with st.spinner("Computing rollout and value-weighted attention..."):
-    tv = ui.cached_token_views(*key, tok)
+    tv = ui.cached_token_views(inp, tok)
 v1, v2, v3 = st.columns(3)
 for col, (name, rows) in zip((v1, v2, v3), tv.items()):
-    col.plotly_chart(plots.token_rows(rows, run.tokens, f"{name}: “{plots.token_label(run.tokens[tok])}”"),
-                     width="stretch")
+    col.plotly_chart(
+        plots.token_rows(rows, run.tokens, f"{name}: “{plots.token_label(run.tokens[tok])}”"), width="stretch"
+    )
 st.caption(
     "Raw attention is one layer's weights averaged over heads; rollout multiplies them through "
-    "the layers with the residual as 0.5 I (Abnar & Zuidema 2020); value-weighted scales each "
-    "weight by how much the key actually contributes, ||alpha f(x)|| (Kobayashi et al. 2020). "
+    "the layers with the residual as 0.5 I (Abnar & Zuidema 2020); value-weighted is the norm of "
+    "what each key actually adds to the token's output, ||sum over heads of alpha f(x)|| "
+    "(Kobayashi et al. 2020), scaled to sum to 1. "
     "Attention shows where a head reads, not why the model decides what it does "
     "(Jain & Wallace 2019; Wiegreffe & Pinter 2019)."
 )
-st.download_button("Measures of every head (.csv)", atlas.to_csv(m), file_name="head_measures.csv",
-                   mime="text/csv", on_click="ignore")
+st.download_button(
+    "Measures of every head (.csv)", atlas.to_csv(m), file_name="head_measures.csv", mime="text/csv", on_click="ignore"
+)

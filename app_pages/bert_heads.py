@@ -4,12 +4,11 @@ from functools import partial
 
 import streamlit as st
 
-from mha import export, plots, ui, views
+import ui
+from mha import export, plots, views
 
 st.title("BERT heads")
-run = ui.current_run()
-if run is None:
-    st.stop()
+run = ui.run_or_stop(ui.inputs())
 st.caption(
     f"{run.model_name}: {run.n_layers} layers x {run.n_heads} heads, {run.n_tokens} tokens. "
     "Row = the token that attends (query), column = the token it reads (key); each row sums to 1."
@@ -27,13 +26,22 @@ st.subheader("One head, large")
 layer, head = ui.layer_head(run)
 pair = 1 in run.segment_ids
 o1, o2, o3 = st.columns(3)
-hide = o1.toggle("Hide [CLS]/[SEP]", help="Drops them and renormalises each row to sum to 1.")
-merge = o2.toggle("Merge word pieces into words",
-                  help="Attention to a word = sum over its pieces; from a word = mean over its pieces.")
-block = o3.segmented_control("Sentence pair", views.BLOCKS, disabled=not pair,
-                             help="Type a second sentence in the sidebar to compare A and B.")
-att, labels, segments = views.view(run.attentions[layer], run.tokens, run.word_ids,
-                                   run.segment_ids, hide, merge)  # (H, T', T')
+hide = o1.toggle("Hide [CLS]/[SEP]", key="heads_hide", help="Drops them and renormalises each row to sum to 1.")
+merge = o2.toggle(
+    "Merge word pieces into words",
+    key="heads_merge",
+    help="Attention to a word = sum over its pieces; from a word = mean over its pieces.",
+)
+block = o3.segmented_control(
+    "Sentence pair",
+    views.BLOCKS,
+    disabled=not pair,
+    key="heads_block",
+    help="Type a second sentence in the sidebar to compare A and B.",
+)
+att, labels, segments = views.view(
+    run.attentions[layer], run.tokens, run.word_ids, run.segment_ids, hide, merge
+)  # (H, T', T')
 if hide:
     st.caption("[CLS] and [SEP] hidden: rows renormalised over the remaining tokens.")
 one = att[head]
@@ -41,16 +49,23 @@ q_labels = k_labels = labels
 if pair and block:
     one, q_idx, k_idx = views.pair_block(one, segments, block)
     q_labels, k_labels = [labels[i] for i in q_idx], [labels[i] for i in k_idx]
-    st.caption(f"{block}: queries in sentence {block[0]}, keys in sentence {block[-1]}; rows no "
-               "longer sum to 1 (the rest of each row falls outside the block).")
+    st.caption(
+        f"{block}: queries in sentence {block[0]}, keys in sentence {block[-1]}; rows no "
+        "longer sum to 1 (the rest of each row falls outside the block)."
+    )
 c1, c2 = st.columns([3, 2])
-c1.plotly_chart(plots.attention_heatmap(one, q_labels, f"Layer {layer}, head {head}",
-                                        key_tokens=k_labels), width="stretch")
+c1.plotly_chart(
+    plots.attention_heatmap(one, q_labels, f"Layer {layer}, head {head}", key_tokens=k_labels), width="stretch"
+)
 with c2:
-    others = st.multiselect("Overlay heads in the line view", list(range(run.n_heads)), default=[head],
-                            format_func=lambda h: f"head {h}", max_selections=6)
-    st.plotly_chart(plots.line_view(att[others or [head]], labels, others or [head]),
-                    width="stretch")
+    others = st.multiselect(
+        "Overlay heads in the line view",
+        list(range(run.n_heads)),
+        default=[head],
+        format_func=lambda h: f"head {h}",
+        max_selections=6,
+    )
+    st.plotly_chart(plots.line_view(att[others or [head]], labels, others or [head]), width="stretch")
 
 st.subheader("Token focus")
 query = ui.token_picker("Token", labels, default=min(2, len(labels) - 1), key="focus_token")
@@ -58,13 +73,28 @@ st.plotly_chart(plots.token_focus(att, labels, query), width="stretch")
 
 st.subheader("Download")
 d1, d2, d3 = st.columns(3)
-d1.download_button("All attention (.npz)", partial(export.to_npz, run.attentions, run.tokens),
-                   file_name="attention.npz", mime="application/octet-stream", on_click="ignore")
-d2.download_button(f"Layer {layer}, head {head} (.csv)",
-                   partial(export.to_csv, run.attentions, run.tokens, [layer], [head]),
-                   file_name=f"attention_l{layer}_h{head}.csv", mime="text/csv", on_click="ignore")
-d3.download_button(f"Layer {layer}, all heads (.csv)",
-                   partial(export.to_csv, run.attentions, run.tokens, [layer]),
-                   file_name=f"attention_l{layer}.csv", mime="text/csv", on_click="ignore")
-st.caption("CSV is long format: layer, head, query, query_token, key, key_token, weight. "
-           "Every chart also has a PNG download in its toolbar.")
+d1.download_button(
+    "All attention (.npz)",
+    partial(export.to_npz, run.attentions, run.tokens),
+    file_name="attention.npz",
+    mime="application/octet-stream",
+    on_click="ignore",
+)
+d2.download_button(
+    f"Layer {layer}, head {head} (.csv)",
+    partial(export.to_csv, run.attentions, run.tokens, [layer], [head]),
+    file_name=f"attention_l{layer}_h{head}.csv",
+    mime="text/csv",
+    on_click="ignore",
+)
+d3.download_button(
+    f"Layer {layer}, all heads (.csv)",
+    partial(export.to_csv, run.attentions, run.tokens, [layer]),
+    file_name=f"attention_l{layer}.csv",
+    mime="text/csv",
+    on_click="ignore",
+)
+st.caption(
+    "CSV is long format: layer, head, query, query_token, key, key_token, weight. "
+    "Every chart also has a PNG download in its toolbar."
+)

@@ -1,68 +1,63 @@
 """Build it from scratch: the from-scratch MultiHeadAttention on the typed sentence, stage by stage."""
 
-import numpy as np
 import streamlit as st
-import torch
 
-from mha import MultiHeadAttention, collapse, plots, ui
+import ui
+from mha import MultiHeadAttention, plots
 from mha.attention import valid_head_counts
+from mha.build import build_stages
 
 MAX_SHOWN = 64  # token rows drawn per matrix; the computation always uses all tokens
 
 st.title("Build multi-head attention from scratch")
-run = ui.current_run()
-if run is None:
-    st.stop()
-model = ui.get_model()
+inp = ui.inputs()
+run = ui.run_or_stop(inp)
+model = ui.model(inp)
 C, H_model = model.d_model, model.n_heads
 
 c1, c2, c3 = st.columns(3)
-source = c1.radio("Weights", ["BERT layer", "Random (seeded)"], horizontal=True,
-                  help="Real weights from a BERT layer, or a fresh random initialisation.")
+source = c1.radio(
+    "Weights",
+    ["BERT layer", "Random (seeded)"],
+    horizontal=True,
+    key="build_source",
+    help="Real weights from a BERT layer, or a fresh random initialisation.",
+)
 layer, _ = ui.layer_head(run, container=c2, head=False)
 choices = [h for h in valid_head_counts(C) if h <= 48]
-H = c3.selectbox("Number of heads H", choices, index=choices.index(H_model),
-                 help=f"Only divisors of d_model = {C} split it evenly into heads of D = C / H.")
+H = c3.selectbox(
+    "Number of heads H",
+    choices,
+    index=choices.index(H_model),
+    key="build_heads",
+    help=f"Only divisors of d_model = {C} split it evenly into heads of D = C / H.",
+)
 t1, t2, t3, t4 = st.columns(4)
-shared = t1.toggle("Shared Q/K/V", help="Every head uses one W^Q, W^K, W^V (head 0's slice).")
-scale = t2.toggle("Divide by sqrt(d_k)", value=True)
-shuffle = t3.toggle("Shuffle the words", help="Permute the input tokens (no position information).")
-seed = int(t4.number_input("Seed", 0, 10_000, 0, disabled=source == "BERT layer"))
+shared = t1.toggle("Shared Q/K/V", key="build_shared", help="Every head uses one W^Q, W^K, W^V (head 0's slice).")
+scale = t2.toggle("Divide by sqrt(d_k)", value=True, key="build_scale")
+shuffle = t3.toggle(
+    "Shuffle the words", key="build_shuffle", help="Permute the input tokens (no position information)."
+)
+seed = int(t4.number_input("Seed", 0, 10_000, 0, disabled=source == "BERT layer", key="build_seed"))
 D = C // H
 
-# ---- the module and its input
-X = torch.from_numpy(run.hidden_states[layer]).unsqueeze(0)  # (1, T, C): BERT's input to the layer
-if source == "BERT layer":
-    base = model.scratch_layer(layer)
-    if H != H_model:  # same matrices, split into a different number of heads
-        m = MultiHeadAttention(C, H)
-        m.load_state_dict(base.state_dict())
-        base = m.eval()
-else:
-    torch.manual_seed(seed)
-    base = MultiHeadAttention(C, H).eval()
-m = collapse.shared_module(base, 0) if shared else base
-tokens = list(run.tokens)
-perm = np.arange(len(tokens))
-if shuffle:
-    perm = np.random.default_rng(seed).permutation(len(tokens))
-    X, tokens = X[:, perm], [tokens[i] for i in perm]
-with torch.no_grad():
-    tr = m.trace(X, scale=scale)
+s = build_stages(model, run, layer, H, "bert" if source == "BERT layer" else "random", seed, shared, scale, shuffle)
+tr, tokens = s.trace, s.tokens
 T = len(tokens)
 shown = tokens[:MAX_SHOWN]
 if T > MAX_SHOWN:
     st.caption(f"Matrices show the first {MAX_SHOWN} of {T} tokens; every number is computed on all {T}.")
 
-# ---- parity badge
-if source == "BERT layer" and H == H_model and not shared and scale:
-    ref = run.attentions[layer][:, perm][:, :, perm]  # BERT's own weights, in the same token order
-    diff = float(np.abs(tr.weights[0].numpy() - ref).max())
-    st.success(f"Parity check: max |from-scratch - BERT| attention weight in layer {layer} = {diff:.1e}",
-               icon=":material/check_circle:")
+if s.parity is not None:
+    st.success(
+        f"Parity check: max |from-scratch - BERT| attention weight in layer {layer} = {s.parity:.1e}",
+        icon=":material/check_circle:",
+    )
 else:
-    st.info("Parity with BERT is checked with BERT's own weights, H = "
-            f"{H_model}, distinct projections and scaling on.", icon=":material/info:")
+    st.info(
+        f"Parity with BERT is checked with BERT's own weights, H = {H_model}, distinct projections and scaling on.",
+        icon=":material/info:",
+    )
 
 m1, m2, m3 = st.columns(3)
 m1.metric("d_model C / heads H / d_k D", f"{C} / {H} / {D}")
@@ -71,16 +66,27 @@ n_shared = MultiHeadAttention.parameter_count(C, H, "shared")
 m2.metric("Parameters, distinct", f"{n_dist:,}")
 m3.metric("Parameters, shared", f"{n_shared:,}", delta=f"{n_shared - n_dist:,}", delta_color="off")
 
-meas = collapse.measures_from(m, tr.weights[0].numpy(), tr.concat[0].numpy()).summary()
 k1, k2, k3 = st.columns(3)
-k1.metric("Head diversity (mean JS between heads)", f"{meas['head diversity (JS)']:.3f}",
-          help="0 = every head attends exactly alike (Clark et al. 2019's distance).")
-k2.metric("Subspace overlap of W^Q slices", f"{meas['subspace overlap W^Q']:.2f}",
-          help="Mean cos² of principal angles between heads' C x D slices; 1 = one shared subspace.")
-k3.metric("Effective rank of the concatenation", f"{meas['effective rank']:.1f}",
-          help=f"At most D = {D} when all heads share Q, K and V.")
-st.page_link("app_pages/collapse.py", label="Sharing on real weights, step by step: the collapse page",
-             icon=":material/call_merge:")
+k1.metric(
+    "Head diversity (mean JS between heads)",
+    f"{s.measures['head diversity (JS)']:.3f}",
+    help="0 = every head attends exactly alike (Clark et al. 2019's distance).",
+)
+k2.metric(
+    "Subspace overlap of W^Q slices",
+    f"{s.measures['subspace overlap W^Q']:.2f}",
+    help="Mean cos² of principal angles between heads' C x D slices; 1 = one shared subspace.",
+)
+k3.metric(
+    "Effective rank of the concatenation",
+    f"{s.measures['effective rank']:.1f}",
+    help=f"At most D = {D} when all heads share Q, K and V.",
+)
+st.page_link(
+    "app_pages/collapse.py",
+    label="Sharing on real weights, step by step: the collapse page",
+    icon=":material/call_merge:",
+)
 
 head = st.selectbox("Head to follow", range(H), format_func=lambda h: f"head {h}")
 lo, hi = head * D, (head + 1) * D
@@ -92,50 +98,69 @@ st.plotly_chart(plots.matrix_heatmap(tr.x[0, :MAX_SHOWN], shown, "X"), width="st
 st.header(f"1. Project: Q_i, K_i, V_i ({T} x {D} per head)")
 st.markdown(
     f"X W^Q is one {T} x {C} product; head {head} owns columns {lo}..{hi - 1} of it "
-    + ("(with **shared** projections every head reads the same C x D matrix)." if shared else
-       f"(its own W_{head}^Q: {C} x {D}). The lines mark the {H} slices.")
+    + (
+        "(with **shared** projections every head reads the same C x D matrix)."
+        if shared
+        else f"(its own W_{head}^Q: {C} x {D}). The lines mark the {H} slices."
+    )
 )
-q_full = tr.q[0].transpose(0, 1).reshape(T, -1)  # (T, H*D): the heads side by side
-st.plotly_chart(plots.matrix_heatmap(q_full[:MAX_SHOWN], shown, "Q = X W^Q, split into heads",
-                                     boundaries=[h * D for h in range(1, H)]), width="stretch")
+st.plotly_chart(
+    plots.matrix_heatmap(
+        s.q_heads_side_by_side[:MAX_SHOWN],
+        shown,
+        "Q = X W^Q, split into heads",
+        boundaries=[h * D for h in range(1, H)],
+    ),
+    width="stretch",
+)
 
 st.header(f"2. Scores Q_i K_i^T ({T} x {T}) and the softmax")
-raw, sc = tr.scores[0, head], tr.scaled[0, head]
 s1, s2, s3 = st.columns(3)
-s1.metric("std of raw scores", f"{raw.std():.2f}")
-s2.metric("std after / sqrt(d_k)" if scale else "std (not scaled)", f"{sc.std():.2f}")
-s3.metric("mean largest weight per row", f"{tr.weights[0, head].amax(-1).mean():.2f}",
-          help="Near 1 means the softmax saturates: each token reads one key only.")
+s1.metric("std of raw scores", f"{s.score_std[head]:.2f}")
+s2.metric("std after / sqrt(d_k)" if scale else "std (not scaled)", f"{s.scaled_std[head]:.2f}")
+s3.metric(
+    "mean largest weight per row",
+    f"{s.max_weight[head]:.2f}",
+    help="Near 1 means the softmax saturates: each token reads one key only.",
+)
 st.markdown(
-    f"Dot products of {D}-dimensional vectors grow like sqrt(d_k) = {D ** 0.5:.1f}; dividing by it "
+    f"Dot products of {D}-dimensional vectors grow like sqrt(d_k) = {D**0.5:.1f}; dividing by it "
     "keeps the softmax out of saturation (Vaswani et al. 2017, section 3.2.1). "
     + ("" if scale else "**Scaling is off**: watch the largest weight per row approach 1.")
 )
-st.plotly_chart(plots.attention_heatmap(tr.weights[0, head, :MAX_SHOWN, :MAX_SHOWN], shown,
-                                        f"Head {head}: softmax(Q K^T{' / sqrt(d_k)' if scale else ''})"),
-                width="stretch")
+st.plotly_chart(
+    plots.attention_heatmap(
+        tr.weights[0, head, :MAX_SHOWN, :MAX_SHOWN],
+        shown,
+        f"Head {head}: softmax(Q K^T{' / sqrt(d_k)' if scale else ''})",
+    ),
+    width="stretch",
+)
 
 st.header(f"3. All {H} heads at once")
-st.plotly_chart(plots.head_grid(tr.weights[0].numpy(), f"Attention weights of all {H} heads"),
-                width="stretch")
+st.plotly_chart(plots.head_grid(tr.weights[0], f"Attention weights of all {H} heads"), width="stretch")
 if shared:
-    spread = float((tr.weights[0] - tr.weights[0, :1]).abs().max())
-    st.warning(f"Shared projections: every head computes the same map (max difference between heads "
-               f"{spread:.1e}). {H} heads, one point of view.", icon=":material/call_merge:")
+    st.warning(
+        f"Shared projections: every head computes the same map (max difference between heads "
+        f"{s.head_spread:.1e}). {H} heads, one point of view.",
+        icon=":material/call_merge:",
+    )
 
 st.header(f"4. Head outputs ({T} x {D}) -> concatenation ({T} x {C})")
-st.plotly_chart(plots.matrix_heatmap(tr.concat[0, :MAX_SHOWN], shown, "Concat(head_1, ..., head_H)",
-                                     boundaries=[h * D for h in range(1, H)]), width="stretch")
+st.plotly_chart(
+    plots.matrix_heatmap(
+        tr.concat[0, :MAX_SHOWN], shown, "Concat(head_1, ..., head_H)", boundaries=[h * D for h in range(1, H)]
+    ),
+    width="stretch",
+)
 
 st.header(f"5. Mix with W^O ({C} x {C}) -> output ({T} x {C})")
-st.plotly_chart(plots.matrix_heatmap(tr.output[0, :MAX_SHOWN], shown, "Output = Concat W^O + b"),
-                width="stretch")
+st.plotly_chart(plots.matrix_heatmap(tr.output[0, :MAX_SHOWN], shown, "Output = Concat W^O + b"), width="stretch")
 
-if shuffle:
-    with torch.no_grad():
-        plain = m.trace(torch.from_numpy(run.hidden_states[layer]).unsqueeze(0), scale=scale).output[0]
-    moved = float((tr.output[0] - plain[perm]).abs().max())
-    st.info(f"Shuffled input: every token's output is the same as before, only reordered "
-            f"(max difference {moved:.1e}). Attention alone ignores word order; BERT adds learned "
-            "position embeddings before layer 0 to know it (next lesson: positional encodings).",
-            icon=":material/shuffle:")
+if s.shuffle_error is not None:
+    st.info(
+        f"Shuffled input: every token's output is the same as before, only reordered "
+        f"(max difference {s.shuffle_error:.1e}). Attention alone ignores word order; BERT adds learned "
+        "position embeddings before layer 0 to know it (next lesson: positional encodings).",
+        icon=":material/shuffle:",
+    )

@@ -3,7 +3,8 @@
 import numpy as np
 import streamlit as st
 
-from mha import MultiHeadAttention, metrics, plots, ui
+import ui
+from mha import collapse, plots
 
 st.title("Shared Q/K/V: watch the heads collapse")
 st.markdown(
@@ -12,63 +13,83 @@ st.markdown(
     "is left. alpha pulls every head's slice towards the shared one: "
     "W_i(alpha) = (1 - alpha) W_i + alpha W_shared."
 )
-run = ui.current_run()
-if run is None:
-    st.stop()
-model = ui.get_model()
+inp = ui.inputs()
+run = ui.run_or_stop(inp)
+model = ui.model(inp)
 C, H = model.d_model, model.n_heads
 D = C // H
 layer, _ = ui.layer_head(run, head=False)
 
 c1, c2, c3, c4 = st.columns([1, 1.8, 1.2, 1.6])
-shared = c1.toggle("Shared (alpha = 1)", value=False)
-alpha = c2.slider("alpha: distinct (0) -> shared (1)", 0.0, 1.0, 0.5, step=0.05, disabled=shared)
+shared = c1.toggle("Shared (alpha = 1)", value=False, key="collapse_shared")
+alpha = c2.slider("alpha: distinct (0) -> shared (1)", 0.0, 1.0, 0.5, step=0.05, disabled=shared, key="collapse_alpha")
 alpha = 1.0 if shared else float(alpha)
 sources = list(range(H)) + ["mean"]
-source = c3.selectbox("Shared projection", sources, format_func=lambda s: "mean of all heads"
-                      if s == "mean" else f"head {s}'s slice")
-roles = c4.multiselect("Share", ["q", "k", "v"], default=["q", "k", "v"],
-                       format_func=lambda r: f"W^{r.upper()}")
+source = c3.selectbox(
+    "Shared projection",
+    sources,
+    key="collapse_source",
+    format_func=lambda s: "mean of all heads" if s == "mean" else f"head {s}'s slice",
+)
+roles = c4.multiselect(
+    "Share", ["q", "k", "v"], default=["q", "k", "v"], key="collapse_roles", format_func=lambda r: f"W^{r.upper()}"
+)
 if not roles:
     st.info("Choose at least one of W^Q, W^K, W^V to share.")
     st.stop()
 roles = tuple(sorted(roles))
 if roles == ("k", "q"):
-    st.caption("Sharing only W^Q and W^K makes every head attend the same way, but the values stay "
-               "distinct, so the heads still write different things into their slices.")
+    st.caption(
+        "Sharing only W^Q and W^K makes every head attend the same way, but the values stay "
+        "distinct, so the heads still write different things into their slices."
+    )
 
-key = ui.run_key()
 with st.spinner("Recomputing the layer along the path from distinct to shared..."):
-    sweep = ui.cached_sweep(*key, layer, source, roles)  # does not depend on alpha: cached
-    now = ui.cached_collapse(*key, layer, alpha, source, roles)
+    sweep = ui.cached_sweep(inp, layer, source, roles)  # does not depend on alpha: cached
+    now = ui.cached_collapse(inp, layer, alpha, source, roles)
 summary, before = now.summary(), sweep[0]
 
-n_dist = MultiHeadAttention.parameter_count(C, H, "distinct")
-n_shared = MultiHeadAttention.parameter_count(C, H, "shared")
+ans = collapse.answer(sweep, C, H, roles)
+
 p1, p2, p3, p4 = st.columns(4)
-p1.metric("Head diversity (mean JS)", f"{summary['head diversity (JS)']:.3f}",
-          delta=f"{summary['head diversity (JS)'] - before['head diversity (JS)']:+.3f} vs BERT",
-          delta_color="off")
-p2.metric("Subspace overlap W^Q", f"{summary['subspace overlap W^Q']:.2f}",
-          delta=f"{summary['subspace overlap W^Q'] - before['subspace overlap W^Q']:+.2f} vs BERT",
-          delta_color="off")
-p3.metric("Effective rank of the heads' output", f"{now.effective_rank:.1f}",
-          delta=f"bound D = {D} when Q, K, V are shared", delta_color="off")
-p4.metric("Parameters per layer, shared", f"{n_shared:,}", delta=f"{n_shared - n_dist:,} vs {n_dist:,}",
-          delta_color="off")
+p1.metric(
+    "Head diversity (mean JS)",
+    f"{summary['head diversity (JS)']:.3f}",
+    delta=f"{summary['head diversity (JS)'] - before['head diversity (JS)']:+.3f} vs BERT",
+    delta_color="off",
+)
+p2.metric(
+    "Subspace overlap W^Q",
+    f"{summary['subspace overlap W^Q']:.2f}",
+    delta=f"{summary['subspace overlap W^Q'] - before['subspace overlap W^Q']:+.2f} vs BERT",
+    delta_color="off",
+)
+p3.metric(
+    "Effective rank of the heads' output",
+    f"{now.effective_rank:.1f}",
+    delta=f"bound D = {D} when Q, K, V are shared",
+    delta_color="off",
+)
+p4.metric(
+    f"Parameters per layer, {'/'.join('W^' + r.upper() for r in roles)} shared",
+    f"{ans.params_shared:,}",
+    delta=f"{-ans.params_saved:,} vs {ans.params_distinct:,}",
+    delta_color="off",
+)
 
 g1, g2 = st.columns(2)
-g1.plotly_chart(plots.head_grid(run.attentions[layer], f"Layer {layer}: BERT's own {H} heads"),
-                width="stretch")
+g1.plotly_chart(plots.head_grid(run.attentions[layer], f"Layer {layer}: BERT's own {H} heads"), width="stretch")
 g2.plotly_chart(plots.head_grid(now.weights, f"Layer {layer} at alpha = {alpha:.2f}"), width="stretch")
 
 st.subheader("Head by head")
 m1, m2, m3, m4 = st.columns(4)
-m1.plotly_chart(plots.head_matrix(now.diversity, "Head diversity (JS, nats)", zmax=float(np.log(2)),
-                                  label="JS"), width="stretch")
+m1.plotly_chart(
+    plots.head_matrix(now.diversity, "Head diversity (JS, nats)", zmax=float(np.log(2)), label="JS"), width="stretch"
+)
 for col, role in zip((m2, m3, m4), "qkv"):
-    col.plotly_chart(plots.head_matrix(now.overlap[role], f"Subspace overlap W^{role.upper()}",
-                                       label="cos²"), width="stretch")
+    col.plotly_chart(
+        plots.head_matrix(now.overlap[role], f"Subspace overlap W^{role.upper()}", label="cos²"), width="stretch"
+    )
 st.caption(
     "Diversity: Jensen-Shannon divergence between two heads' attention, averaged over tokens "
     "(Clark et al. 2019). Overlap: mean cos² of the principal angles between two heads' "
@@ -80,31 +101,39 @@ st.subheader("Along the path")
 st.plotly_chart(plots.sweep_chart(sweep, alpha), width="stretch")
 
 st.subheader("What it costs the whole model")
-scope = st.radio("Share in", ["this layer", "every layer"], horizontal=True)
+scope = st.radio("Share in", ["this layer", "every layer"], horizontal=True, key="collapse_scope")
 layers = (layer,) if scope == "this layer" else tuple(range(run.n_layers))
 with st.spinner("Running the whole model with shared projections..."):
-    effect = ui.cached_whole_model(*key, layers, alpha, source, roles)
+    effect = ui.cached_whole_model(inp, layers, alpha, source, roles)
 e1, e2, e3 = st.columns(3)
 e1.metric("Sentence embedding cosine to BERT", f"{effect['sentence embedding cosine']:.3f}")
 e2.metric("Mean token cosine", f"{effect['mean token cosine']:.3f}")
 e3.metric("Worst token cosine", f"{effect['min token cosine']:.3f}")
 
 st.subheader("The answer, in numbers")
-end = sweep[-1]
+shared_names = ", ".join("W^" + r.upper() for r in ans.roles)
 st.markdown(
-    f"With {', '.join('W^' + r.upper() for r in roles)} shared (alpha = 1) the {H} heads of layer {layer} "
-    f"{'compute the same attention' if {'q', 'k'} <= set(roles) else 'keep different attention'}: "
-    f"mean divergence between heads {end['head diversity (JS)']:.1e}, against "
-    f"{sweep[0]['head diversity (JS)']:.3f} for BERT's own heads; their W^Q subspaces overlap "
-    f"{end['subspace overlap W^Q']:.2f} (BERT: {sweep[0]['subspace overlap W^Q']:.2f}); the heads' "
-    f"concatenated output has effective rank {end['effective rank']:.1f} (BERT: "
-    f"{sweep[0]['effective rank']:.1f}"
-    + (f", and at most D = {D} once Q, K and V are shared). " if len(roles) == 3 else "). ")
-    + f"Sharing saves {n_dist - n_shared:,} of {n_dist:,} parameters per layer, but what remains is one "
-    f"head computed {H} times: a single-head attention that costs more. Done in "
-    f"{'this layer' if len(layers) == 1 else 'every layer'} at alpha = {alpha:.2f}, it moves the "
+    f"With {shared_names} shared (alpha = 1) the {H} heads of layer {layer} "
+    f"{'compute the same attention' if ans.same_attention else 'keep different attention'}: "
+    f"mean divergence between heads {ans.diversity_shared:.1e}, against {ans.diversity_bert:.3f} for "
+    f"BERT's own heads; their W^Q subspaces overlap {ans.overlap_shared:.2f} (BERT: {ans.overlap_bert:.2f}); "
+    f"the heads' concatenated output has effective rank {ans.rank_shared:.1f} (BERT: {ans.rank_bert:.1f}"
+    + (f", and at most D = {ans.rank_bound} once Q, K and V are shared). " if ans.rank_bound else "). ")
+    + f"Sharing saves {ans.params_saved:,} of {ans.params_distinct:,} parameters per layer, "
+    + (
+        f"but what remains is one head computed {H} times: a single-head attention that costs more. "
+        if ans.one_head
+        else "and the heads still differ where their projections do. "
+        if not ans.same_attention
+        else "the heads attend alike but still write different values. "
+    )
+    + f"Done in {'this layer' if len(layers) == 1 else 'every layer'} at alpha = {alpha:.2f}, it moves the "
     f"sentence embedding to cosine {effect['sentence embedding cosine']:.3f} of the original."
 )
-st.download_button("Measures along alpha (.csv)",
-                   "\n".join([",".join(sweep[0])] + [",".join(f"{v:.6g}" for v in r.values()) for r in sweep]),
-                   file_name=f"collapse_layer{layer}.csv", mime="text/csv", on_click="ignore")
+st.download_button(
+    "Measures along alpha (.csv)",
+    collapse.sweep_csv(sweep),
+    file_name=f"collapse_layer{layer}.csv",
+    mime="text/csv",
+    on_click="ignore",
+)

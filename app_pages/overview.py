@@ -2,12 +2,14 @@
 
 import streamlit as st
 
-from mha import diagram, ui
+import ui
+from mha import diagram
 
 st.title("Multi-head attention, in three stages")
 ui.show_notices()
-model = ui.get_model()
-run = ui.current_run()
+inp = ui.inputs()
+model = ui.model(inp)
+run = ui.current_run(inp)
 C, H = model.d_model, model.n_heads
 D = C // H
 T = run.n_tokens if run is not None else 16
@@ -19,30 +21,38 @@ st.markdown(
     f"shown here for your {T}-token input."
 )
 st.graphviz_chart(diagram.stages_dot(T, C, H), width="stretch")
-c1, c2, c3 = st.columns(3)
-with c1:
-    st.subheader("1. Project, per head")
-    st.markdown(
-        f"Each head i has its own W_i^Q, W_i^K, W_i^V ({C} x {D}). They are different lenses: "
-        f"each maps the {C}-dimensional token vectors into its own {D}-dimensional subspace. "
-        f"In practice one {C} x {C} matrix is applied and its output split into {H} slices."
-    )
-    st.page_link("app_pages/build.py", label="See the slices on your sentence", icon=":material/build:")
-with c2:
-    st.subheader("2. Attend, in parallel")
-    st.markdown(
-        f"Every head computes softmax(Q_i K_i^T / sqrt({D})) V_i at the same time: a {T} x {T} "
-        f"map of where each token reads, and a {T} x {D} output. Different heads learn "
-        f"different relations: the previous word, the separator, a verb's object."
-    )
-    st.page_link("app_pages/bert_heads.py", label="Inspect every head of the real BERT", icon=":material/grid_view:")
-with c3:
-    st.subheader("3. Concatenate, then mix")
-    st.markdown(
-        f"The {H} outputs ({T} x {D} each) are joined to {T} x {C} and multiplied by W^O "
-        f"({C} x {C}), so the next layer gets one representation informed by every head."
-    )
-    st.page_link("app_pages/collapse.py", label="What if every head shared one projection?", icon=":material/call_merge:")
+STAGES = [
+    (
+        "1. Project, per head",
+        f"Each head i has its own W_i^Q, W_i^K, W_i^V ({C} x {D}). They are different lenses: each maps the "
+        f"{C}-dimensional token vectors into its own {D}-dimensional subspace. In practice one {C} x {C} "
+        f"matrix is applied and its output split into {H} slices.",
+        "app_pages/build.py",
+        "See the slices on your sentence",
+        ":material/build:",
+    ),
+    (
+        "2. Attend, in parallel",
+        f"Every head computes softmax(Q_i K_i^T / sqrt({D})) V_i at the same time: a {T} x {T} map of where "
+        f"each token reads, and a {T} x {D} output. Different heads learn different relations: the previous "
+        "word, the separator, a verb's object.",
+        "app_pages/bert_heads.py",
+        "Inspect every head of the real BERT",
+        ":material/grid_view:",
+    ),
+    (
+        "3. Concatenate, then mix",
+        f"The {H} outputs ({T} x {D} each) are joined to {T} x {C} and multiplied by W^O ({C} x {C}), so the "
+        "next layer gets one representation informed by every head.",
+        "app_pages/collapse.py",
+        "What if every head shared one projection?",
+        ":material/call_merge:",
+    ),
+]
+for col, (title, text, target, label, icon) in zip(st.columns(len(STAGES)), STAGES):
+    col.subheader(title)
+    col.markdown(text)
+    col.page_link(target, label=label, icon=icon)
 st.caption(
     "Attention weights show where a head reads, not why the model decides what it decides "
     "(Jain & Wallace 2019; Wiegreffe & Pinter 2019)."

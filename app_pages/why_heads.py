@@ -1,11 +1,10 @@
 """Why many heads: train one head, shared heads and distinct heads live on a task that needs several relations."""
 
-import time
-
 import streamlit as st
 
+import ui
 from mha import experiment as ex
-from mha import plots, ui
+from mha import plots
 
 st.title("Why many heads: train them and see")
 st.markdown(
@@ -18,37 +17,37 @@ st.markdown(
     "below the best number of heads."
 )
 c1, c2, c3, c4 = st.columns(4)
-n_rel = c1.slider("Relations to report", 1, 4, 4, help="1 = only the previous token: the control.")
-heads = c2.selectbox("Heads (distinct / shared)", [2, 4, 8], index=1, help="d_model is 32: D = 32 / H.")
-steps = c3.select_slider("Training steps", [100, 200, 300, 500, 1000, 1500, 2000], value=1000)
-seed = int(c4.number_input("Seed", 0, 9999, 0))
+n_rel = c1.slider("Relations to report", 1, 4, 4, key="why_relations", help="1 = only the previous token: the control.")
+heads = c2.selectbox(
+    "Heads (distinct / shared)", [2, 4, 8], index=1, key="why_heads", help="d_model is 32: D = 32 / H."
+)
+steps = c3.select_slider("Training steps", [100, 200, 300, 500, 1000, 1500, 2000], value=1000, key="why_steps")
+seed = int(c4.number_input("Seed", 0, 9999, 0, key="why_seed"))
 settings = ex.Settings(n_relations=n_rel, n_heads=heads, steps=steps, seed=seed)
 if heads < n_rel:
     st.caption(f"With {heads} heads for {n_rel} relations, even distinct heads have to share the work.")
 
 store = ui.experiments()
 result = store.get(settings)
-train = st.button("Train the three models", type="primary", disabled=result is not None,
-                  help="Results are kept per settings: a second visit shows them at once.")
+train = st.button(
+    "Train the three models",
+    type="primary",
+    disabled=result is not None,
+    key="why_train",
+    help="Results are kept per settings: a second visit shows them at once.",
+)
 chart, bar = st.empty(), st.empty()
+chance = ex.chance_all_targets(settings)
+
+
+def show(p: ex.Progress) -> None:
+    bar.progress(p.fraction, text=f"step {p.step} of {p.steps}; still training: {', '.join(p.training)}")
+    chart.plotly_chart(plots.training_curves(p.curves, chance, f"Training, live: step {p.step}"), width="stretch")
+
+
 if result is None and train:
-    curves = {k: ([], []) for k in ex.MODELS}
-    last = [0.0]
-
-    def progress(step: int, report: dict) -> None:
-        for kind, (loss, acc) in report.items():
-            curves[kind][0].append(loss)
-            curves[kind][1].append(acc)
-        now = time.perf_counter()
-        if now - last[0] >= 0.5:  # redraw twice a second; the final chart is drawn below
-            last[0] = now
-            bar.progress((step + 1) / settings.steps, text=f"step {step + 1} of {settings.steps}; "
-                         f"still training: {', '.join(report)}")
-            chart.plotly_chart(plots.training_curves(curves, ex.chance_all_targets(settings),
-                                                     f"Training, live: step {step + 1}"), width="stretch")
-
     bar.progress(0.0, text="Starting (the first run of the server imports part of PyTorch: ~1 s)...")
-    result = ex.run(settings, progress)
+    result = ex.run(settings, show, every=0.5)
     store.put(settings, result)
     bar.empty()
 if result is None:
@@ -56,34 +55,54 @@ if result is None:
     st.stop()
 
 models = result.models
-chart.plotly_chart(plots.training_curves({k: (m.losses, m.accuracies) for k, m in models.items()},
-                                         ex.chance_all_targets(settings)), width="stretch")
+chart.plotly_chart(
+    plots.training_curves({k: (m.losses, m.accuracies) for k, m in models.items()}, chance), width="stretch"
+)
 st.subheader("Result on 2,048 new sequences")
-st.dataframe([
-    {"model": k, "heads x d_k": f"{1 if k == 'single' else heads} x {32 // (1 if k == 'single' else heads)}",
-     "all targets right": f"{m.final_accuracy:.1%}", "single targets right": f"{m.final_target_accuracy:.1%}",
-     "parameters": m.parameters, "steps": m.steps_run, "train time (s)": round(m.seconds, 1)}
-    for k, m in models.items()
-], hide_index=True)
+st.dataframe(
+    [
+        {
+            "model": k,
+            "heads x d_k": f"{m.n_heads} x {m.d_head}",
+            "all targets right": f"{m.final_accuracy:.1%}",
+            "single targets right": f"{m.final_target_accuracy:.1%}",
+            "parameters": m.parameters,
+            "steps": m.steps_run,
+            "train time (s)": round(m.seconds, 1),
+        }
+        for k, m in models.items()
+    ],
+    hide_index=True,
+)
 d, s_, one = models["distinct"], models["shared"], models["single"]
 if n_rel == 1:
     st.success(
         f"The control: with one relation every model learns it (distinct {d.final_accuracy:.0%}, shared "
-        f"{s_.final_accuracy:.0%}, single {one.final_accuracy:.0%}). One head is enough for one relation.")
+        f"{s_.final_accuracy:.0%}, single {one.final_accuracy:.0%}). One head is enough for one relation."
+    )
 else:
     st.success(
         f"With {n_rel} relations, distinct heads get {d.final_accuracy:.1%} of positions fully right, while "
         f"the single head gets {one.final_accuracy:.1%} and the shared heads {s_.final_accuracy:.1%}, "
         f"although the single head has as many parameters ({one.parameters:,}). Sharing saved "
         f"{d.parameters - s_.parameters:,} parameters and turned {heads} heads into one point of view: "
-        "copies of a single head that must average the relations, as the lesson predicts.")
+        "copies of a single head that must average the relations, as the lesson predicts."
+    )
 
 st.subheader("What each head learned, on one example sequence")
 T = settings.length
 marks = [(name, ex.target_positions(name, T)) for name in settings.relations]
 for kind in ex.MODELS:
-    st.plotly_chart(plots.experiment_maps(models[kind].example_attention, result.example, marks,
-                                          f"{kind}: rows = positions, columns = positions read; "
-                                          "markers = where each target is"), width="stretch")
-st.caption("Distinct heads each lock onto one relation; the single head spreads its weight over "
-           "several; the shared heads are exact copies of each other.")
+    st.plotly_chart(
+        plots.experiment_maps(
+            models[kind].example_attention,
+            result.example,
+            marks,
+            f"{kind}: rows = positions, columns = positions read; markers = where each target is",
+        ),
+        width="stretch",
+    )
+st.caption(
+    "Distinct heads each lock onto one relation; the single head spreads its weight over "
+    "several; the shared heads are exact copies of each other."
+)

@@ -11,12 +11,11 @@ from __future__ import annotations
 import argparse
 import statistics
 
+import torch
 from common import median_seconds
 
-import torch  # noqa: E402  (after common, which puts the project on sys.path)
-
-from mha import MultiHeadAttention  # noqa: E402
-from mha.reference import to_torch_mha  # noqa: E402
+from mha import MultiHeadAttention
+from mha.reference import to_torch_mha
 
 SHAPES = [(1, 32, 384, 12), (1, 128, 768, 12), (8, 512, 768, 12)]
 
@@ -36,11 +35,12 @@ def main() -> None:
             # interleave the two so that machine noise hits both alike
             t_ours, t_ref = [], []
             for _ in range(3):
-                t_ours.append(median_seconds(lambda: ours(x), args.runs // 3 + 1, warmup=3))
+                t_ours.append(median_seconds(lambda ours=ours, x=x: ours(x), args.runs // 3 + 1, warmup=3))
                 t_ref.append(
                     median_seconds(
-                        lambda: ref(x, x, x, need_weights=True, average_attn_weights=False),
-                        args.runs // 3 + 1, warmup=3,
+                        lambda ref=ref, x=x: ref(x, x, x, need_weights=True, average_attn_weights=False),
+                        args.runs // 3 + 1,
+                        warmup=3,
                     )
                 )
         a, b = statistics.median(t_ours), statistics.median(t_ref)

@@ -28,8 +28,7 @@ def main() -> None:
     rows = [
         ("one layer, shared, all measures", 0.3, lambda: collapse.collapse_layer(bert, run, 2, 1.0)),
         ("alpha sweep, 11 points", 2.0, lambda: collapse.alpha_sweep(bert, run, 2)),
-        ("whole model, every layer shared", None,
-         lambda: collapse.whole_model_effect(bert, run, range(bert.n_layers))),
+        ("whole model, every layer shared", None, lambda: collapse.whole_model_effect(bert, run, range(bert.n_layers))),
     ]
     print(f"128 tokens, median of {args.runs} runs")
     for name, budget, fn in rows:

@@ -13,21 +13,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import shutil
-import socket
 import statistics
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-PAGES = ["overview", "build", "bert_heads", "collapse", "atlas", "why_heads"]  # sidebar order
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run"]
+from livetest import CHROMIUM_FLAGS, chromium, settle, streamlit_server
+from ui.pages import PAGES
+
 WORDS = "river violin planet garden engine castle forest rocket letter window thunder pencil".split()
+TIMING_LOG = Path("/tmp/mha_bench_timing.tsv")
 
 
 def memory_mb(pid: int) -> tuple[float, float]:
@@ -36,47 +30,11 @@ def memory_mb(pid: int) -> tuple[float, float]:
     return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
 
-TIMING_LOG = Path("/tmp/mha_bench_timing.tsv")
-
-
 def server_times() -> list[float]:
     """Durations of every script run the server recorded (seconds)."""
     if not TIMING_LOG.exists():
         return []
     return [float(line.split("\t")[1]) for line in TIMING_LOG.read_text().splitlines() if "\t" in line]
-
-
-def start_server() -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1"],
-        cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1", "MHA_TIMING_LOG": str(TIMING_LOG)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                return proc, url
-        except OSError:
-            time.sleep(0.3)
-    proc.kill()
-    raise RuntimeError("server did not start")
-
-
-async def settle(page) -> float:
-    """Seconds until the app has finished the run the last action started."""
-    t0 = time.perf_counter()
-    try:
-        await page.wait_for_selector('[data-testid="stApp"]:not([data-test-script-state="notRunning"])',
-                                     timeout=1500)
-    except Exception:
-        pass  # the run was quicker than we could see it start
-    await page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=60_000)
-    return time.perf_counter() - t0
 
 
 steps: list[tuple[int, str, float]] = []  # (session, what, seconds)
@@ -88,22 +46,22 @@ async def session(browser, url: str, i: int, rounds: int, latencies: list, failu
     try:
         await page.goto(url)
         await page.wait_for_selector('[data-testid="stSidebar"] textarea', timeout=120_000)
-        latencies.append(await settle(page))
+        latencies.append(await settle(page, 60_000))
         steps.append((i, "open", latencies[-1]))
         for r in range(rounds):
             text = f"The {WORDS[i % 12]} by the {WORDS[(i + r + 5) % 12]} was older than session {i} round {r}."
             box = page.locator('[data-testid="stSidebar"] textarea').first
             await box.fill(text)
             await box.press("Control+Enter")
-            latencies.append(await settle(page))
+            latencies.append(await settle(page, 60_000))
             steps.append((i, "type", latencies[-1]))
-            for n in range(len(PAGES)):
+            for n, spec in enumerate(PAGES):
                 await page.locator('[data-testid="stSidebarNav"] a').nth(n).click()
-                latencies.append(await settle(page))
-                steps.append((i, PAGES[n], latencies[-1]))
+                latencies.append(await settle(page, 60_000))
+                steps.append((i, spec.url_path, latencies[-1]))
                 if await page.locator('[data-testid="stException"]').count():
                     text = await page.locator('[data-testid="stException"]').first.inner_text()
-                    failures.append((i, PAGES[n], text[:300]))
+                    failures.append((i, spec.url_path, text[:300]))
             if await page.locator('[data-testid="stSidebar"] textarea').first.input_value() != text:
                 failures.append((i, "sidebar", "text lost"))
     except Exception as e:  # a session that cannot finish is a failure, not a crash of the bench
@@ -133,7 +91,7 @@ async def many_sentences(browser, url: str, n: int, pid: int) -> tuple[float, fl
 async def main_async(args) -> None:
     from playwright.async_api import async_playwright
 
-    exe = shutil.which("chromium")
+    exe = chromium()
     if exe is None:
         raise SystemExit("chromium not found: apt-get install -y chromium")
     # On Streamlit Cloud the browsers run on the users' machines. Here they share the server's
@@ -141,38 +99,41 @@ async def main_async(args) -> None:
     wrapper = Path("/tmp/mha_nice_chromium")
     wrapper.write_text(f'#!/bin/sh\nexec nice -n 19 "{exe}" "$@"\n')
     wrapper.chmod(0o755)
-    exe = str(wrapper)
     TIMING_LOG.unlink(missing_ok=True)
-    proc, url = start_server()
-    try:
+    with streamlit_server(env={"MHA_TIMING_LOG": str(TIMING_LOG)}, timeout=120) as server:
+        url, proc = server.url, server.process
         async with async_playwright() as p:
-            browser = await p.chromium.launch(executable_path=exe, args=FLAGS)
+            browser = await p.chromium.launch(executable_path=str(wrapper), args=CHROMIUM_FLAGS)
             latencies, failures = [], []
             t0 = time.perf_counter()
-            await asyncio.gather(*(session(browser, url, i, args.rounds, latencies, failures)
-                                   for i in range(args.sessions)))
+            await asyncio.gather(
+                *(session(browser, url, i, args.rounds, latencies, failures) for i in range(args.sessions))
+            )
             wall = time.perf_counter() - t0
             rss, peak = memory_mb(proc.pid)
             print(f"{args.sessions} sessions x {args.rounds} rounds x {len(PAGES)} pages in {wall:.0f} s")
-            print(f"page updates seen in the browsers: {len(latencies)}, median "
-                  f"{statistics.median(latencies):.2f} s, worst {max(latencies):.2f} s (the 8 browsers share "
-                  "the server's 2 cores)")
+            print(
+                f"page updates seen in the browsers: {len(latencies)}, median "
+                f"{statistics.median(latencies):.2f} s, worst {max(latencies):.2f} s (the 8 browsers share "
+                "the server's 2 cores)"
+            )
             runs = server_times()
-            print(f"server-side script runs: {len(runs)}, median {statistics.median(runs):.2f} s, "
-                  f"worst {max(runs):.2f} s (target <= 5)")
+            print(
+                f"server-side script runs: {len(runs)}, median {statistics.median(runs):.2f} s, "
+                f"worst {max(runs):.2f} s (target <= 5)"
+            )
             print(f"failed sessions: {len({f[0] for f in failures})} {failures[:5]}")
             slow = sorted(steps, key=lambda x: -x[2])[:5]
             print("slowest updates:", ", ".join(f"session {i} {what} {t:.1f} s" for i, what, t in slow))
             print(f"server RSS now {rss:.0f} MB, peak {peak:.0f} MB (target <= 1200)")
             if args.sentences:
                 before, after = await many_sentences(browser, url, args.sentences, proc.pid)
-                print(f"{args.sentences} distinct sentences (5-305 words): RSS {before:.0f} MB after 10, "
-                      f"{after:.0f} MB after {args.sentences}: +{after - before:.0f} MB (target <= 300); "
-                      f"peak {memory_mb(proc.pid)[1]:.0f} MB")
+                print(
+                    f"{args.sentences} distinct sentences (5-305 words): RSS {before:.0f} MB after 10, "
+                    f"{after:.0f} MB after {args.sentences}: +{after - before:.0f} MB (target <= 300); "
+                    f"peak {memory_mb(proc.pid)[1]:.0f} MB"
+                )
             await browser.close()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def main() -> None:

@@ -54,8 +54,10 @@ def main() -> None:
             times.append(time.perf_counter() - t0)
         assert bert.attend(sentence(T, 0)).n_tokens == T
         med = statistics.median(times)
-        print(f"{T:>6} {med:>9.3f} {t_budget:>9.2f} {size / 1e6:>8.3f} {b_budget / 1e6:>9.1f}  "
-              f"{statistics.median(fwd):.3f}  {'OK' if med <= t_budget and size <= b_budget else 'OVER'}")
+        print(
+            f"{T:>6} {med:>9.3f} {t_budget:>9.2f} {size / 1e6:>8.3f} {b_budget / 1e6:>9.1f}  "
+            f"{statistics.median(fwd):.3f}  {'OK' if med <= t_budget and size <= b_budget else 'OVER'}"
+        )
     try:
         from bertviz import model_view
     except ImportError:
@@ -67,8 +69,10 @@ def main() -> None:
     tokens = bert.tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
     html = model_view(out.attentions, tokens, html_action="return").data.encode()
     ours = sum(len(f.to_json().encode()) for f in page_figures(bert, text))
-    print(f"114 tokens: ours {ours / 1e6:.3f} MB, BertViz model view {len(html) / 1e6:.1f} MB, "
-          f"ratio {ours / len(html):.4f} (target <= 0.05)")
+    print(
+        f"114 tokens: ours {ours / 1e6:.3f} MB, BertViz model view {len(html) / 1e6:.1f} MB, "
+        f"ratio {ours / len(html):.4f} (target <= 0.05)"
+    )
 
 
 if __name__ == "__main__":

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly judge "
-         "boxing matches in tiny rooms near old bridges").split()
+WORDS = (
+    "the quick brown fox jumps over a lazy dog while seven wizards quietly judge "
+    "boxing matches in tiny rooms near old bridges"
+).split()
 
 
 def server_threads() -> None:
-    """One BLAS/OpenMP/torch thread per computation, as app.py and mha/ui.py set for the server.
+    """One BLAS/OpenMP/torch thread per computation, as app.py and ui/server.py set for the server.
     Call before numpy is imported."""
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, "1")

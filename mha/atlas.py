@@ -5,11 +5,10 @@ Glue between a BERT run and `metrics`; pure functions of their inputs, no Stream
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 import torch
 
 from . import metrics
@@ -20,7 +19,7 @@ if TYPE_CHECKING:
 SHARES = ("to [CLS]", "to [SEP]", "to punctuation", "to itself", "to previous", "to next")
 
 
-def measures(run: "BertRun") -> dict[str, np.ndarray]:
+def measures(run: BertRun) -> dict[str, np.ndarray]:
     """Every per-head measure of a run, each (L, H), plus "pattern" labels (L, H)."""
     m = metrics.head_measures(run.attentions, run.tokens, run.segment_ids)
     m["pattern"] = metrics.pattern_labels(m, run.n_tokens)
@@ -45,23 +44,20 @@ def hover_text(m: dict[str, np.ndarray]) -> list[list[str]]:
 
 
 def to_csv(m: dict[str, np.ndarray]) -> bytes:
-    """The measures table, one row per head."""
-    keys = [k for k in m if k != "pattern"]
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(["layer", "head", "pattern", *keys])
+    """The measures table, one row per head: layer, head, pattern, then every measure."""
     L, H = m["entropy"].shape
-    for l in range(L):
-        for h in range(H):
-            w.writerow([l, h, m["pattern"][l, h], *(f"{float(m[k][l, h]):.6g}" for k in keys)])
-    return buf.getvalue().encode()
+    layer, head = np.divmod(np.arange(L * H), H)
+    columns = {"layer": layer, "head": head, "pattern": m["pattern"].ravel()}
+    columns |= {k: v.ravel().astype(float) for k, v in m.items() if k != "pattern"}
+    return pd.DataFrame(columns).to_csv(index=False, float_format="%.6g").encode()
 
 
-def token_views(bert: "LoadedBert", run: "BertRun", token: int) -> dict[str, np.ndarray]:
+def token_views(bert: LoadedBert, run: BertRun, token: int) -> dict[str, np.ndarray]:
     """Where token `token` reads, layer by layer, three ways, each (L, T) with rows summing to 1:
 
     raw: attention averaged over heads; rollout: Abnar & Zuidema 2020 (through the layers);
-    value-weighted: ||alpha f(x)|| averaged over heads (Kobayashi et al. 2020), renormalised.
+    value-weighted: ||sum_h alpha^h f_h(x)|| (Kobayashi et al. 2020: the norm of the sum over
+    heads), renormalised to sum to 1 per layer.
     """
     if not 0 <= token < run.n_tokens:
         raise ValueError(f"token must be in 0..{run.n_tokens - 1}, got {token}")
@@ -70,20 +66,20 @@ def token_views(bert: "LoadedBert", run: "BertRun", token: int) -> dict[str, np.
     vw = []
     for l in range(run.n_layers):
         x = torch.from_numpy(run.hidden_states[l]).unsqueeze(0)  # (1, T, C)
-        row = metrics.value_weighted(bert.scratch_layer(l), x)[:, token, :].mean(0)  # (T,)
+        row = metrics.value_weighted_row(bert.scratch_layer(l), x, token)  # (T,)
         vw.append(row / row.sum())
     return {"raw attention": raw, "rollout": roll, "value-weighted": np.stack(vw)}
 
 
-def compare(m_a: dict[str, np.ndarray], m_b: dict[str, np.ndarray], measure: str, top: int = 5
-            ) -> tuple[np.ndarray, list[tuple[int, int, float, float]]]:
+def compare(
+    m_a: dict[str, np.ndarray], m_b: dict[str, np.ndarray], measure: str, top: int = 5
+) -> tuple[np.ndarray, list[tuple[int, int, float, float]]]:
     """Per-head difference B - A of one measure (L, H), and the heads that change most:
     [(layer, head, value in A, value in B), ...]."""
     diff = m_b[measure].astype(float) - m_a[measure].astype(float)
     order = np.argsort(np.abs(diff), axis=None)[::-1][:top]
     H = diff.shape[1]
-    return diff, [(int(i // H), int(i % H), float(m_a[measure].flat[i]), float(m_b[measure].flat[i]))
-                  for i in order]
+    return diff, [(int(i // H), int(i % H), float(m_a[measure].flat[i]), float(m_b[measure].flat[i])) for i in order]
 
 
 def find_token(tokens: list[str], word: str, default: int) -> int:

@@ -4,13 +4,15 @@ References:
 - Vaswani et al. 2017, "Attention Is All You Need", section 3.2: scaled dot-product attention
   and multi-head attention (project per head -> attend in parallel -> concatenate -> W^O).
 - Hugging Face `BertSelfAttention` and PyTorch `nn.MultiheadAttention`: the references this
-  module matches to float precision (see tests/test_parity.py).
+  module matches to float precision (tests/test_bert.py and tests/test_attention.py).
 
 Shapes: B batch, T tokens, C = d_model, H heads, D = d_k = C / H.
 
 Two paths compute the same thing: `forward` is the fast one (one fused projection, Q scaled
 before the matmul, in-place masking); `trace` is the readable one that keeps every
-intermediate for the teaching page.
+intermediate for the teaching page and calls `scaled_dot_product_attention`, the one written
+definition of the formula. A query whose keys are all masked reads nothing: its weights and
+its output are all zeros in both paths.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 Projection = Literal["distinct", "shared"]
@@ -39,18 +40,27 @@ def _key_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
 
 
 def scaled_dot_product_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.
 
     q: (..., T, D), k: (..., S, D), v: (..., S, Dv).
     mask: bool, broadcastable to (..., T, S); True = may attend, False = blocked.
-    Blocked keys get exactly 0 weight. Returns (output (..., T, Dv), weights (..., T, S)).
+    scale: the factor on Q K^T; None = 1 / sqrt(d_k) (as torch's scaled_dot_product_attention).
+    Blocked keys get exactly 0 weight; a query with every key blocked gets all-zero weights and
+    an all-zero output. Returns (output (..., T, Dv), weights (..., T, S)).
     """
-    scores = (q * (1.0 / math.sqrt(q.size(-1)))) @ k.transpose(-2, -1)  # (..., T, S)
+    s = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
+    scores = (q * s) @ k.transpose(-2, -1)  # (..., T, S)
     if mask is not None:
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = torch.softmax(scores, dim=-1)  # (..., T, S)
+    if mask is not None:
+        weights = weights.masked_fill(~mask.any(-1, keepdim=True), 0.0)  # rows with no key
     return weights @ v, weights  # (..., T, Dv), (..., T, S)
 
 
@@ -94,9 +104,7 @@ class MultiHeadAttention(nn.Module):
     head, so every head computes the same attention. W^O stays C x C.
     """
 
-    def __init__(
-        self, d_model: int, n_heads: int, projection: Projection = "distinct", bias: bool = True
-    ) -> None:
+    def __init__(self, d_model: int, n_heads: int, projection: Projection = "distinct", bias: bool = True) -> None:
         super().__init__()
         if not isinstance(n_heads, int) or n_heads < 1:
             raise ValueError(f"n_heads must be a positive integer, got {n_heads!r}")
@@ -119,10 +127,9 @@ class MultiHeadAttention(nn.Module):
         self._fast_key: list | None = None  # see _fast_weights
 
     def _parameters_by_name(self) -> tuple[torch.Tensor | None, ...]:
-        """The eight weights and biases, read straight from the sub-modules' parameter dicts."""
+        """The eight weights and biases (a bias is None when the module has none)."""
         return tuple(
-            m._parameters[n] for m in (self.q_proj, self.k_proj, self.v_proj, self.out_proj)
-            for n in ("weight", "bias")
+            getattr(m, n) for m in (self.q_proj, self.k_proj, self.v_proj, self.out_proj) for n in ("weight", "bias")
         )
 
     def num_parameters(self) -> int:
@@ -161,9 +168,7 @@ class MultiHeadAttention(nn.Module):
             self._fast_key, self._fast = key, fast
         return fast
 
-    def forward(
-        self, x: torch.Tensor, attention_mask: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """x: (B, T, C); attention_mask: (B, T), 1 = token, 0 = padding.
 
         Returns (output (B, T, C), weights (B, H, T, T)); padded keys get weight 0.
@@ -192,20 +197,24 @@ class MultiHeadAttention(nn.Module):
         mask = _key_mask(attention_mask)
         if mask is not None:
             scores.masked_fill_(~mask, torch.finfo(scores.dtype).min)
-        # 3. weights = softmax over keys (in place when no gradient is needed: no new (B,H,T,T))
+        # 3. weights = softmax over keys; a query with no key to read gets all-zero weights.
+        #    Without a gradient the softmax is written over the scores: PyTorch has no public
+        #    in-place softmax, and allocating a new (B, H, T, T) made this path 8-15 % slower
+        #    than nn.MultiheadAttention at (8, 512, 768, 12) in bench/bench_attention.py.
         if scores.requires_grad:
             weights = torch.softmax(scores, dim=-1)  # (B, H, T, T)
         else:
             weights = torch.ops.aten._softmax.out(scores, -1, False, out=scores)  # (B, H, T, T)
+        if mask is not None:
+            empty = ~mask.any(-1, keepdim=True)  # (B, 1, 1, 1): a sequence with no token at all
+            weights = weights.masked_fill(empty, 0.0) if weights.requires_grad else weights.masked_fill_(empty, 0.0)
         # 4. head outputs, concatenated along the feature axis, mixed by W^O
         heads = torch.matmul(weights, v)  # (B, H, T, D)
         concat = heads.transpose(1, 2).reshape(B * T, C)  # (B*T, C)
         out = concat @ o_t if o_b is None else torch.addmm(o_b, concat, o_t)  # (B*T, C)
         return out.view(B, T, C), weights
 
-    def trace(
-        self, x: torch.Tensor, attention_mask: torch.Tensor | None = None, scale: bool = True
-    ) -> AttentionTrace:
+    def trace(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None, scale: bool = True) -> AttentionTrace:
         """The readable path: every intermediate, step by step (see AttentionTrace for shapes).
 
         scale=False skips the division by sqrt(d_k), to show how the softmax saturates.
@@ -221,13 +230,10 @@ class MultiHeadAttention(nn.Module):
         # 1. project: head i gets columns i*D:(i+1)*D of X W^Q, X W^K, X W^V
         q, k, v = split(self.q_proj(x)), split(self.k_proj(x)), split(self.v_proj(x))
         # 2. scaled dot-product attention in every head at once
-        scores = q @ k.transpose(-2, -1)  # (B, H, T, T)
-        scaled = scores / math.sqrt(D) if scale else scores
-        mask = _key_mask(attention_mask)
-        if mask is not None:
-            scaled = scaled.masked_fill(~mask, torch.finfo(scaled.dtype).min)
-        weights = torch.softmax(scaled, dim=-1)  # (B, H, T, T)
-        heads = weights @ v  # (B, H, T, D)
+        factor = 1.0 / math.sqrt(D) if scale else 1.0
+        heads, weights = scaled_dot_product_attention(q, k, v, _key_mask(attention_mask), factor)
+        scores = q @ k.transpose(-2, -1)  # (B, H, T, T): the raw scores, for the page
+        scaled = scores * factor  # (B, H, T, T)
         # 3. concatenate the heads and project back with W^O
         concat = heads.transpose(1, 2).reshape(B, T, C)  # (B, T, C)
         output = self.out_proj(concat)  # (B, T, C)

@@ -38,8 +38,9 @@ def clean_text(text: str, max_chars: int = MAX_CHARS) -> tuple[str, int]:
     combining characters are kept: the tokenizer handles them (unknown ones become [UNK])."""
     if not isinstance(text, str):
         raise ValueError(f"text must be a string, got {type(text).__name__}")
-    text = "".join(" " if c in "\t\n\r" else c for c in text
-                   if c in "\t\n\r" or unicodedata.category(c) not in ("Cc", "Cs"))
+    text = "".join(
+        " " if c in "\t\n\r" else c for c in text if c in "\t\n\r" or unicodedata.category(c) not in ("Cc", "Cs")
+    )
     cut = max(0, len(text) - max_chars)
     return text[:max_chars], cut
 
@@ -63,15 +64,20 @@ REGISTRY: dict[str, ModelSpec] = {
         DEFAULT_MODEL, "bundled", "6 layers x 12 heads, d_model 384, 23M parameters; bundled, offline"
     ),
     "bert-base-uncased": ModelSpec(
-        "bert-base-uncased", "hub", "12 layers x 12 heads, d_model 768, 110M; download ~440 MB",
+        "bert-base-uncased",
+        "hub",
+        "12 layers x 12 heads, d_model 768, 110M; download ~440 MB",
         "google-bert/bert-base-uncased",
     ),
     "bert-base-cased": ModelSpec(
-        "bert-base-cased", "hub", "12 layers x 12 heads, d_model 768, 108M; download ~430 MB",
+        "bert-base-cased",
+        "hub",
+        "12 layers x 12 heads, d_model 768, 108M; download ~430 MB",
         "google-bert/bert-base-cased",
     ),
     "bert-base-multilingual-cased": ModelSpec(
-        "bert-base-multilingual-cased", "hub",
+        "bert-base-multilingual-cased",
+        "hub",
         "12 layers x 12 heads, d_model 768, 178M, 104 languages; download ~710 MB",
         "google-bert/bert-base-multilingual-cased",
     ),
@@ -194,8 +200,11 @@ class LoadedBert:
         with self._tokenizer_lock:
             full = self.tokenizer(text, text_b, truncation=False, verbose=False)["input_ids"]
             enc = self.tokenizer(
-                text, text_b, truncation="longest_first" if text_b else True,
-                max_length=self.max_length, return_tensors="pt",
+                text,
+                text_b,
+                truncation="longest_first" if text_b else True,
+                max_length=self.max_length,
+                return_tensors="pt",
             )
         return enc, max(0, len(full) - enc["input_ids"].shape[1])
 
@@ -266,8 +275,10 @@ class LoadedBert:
                 template = MultiHeadAttention(self.d_model, self.n_heads, "distinct", bias=True)
             with torch.inference_mode(False), torch.no_grad():
                 for ours, theirs in [
-                    (template.q_proj, att.self.query), (template.k_proj, att.self.key),
-                    (template.v_proj, att.self.value), (template.out_proj, att.output.dense),
+                    (template.q_proj, att.self.query),
+                    (template.k_proj, att.self.key),
+                    (template.v_proj, att.self.value),
+                    (template.out_proj, att.output.dense),
                 ]:
                     ours.weight.copy_(theirs.weight)
                     ours.bias.copy_(theirs.bias)

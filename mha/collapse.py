@@ -12,8 +12,9 @@ cached BERT it came from) is never modified.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import torch
@@ -76,8 +77,9 @@ def interpolate(
         return _interpolate_in_place(copy.deepcopy(m), alpha, source, roles)
 
 
-def _interpolate_in_place(m: MultiHeadAttention, alpha: float, source: Source, roles: Iterable[str]
-                          ) -> MultiHeadAttention:
+def _interpolate_in_place(
+    m: MultiHeadAttention, alpha: float, source: Source, roles: Iterable[str]
+) -> MultiHeadAttention:
     """interpolate() on m itself: only for a module the caller owns (a fresh copy)."""
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must be in [0, 1], got {alpha}")
@@ -126,8 +128,13 @@ class LayerCollapse:
 
 
 def collapse_layer(
-    bert: "LoadedBert", run: "BertRun", layer: int, alpha: float, source: Source = 0,
-    roles: Iterable[str] = ROLES, overlap_roles: Iterable[str] = ROLES,
+    bert: LoadedBert,
+    run: BertRun,
+    layer: int,
+    alpha: float,
+    source: Source = 0,
+    roles: Iterable[str] = ROLES,
+    overlap_roles: Iterable[str] = ROLES,
 ) -> LayerCollapse:
     """Layer `layer` of BERT at position alpha on the path to shared projections, with all
     measures (subspace overlap for the projections in overlap_roles)."""
@@ -136,16 +143,22 @@ def collapse_layer(
     return measure(m, x, alpha, overlap_roles)
 
 
-def measure(m: MultiHeadAttention, x: torch.Tensor, alpha: float = float("nan"),
-            overlap_roles: Iterable[str] = ROLES) -> LayerCollapse:
+def measure(
+    m: MultiHeadAttention, x: torch.Tensor, alpha: float = float("nan"), overlap_roles: Iterable[str] = ROLES
+) -> LayerCollapse:
     """Run module m on x (1, T, C) and compute every collapse measure (any projection mode)."""
     with torch.inference_mode():
         tr = m.trace(x)
     return measures_from(m, tr.weights[0].numpy(), tr.concat[0].numpy(), alpha, overlap_roles)
 
 
-def measures_from(m: MultiHeadAttention, weights: np.ndarray, concat: np.ndarray,
-                  alpha: float = float("nan"), overlap_roles: Iterable[str] = ROLES) -> LayerCollapse:
+def measures_from(
+    m: MultiHeadAttention,
+    weights: np.ndarray,
+    concat: np.ndarray,
+    alpha: float = float("nan"),
+    overlap_roles: Iterable[str] = ROLES,
+) -> LayerCollapse:
     """The measures of module m given its attention (H, T, T) and concatenated head outputs (T, C)."""
     H = m.n_heads
     overlap = {}
@@ -153,13 +166,18 @@ def measures_from(m: MultiHeadAttention, weights: np.ndarray, concat: np.ndarray
         w = getattr(m, f"{r}_proj").weight.detach().numpy()
         # a shared module stores one (D, C) slice for every head: identical subspaces
         overlap[r] = np.ones((H, H)) if m.projection == "shared" else metrics.subspace_overlap(w, H)
-    return LayerCollapse(alpha, weights, concat, metrics.head_diversity(weights), overlap,
-                         metrics.effective_rank(concat))
+    return LayerCollapse(
+        alpha, weights, concat, metrics.head_diversity(weights), overlap, metrics.effective_rank(concat)
+    )
 
 
 def alpha_sweep(
-    bert: "LoadedBert", run: "BertRun", layer: int, source: Source = 0,
-    roles: Iterable[str] = ROLES, steps: int = 11,
+    bert: LoadedBert,
+    run: BertRun,
+    layer: int,
+    source: Source = 0,
+    roles: Iterable[str] = ROLES,
+    steps: int = 11,
 ) -> list[dict[str, float]]:
     """The scalar measures at `steps` evenly spaced alphas from 0 (distinct) to 1 (shared).
 
@@ -167,8 +185,10 @@ def alpha_sweep(
     collapse_layer gives all three at one alpha.
     """
     roles = tuple(roles)
-    return [collapse_layer(bert, run, layer, float(a), source, roles, overlap_roles=("q",)).summary()
-            for a in np.linspace(0.0, 1.0, steps)]
+    return [
+        collapse_layer(bert, run, layer, float(a), source, roles, overlap_roles=("q",)).summary()
+        for a in np.linspace(0.0, 1.0, steps)
+    ]
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -176,8 +196,12 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def whole_model_effect(
-    bert: "LoadedBert", run: "BertRun", layers: Iterable[int], alpha: float = 1.0,
-    source: Source = 0, roles: Iterable[str] = ROLES,
+    bert: LoadedBert,
+    run: BertRun,
+    layers: Iterable[int],
+    alpha: float = 1.0,
+    source: Source = 0,
+    roles: Iterable[str] = ROLES,
 ) -> dict[str, float]:
     """Run the whole BERT with `layers` pulled to shared projections (on copies of the weights).
 
@@ -194,3 +218,59 @@ def whole_model_effect(
         "mean token cosine": float(per_token.mean()),
         "min token cosine": float(per_token.min()),
     }
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The check question's answer in numbers: BERT's own heads (alpha = 0) against the shared
+    end of the path (alpha = 1), and the parameters of a layer with `roles` shared."""
+
+    roles: tuple[str, ...]
+    same_attention: bool  # W^Q and W^K shared: every head computes the same attention
+    diversity_bert: float
+    diversity_shared: float
+    overlap_bert: float  # W^Q subspace overlap
+    overlap_shared: float
+    rank_bert: float  # effective rank of the concatenated head outputs
+    rank_shared: float
+    rank_bound: int | None  # D = C / H when Q, K and V are all shared (else no such bound)
+    params_distinct: int
+    params_shared: int  # with only `roles` shared
+
+    @property
+    def params_saved(self) -> int:
+        return self.params_distinct - self.params_shared
+
+    @property
+    def one_head(self) -> bool:
+        """Q, K and V all shared: the layer is one head computed H times."""
+        return self.rank_bound is not None
+
+
+def answer(sweep: list[dict[str, float]], d_model: int, n_heads: int, roles: Iterable[str]) -> Answer:
+    """The numbers of the collapse page's answer, from alpha_sweep's measures."""
+    roles = tuple(sorted(roles))
+    first, last = sweep[0], sweep[-1]
+    distinct = MultiHeadAttention.parameter_count(d_model, n_heads, "distinct")
+    D = d_model // n_heads
+    per_role, shared_role = d_model * d_model + d_model, d_model * D + D  # one W and its bias
+    return Answer(
+        roles=roles,
+        same_attention={"q", "k"} <= set(roles),
+        diversity_bert=first["head diversity (JS)"],
+        diversity_shared=last["head diversity (JS)"],
+        overlap_bert=first["subspace overlap W^Q"],
+        overlap_shared=last["subspace overlap W^Q"],
+        rank_bert=first["effective rank"],
+        rank_shared=last["effective rank"],
+        rank_bound=d_model // n_heads if set(roles) == set(ROLES) else None,
+        params_distinct=distinct,
+        params_shared=distinct - len(roles) * (per_role - shared_role),
+    )
+
+
+def sweep_csv(sweep: list[dict[str, float]]) -> bytes:
+    """The measures along alpha as CSV, one row per alpha."""
+    import pandas as pd
+
+    return pd.DataFrame(sweep).to_csv(index=False, float_format="%.6g").encode()

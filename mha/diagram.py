@@ -21,13 +21,16 @@ def stages_dot(T: int, C: int, H: int, shared: bool = False) -> str:
     ]
     for i in shown:
         w = "W^Q, W^K, W^V (shared)" if shared else f"W_{i}^Q, W_{i}^K, W_{i}^V"
-        lines.append(f'    P{i} [label="{w}\\n{C} x {D} each\\n-> Q_{i}, K_{i}, V_{i}: {T} x {D}", fillcolor="#d6eef8"];')
+        lines.append(
+            f'    P{i} [label="{w}\\n{C} x {D} each\\n-> Q_{i}, K_{i}, V_{i}: {T} x {D}", fillcolor="#d6eef8"];'
+        )
     if H > 3:
         lines.append(f'    Pdots [label="... {H - 3} more heads", shape=plaintext, style=""];')
     lines += ["  }", '  subgraph cluster_2 { label="2. attend (all heads in parallel)"; color="#DDCC77";']
     for i in shown:
         lines.append(
-            f'    A{i} [label="head {i}\\nsoftmax(Q_{i} K_{i}^T / sqrt({D})) V_{i}\\nweights {T} x {T} -> out {T} x {D}", fillcolor="#f6f0d6"];'
+            f'    A{i} [label="head {i}\\nsoftmax(Q_{i} K_{i}^T / sqrt({D})) V_{i}'
+            f'\\nweights {T} x {T} -> out {T} x {D}", fillcolor="#f6f0d6"];'
         )
     if H > 3:
         lines.append('    Adots [label="...", shape=plaintext, style=""];')

@@ -6,7 +6,8 @@ positions back, and the first token of the sequence. Each relation needs its own
 pattern, and one attention distribution per token can only return a weighted *average* of the
 tokens it reads, so a single head cannot serve them all (lesson point 1).
 
-Three models of the same width C, trained alike (same seed, data, optimiser and steps):
+Three models of the same width C, trained alike (same seed, data, optimiser and steps, and
+the same initial embeddings and read-out; only the attention layer differs):
 - distinct: H heads of d_k = C / H, each with its own W_i^Q, W_i^K, W_i^V;
 - shared: H heads that all use one W^Q, W^K, W^V (the lesson's "simplification");
 - single: one head of full width (H = 1, d_k = C).
@@ -18,14 +19,14 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import torch
 from torch import nn
 
-from .attention import MultiHeadAttention
+from .attention import MultiHeadAttention, valid_head_counts
 
 RELATIONS = {  # name -> how to find the target position from position t
     "1 back": lambda t: t - 1,
@@ -56,8 +57,7 @@ class Settings:
         if not 1 <= self.n_relations <= len(RELATIONS):
             raise ValueError(f"n_relations must be in 1..{len(RELATIONS)}, got {self.n_relations}")
         if self.n_heads < 1 or self.d_model % self.n_heads:
-            raise ValueError(f"n_heads must divide d_model={self.d_model}; valid: "
-                             f"{[h for h in range(1, self.d_model + 1) if self.d_model % h == 0]}")
+            raise ValueError(f"n_heads must divide d_model={self.d_model}; valid: {valid_head_counts(self.d_model)}")
         if not 1 <= self.steps <= 5000:
             raise ValueError(f"steps must be in 1..5000, got {self.steps}")
         if self.length <= len(RELATIONS):
@@ -122,6 +122,8 @@ class ModelResult:
     """One trained model: curves, final held-out accuracy, size, time, attention on an example."""
 
     kind: str
+    n_heads: int = 1
+    d_head: int = 1
     losses: list[float] = field(default_factory=list)
     accuracies: list[float] = field(default_factory=list)  # all-targets accuracy per step
     final_accuracy: float = 0.0  # all targets right, held-out batch
@@ -139,34 +141,66 @@ class ExperimentResult:
     example: list[int]  # the example sequence the attention maps are drawn for
 
 
-Progress = Callable[[int, dict[str, tuple[float, float]]], None]
+def initial_models(s: Settings) -> dict[str, TinyAttentionModel]:
+    """The three models before training, in train mode: each drawn from the seed, then given the
+    distinct model's embeddings and read-out, so that only the attention layer differs."""
+    models = {}
+    for kind in MODELS:
+        torch.manual_seed(s.seed)
+        models[kind] = TinyAttentionModel(s, kind).train()
+    first = models[MODELS[0]]
+    for model in models.values():
+        for part in ("tok", "pos", "readout"):
+            getattr(model, part).load_state_dict(getattr(first, part).state_dict())
+    return models
 
 
-def run(s: Settings, progress: Progress | None = None, early_stop: bool = True) -> ExperimentResult:
+@dataclass
+class Progress:
+    """One live update: steps done so far, the models still training, and every curve so far.
+
+    curves: {kind: (losses, all-targets accuracies)}, one value per step each; the lists keep
+    growing after the call (draw them, don't keep them).
+    """
+
+    step: int
+    steps: int
+    training: list[str]
+    curves: dict[str, tuple[list[float], list[float]]]
+
+    @property
+    def fraction(self) -> float:
+        return self.step / self.steps
+
+
+def run(
+    s: Settings, progress: Callable[[Progress], None] | None = None, every: float = 0.0, early_stop: bool = True
+) -> ExperimentResult:
     """Train the three models side by side (interleaved steps, same batches) and evaluate them.
 
-    progress(step, {kind: (loss, all-targets accuracy)}) is called after every step with the
-    models still training. Deterministic for a given Settings.
+    progress(Progress) is called after the first step, then at most once per `every` seconds
+    (every step for 0), and after the last step. Deterministic for a given Settings.
     """
     s.validate()
-    models, opts, results, streak = {}, {}, {}, {}
+    models = initial_models(s)
+    opts, results, streak = {}, {}, {}
     for kind in MODELS:
-        torch.manual_seed(s.seed)  # the same initial embeddings and read-out for all three
-        models[kind] = TinyAttentionModel(s, kind).train()
         opts[kind] = torch.optim.Adam(models[kind].parameters(), lr=s.lr)
-        results[kind] = ModelResult(kind, parameters=sum(p.numel() for p in models[kind].parameters()))
+        attn = models[kind].attn
+        results[kind] = ModelResult(
+            kind, attn.n_heads, attn.d_head, parameters=sum(p.numel() for p in models[kind].parameters())
+        )
         streak[kind] = 0
+    curves = {kind: (r.losses, r.accuracies) for kind, r in results.items()}
     data = torch.Generator().manual_seed(s.seed + 1)
-    active = list(MODELS)
+    active, last_report = list(MODELS), -math.inf
     for step in range(s.steps):
         tokens = torch.randint(0, s.vocab, (s.batch, s.length), generator=data)  # (B, T)
         target, valid = targets(tokens, s.relations)
-        report = {}
         for kind in active:
             t0 = time.perf_counter()
             logits, _ = models[kind](tokens)
-            loss = nn.functional.cross_entropy(
-                logits[:, valid].reshape(-1, s.vocab), target[:, valid].reshape(-1))
+            loss = nn.functional.cross_entropy(logits[:, valid].reshape(-1, s.vocab), target[:, valid].reshape(-1))
             opts[kind].zero_grad(set_to_none=True)
             loss.backward()
             opts[kind].step()
@@ -176,14 +210,17 @@ def run(s: Settings, progress: Progress | None = None, early_stop: bool = True) 
             r.losses.append(loss.item())
             r.accuracies.append(acc)
             r.steps_run = step + 1
-            report[kind] = (loss.item(), acc)
             streak[kind] = streak[kind] + 1 if acc >= SOLVED else 0
-        if progress is not None:
-            progress(step, report)
+        training = list(active)
         if early_stop:
             active = [k for k in active if streak[k] < SOLVED_STEPS]
-            if not active:
-                break
+        now = time.perf_counter()
+        last = not active or step + 1 == s.steps
+        if progress is not None and (now - last_report >= every or last):
+            last_report = now
+            progress(Progress(step + 1, s.steps, training, curves))
+        if not active:
+            break
     held_out = torch.Generator().manual_seed(s.seed + 2)
     tokens = torch.randint(0, s.vocab, (2048, s.length), generator=held_out)
     target, valid = targets(tokens, s.relations)

@@ -2,31 +2,38 @@
 
 from __future__ import annotations
 
-import csv
 import io
 
 import numpy as np
+import pandas as pd
 
 
-def to_npz(attentions: np.ndarray, tokens: list[str], **extra: np.ndarray) -> bytes:
+def to_npz(attentions: np.ndarray, tokens: list[str]) -> bytes:
     """attentions (L, H, T, T) and tokens in one compressed .npz file."""
     buf = io.BytesIO()
-    np.savez_compressed(buf, attentions=attentions, tokens=np.array(tokens, dtype=str), **extra)
+    np.savez_compressed(buf, attentions=attentions, tokens=np.array(tokens, dtype=str))
     return buf.getvalue()
 
 
-def to_csv(attentions: np.ndarray, tokens: list[str], layers: list[int] | None = None,
-           heads: list[int] | None = None) -> bytes:
+def to_csv(
+    attentions: np.ndarray, tokens: list[str], layers: list[int] | None = None, heads: list[int] | None = None
+) -> bytes:
     """Long format, one row per weight: layer, head, query, query_token, key, key_token, weight."""
     L, H, T, _ = attentions.shape
     layers = list(range(L)) if layers is None else layers
     heads = list(range(H)) if heads is None else heads
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(["layer", "head", "query", "query_token", "key", "key_token", "weight"])
-    for layer in layers:
-        for h in heads:
-            a = attentions[layer, h]
-            for i in range(T):
-                w.writerows((layer, h, i, tokens[i], j, tokens[j], f"{a[i, j]:.6g}") for j in range(T))
-    return buf.getvalue().encode("utf-8")
+    sub = attentions[np.ix_(layers, heads)]  # (l, h, T, T)
+    layer, head, query, key = (a.ravel() for a in np.meshgrid(layers, heads, range(T), range(T), indexing="ij"))
+    names = np.asarray(tokens, dtype=object)
+    table = pd.DataFrame(
+        {
+            "layer": layer,
+            "head": head,
+            "query": query,
+            "query_token": names[query],
+            "key": key,
+            "key_token": names[key],
+            "weight": sub.ravel(),
+        }
+    )
+    return table.to_csv(index=False, float_format="%.6g").encode("utf-8")

@@ -11,6 +11,7 @@ Shapes: H heads, T tokens, C = d_model, D = C / H.
 from __future__ import annotations
 
 import numpy as np
+import torch
 from scipy.linalg import svdvals
 from scipy.spatial.distance import jensenshannon
 
@@ -63,7 +64,7 @@ def subspace_overlap(weight: np.ndarray, n_heads: int) -> np.ndarray:
     bases, ranks = head_bases(weight, n_heads)  # (H, C, D), (H,)
     products = np.swapaxes(bases, 1, 2)[:, None] @ bases[None]  # (H, H, D, D): A_i^T A_j
     k = np.minimum(ranks[:, None], ranks[None, :])  # (H, H) number of principal angles
-    return np.clip((products ** 2).sum((-2, -1)) / np.maximum(k, 1), 0.0, 1.0)
+    return np.clip((products**2).sum((-2, -1)) / np.maximum(k, 1), 0.0, 1.0)
 
 
 def effective_rank(matrix: np.ndarray) -> float:
@@ -81,7 +82,6 @@ def effective_rank(matrix: np.ndarray) -> float:
 # ---------------------------------------------------------------- per-head measures (head atlas)
 # Shapes: attentions (L, H, T, T), row i = query token i, column j = key token j.
 
-SPECIAL_TOKENS = ("[CLS]", "[SEP]")
 PATTERN_THRESHOLDS = {  # the app's own rule of thumb after Kovaleva et al. 2019's five classes
     "vertical": 0.5,  # share of attention to [CLS]/[SEP]
     "diagonal": 0.5,  # share to the previous + next token
@@ -92,10 +92,7 @@ PATTERN_THRESHOLDS = {  # the app's own rule of thumb after Kovaleva et al. 2019
 POSITIONAL_MIN = 0.9  # a head is positional if >= 90% of queries have the same argmax offset
 
 
-def is_punctuation(token: str) -> bool:
-    """A token made only of punctuation characters (WordPiece marks removed)."""
-    t = token.removeprefix("##")
-    return bool(t) and all(not c.isalnum() and not c.isspace() for c in t)
+PUNCTUATION = (".", ",")  # what Clark et al. 2019 count as punctuation (their code: "." or ",")
 
 
 def _mean_share(att: np.ndarray, key_mask: np.ndarray) -> np.ndarray:
@@ -141,14 +138,21 @@ def positional(att: np.ndarray, min_share: float = POSITIONAL_MIN) -> tuple[np.n
     return counts.max(-1) / T >= min_share, counts.argmax(-1) - T
 
 
-def head_measures(attentions: np.ndarray, tokens: list[str], segment_ids: list[int] | None = None) -> dict[str, np.ndarray]:
-    """Every per-head measure, each (L, H), in one dict (Clark et al. 2019; Voita et al. 2019)."""
+def head_measures(
+    attentions: np.ndarray, tokens: list[str], segment_ids: list[int] | None = None
+) -> dict[str, np.ndarray]:
+    """Every per-head measure, each (L, H), in one dict (Clark et al. 2019; Voita et al. 2019).
+
+    Shares follow Clark et al. 2019's code: the mean over queries of the weight on [CLS], on
+    [SEP], on the tokens "." and "," ("to punctuation"), on the query itself, on the previous
+    and on the next token.
+    """
     att = np.asarray(attentions, dtype=np.float32)
     toks = np.array(tokens)
     out = {
         "to [CLS]": _mean_share(att, toks == "[CLS]"),
         "to [SEP]": _mean_share(att, toks == "[SEP]"),
-        "to punctuation": _mean_share(att, np.array([is_punctuation(t) for t in tokens], dtype=bool)),
+        "to punctuation": _mean_share(att, np.isin(toks, PUNCTUATION)),
         "to itself": offset_share(att, 0),
         "to previous": offset_share(att, -1),
         "to next": offset_share(att, 1),
@@ -165,8 +169,7 @@ def head_measures(attentions: np.ndarray, tokens: list[str], segment_ids: list[i
     return out
 
 
-def pattern_labels(m: dict[str, np.ndarray], n_tokens: int,
-                   th: dict[str, float] = PATTERN_THRESHOLDS) -> np.ndarray:
+def pattern_labels(m: dict[str, np.ndarray], n_tokens: int, th: dict[str, float] = PATTERN_THRESHOLDS) -> np.ndarray:
     """A Kovaleva et al. 2019-style pattern per head from its measures -> (L, H) str.
 
     vertical (to [CLS]/[SEP]), diagonal (to the previous/next token), vertical+diagonal,
@@ -185,8 +188,11 @@ def pattern_labels(m: dict[str, np.ndarray], n_tokens: int,
     block = m.get("within sentence")
     if block is not None:
         labels[block >= th["block"]] = "block"
-    mixed = (vertical + diagonal >= th["vertical+diagonal"]) & strong(vertical, th["mixed_min"]) & strong(
-        diagonal, th["mixed_min"])
+    mixed = (
+        (vertical + diagonal >= th["vertical+diagonal"])
+        & strong(vertical, th["mixed_min"])
+        & strong(diagonal, th["mixed_min"])
+    )
     labels[mixed] = "vertical+diagonal"
     labels[strong(diagonal, th["diagonal"])] = "diagonal"
     labels[strong(vertical, th["vertical"])] = "vertical"
@@ -223,32 +229,49 @@ def link_ranking(attentions: np.ndarray, query: int, key: int, both_ways: bool =
 
 def describe(m: dict[str, np.ndarray], label: str, layer: int, head: int) -> str:
     """One line on what a head does, from its measures."""
-    pick = {k: float(v[layer, head]) for k, v in m.items()
-            if k.startswith("to ") or k in ("entropy", "confidence")}
+    pick = {k: float(v[layer, head]) for k, v in m.items() if k.startswith("to ") or k in ("entropy", "confidence")}
     shares = {k: v for k, v in pick.items() if k.startswith("to ")}
     top, share = max(shares.items(), key=lambda kv: kv[1])
-    where = {"to [CLS]": "the [CLS] token", "to [SEP]": "the [SEP] token", "to punctuation": "punctuation",
-             "to itself": "itself", "to previous": "the previous token", "to next": "the next token"}[top]
+    where = {
+        "to [CLS]": "the [CLS] token",
+        "to [SEP]": "the [SEP] token",
+        "to punctuation": '"." and ","',
+        "to itself": "itself",
+        "to previous": "the previous token",
+        "to next": "the next token",
+    }[top]
     text = f"Layer {layer}, head {head} ({label}): attends mostly to {where} ({share:.0%})"
     if bool(m["positional"][layer, head]):
         text += f"; positional (offset {int(m['argmax offset'][layer, head]):+d})"
     return text + f"; entropy {pick['entropy']:.2f} nats, confidence {pick['confidence']:.2f}."
 
 
+def _contributions(module, tr) -> torch.Tensor:
+    """f_h(x_j) = (x_j W_h^V + b_h^V) W_h^O for every head h and key j -> (H, T, C), where
+    W_h^O is the head's D columns of W^O: what key j adds to a query's output through head h."""
+    H, D = module.n_heads, module.d_head
+    w_o = module.out_proj.weight.reshape(module.d_model, H, D).permute(1, 2, 0)  # (H, D, C)
+    return tr.v[0] @ w_o  # (H, T, C)
+
+
 def value_weighted(module, x) -> np.ndarray:
-    """||alpha_ij f_i(x_j)|| per head (Kobayashi et al. 2020) -> (H, T, T).
+    """||alpha^h_ij f_h(x_j)|| for every head h, query i and key j -> (H, T, T).
 
-    f_i(x_j) = (x_j W_i^V + b_i^V) W_i^O is what key j actually adds to query i's output through
-    head i (W_i^O: the head's D columns of W^O). Weighting attention by this norm tempers raw
-    weights on keys that contribute little (often [CLS], [SEP], punctuation).
-    module: a distinct-mode mha.MultiHeadAttention; x: (1, T, C) torch tensor.
+    The per-head form of Kobayashi et al. 2020's measure: weighting attention by the norm of
+    what each key contributes tempers raw weights on keys that add little (often [CLS], [SEP],
+    punctuation). module: a distinct-mode mha.MultiHeadAttention; x: (1, T, C) torch tensor.
     """
-    import torch
-
     with torch.inference_mode():
         tr = module.trace(x)
-        H, D = module.n_heads, module.d_head
-        w_o = module.out_proj.weight.reshape(module.d_model, H, D).permute(1, 2, 0)  # (H, D, C)
-        f = tr.v[0] @ w_o  # (H, T, C): each key's contribution vector through head i
-        norms = f.norm(dim=-1)  # (H, T)
+        norms = _contributions(module, tr).norm(dim=-1)  # (H, T)
         return (tr.weights[0] * norms[:, None, :]).numpy()  # (H, T, T)
+
+
+def value_weighted_row(module, x, query: int) -> np.ndarray:
+    """||sum_h alpha^h_(query,j) f_h(x_j)|| for every key j -> (T,): Kobayashi et al. 2020's
+    norm for a whole layer (the norm of the sum over heads, not a sum or mean of norms)."""
+    with torch.inference_mode():
+        tr = module.trace(x)
+        f = _contributions(module, tr)  # (H, T, C)
+        summed = (tr.weights[0, :, query, :, None] * f).sum(0)  # (T, C): sum over heads
+        return summed.norm(dim=-1).numpy()

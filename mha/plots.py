@@ -34,8 +34,12 @@ def _token_axis(tokens: list[str], max_labels: int = 60) -> tuple[list[str], dic
 
 
 def attention_heatmap(
-    weights: np.ndarray, tokens: list[str], title: str = "", zmax: float | None = 1.0,
-    height: int | None = None, key_tokens: list[str] | None = None,
+    weights: np.ndarray,
+    tokens: list[str],
+    title: str = "",
+    zmax: float | None = 1.0,
+    height: int | None = None,
+    key_tokens: list[str] | None = None,
 ) -> go.Figure:
     """One head's attention (Tq, Tk): row = query token, column = key token.
 
@@ -45,22 +49,39 @@ def attention_heatmap(
     xcats, xaxis = _token_axis(key_tokens if key_tokens is not None else tokens)
     fig = go.Figure(
         go.Heatmap(
-            z=np.asarray(weights, dtype=np.float32), x=xcats, y=ycats, colorscale=SCALE,
-            zmin=0.0, zmax=zmax, colorbar=dict(title="weight"),
+            z=np.asarray(weights, dtype=np.float32),
+            x=xcats,
+            y=ycats,
+            colorscale=SCALE,
+            zmin=0.0,
+            zmax=zmax,
+            colorbar=dict(title="weight"),
             hovertemplate="query %{y} → key %{x}<br>weight %{z:.3f}<extra></extra>",
         )
     )
     fig.update_layout(
-        title=title, xaxis=dict(title="key (attended to)", side="top", **xaxis),
+        title=title,
+        xaxis=dict(title="key (attended to)", side="top", **xaxis),
         yaxis=dict(title="query (attending)", autorange="reversed", **yaxis),
-        height=height or min(900, 260 + 18 * len(tokens)), margin=dict(l=10, r=10, t=80, b=10),
+        height=height or min(900, 260 + 18 * len(tokens)),
+        margin=dict(l=10, r=10, t=80, b=10),
     )
     return fig
 
 
 HEAD_COLOURS = [  # Plotly's "Safe" qualitative palette (colour-blind safe), cycled
-    "#88CCEE", "#CC6677", "#DDCC77", "#117733", "#332288", "#AA4499",
-    "#44AA99", "#999933", "#882255", "#661100", "#6699CC", "#888888",
+    "#88CCEE",
+    "#CC6677",
+    "#DDCC77",
+    "#117733",
+    "#332288",
+    "#AA4499",
+    "#44AA99",
+    "#999933",
+    "#882255",
+    "#661100",
+    "#6699CC",
+    "#888888",
 ]
 TILE = 40  # the model view pools each head's map to at most TILE x TILE cells
 
@@ -75,9 +96,18 @@ def pool(att: np.ndarray, size: int) -> np.ndarray:
     return np.add.reduceat(rows, edges[:-1], axis=-1) / np.diff(edges)  # (..., s, s)
 
 
+def _tile_axis(centres: list[float], labels: list[str], **extra) -> dict:
+    """An axis labelled at the centre of each tile, without grid lines."""
+    return dict(tickmode="array", tickvals=centres, ticktext=labels, showgrid=False, zeroline=False, **extra)
+
+
 def tiled_heatmap(
-    maps: np.ndarray, row_labels: list[str], col_labels: list[str], title: str = "",
-    tile: int = TILE, zmax: float = 1.0,
+    maps: np.ndarray,
+    row_labels: list[str],
+    col_labels: list[str],
+    title: str = "",
+    tile: int = TILE,
+    zmax: float = 1.0,
 ) -> go.Figure:
     """A grid of attention maps (R, K, T, T) drawn as ONE heatmap (not R*K subplots).
 
@@ -91,23 +121,29 @@ def tiled_heatmap(
     z = np.clip(np.round(img / zmax * 250), 0, 250).astype(np.uint8)
     fig = go.Figure(
         go.Heatmap(
-            z=z, colorscale=SCALE, zmin=0, zmax=250, hoverinfo="skip",
-            colorbar=dict(title="weight", tickvals=[0, 62.5, 125, 187.5, 250],
-                          ticktext=[f"{v * zmax:.2g}" for v in (0, 0.25, 0.5, 0.75, 1)]),
+            z=z,
+            colorscale=SCALE,
+            zmin=0,
+            zmax=250,
+            hoverinfo="skip",
+            colorbar=dict(
+                title="weight",
+                tickvals=[0, 62.5, 125, 187.5, 250],
+                ticktext=[f"{v * zmax:.2g}" for v in (0, 0.25, 0.5, 0.75, 1)],
+            ),
         )
     )
-    lines = [dict(type="line", x0=k * s - 0.5, x1=k * s - 0.5, y0=-0.5, y1=R * s - 0.5)
-             for k in range(1, K)]
-    lines += [dict(type="line", y0=r * s - 0.5, y1=r * s - 0.5, x0=-0.5, x1=K * s - 0.5)
-              for r in range(1, R)]
+    lines = [dict(type="line", x0=k * s - 0.5, x1=k * s - 0.5, y0=-0.5, y1=R * s - 0.5) for k in range(1, K)]
+    lines += [dict(type="line", y0=r * s - 0.5, y1=r * s - 0.5, x0=-0.5, x1=K * s - 0.5) for r in range(1, R)]
     for ln in lines:
         ln["line"] = dict(color="white", width=2)
     fig.update_layout(
-        title=title, shapes=lines, height=min(1100, 120 + 70 * R), margin=dict(l=10, r=10, t=60, b=10),
-        xaxis=dict(tickmode="array", tickvals=[(k + 0.5) * s - 0.5 for k in range(K)],
-                   ticktext=col_labels, side="top", showgrid=False, zeroline=False),
-        yaxis=dict(tickmode="array", tickvals=[(r + 0.5) * s - 0.5 for r in range(R)],
-                   ticktext=row_labels, autorange="reversed", showgrid=False, zeroline=False),
+        title=title,
+        shapes=lines,
+        height=min(1100, 120 + 70 * R),
+        margin=dict(l=10, r=10, t=60, b=10),
+        xaxis=_tile_axis([(k + 0.5) * s - 0.5 for k in range(K)], col_labels, side="top"),
+        yaxis=_tile_axis([(r + 0.5) * s - 0.5 for r in range(R)], row_labels, autorange="reversed"),
     )
     return fig
 
@@ -115,8 +151,9 @@ def tiled_heatmap(
 def model_view(attentions: np.ndarray, tile: int = TILE) -> go.Figure:
     """Every layer x head of a model (L, H, T, T) at a glance, one shared 0..1 colour scale."""
     L, H = attentions.shape[:2]
-    return tiled_heatmap(attentions, [f"layer {l}" for l in range(L)],
-                         [f"head {h}" for h in range(H)], "All layers x heads", tile)
+    return tiled_heatmap(
+        attentions, [f"layer {l}" for l in range(L)], [f"head {h}" for h in range(H)], "All layers x heads", tile
+    )
 
 
 def head_grid(weights: np.ndarray, title: str = "", cols: int = 6, tile: int = TILE) -> go.Figure:
@@ -127,13 +164,22 @@ def head_grid(weights: np.ndarray, title: str = "", cols: int = 6, tile: int = T
     padded = np.zeros((rows * cols, T, T), dtype=np.float32)
     padded[:H] = weights
     grid = padded.reshape(rows, cols, T, T)  # (rows, cols, T, T)
-    return tiled_heatmap(grid, [f"heads {r * cols}-{min(H, (r + 1) * cols) - 1}" for r in range(rows)],
-                         [f"+{c}" for c in range(cols)], title, tile)
+    return tiled_heatmap(
+        grid,
+        [f"heads {r * cols}-{min(H, (r + 1) * cols) - 1}" for r in range(rows)],
+        [f"+{c}" for c in range(cols)],
+        title,
+        tile,
+    )
 
 
 def line_view(
-    weights: np.ndarray, tokens: list[str], heads: list[int] | None = None,
-    top_k: int = 3, min_weight: float = 0.05, query: int | None = None,
+    weights: np.ndarray,
+    tokens: list[str],
+    heads: list[int] | None = None,
+    top_k: int = 3,
+    min_weight: float = 0.05,
+    query: int | None = None,
 ) -> go.Figure:
     """BertViz-style lines: queries on the left, keys on the right, opacity = weight.
 
@@ -161,21 +207,39 @@ def line_view(
                 xs += [0, 1, None]
                 ys += [-i, -int(j), None]
         for b, (xs, ys) in sorted(buckets.items()):
-            fig.add_trace(go.Scatter(
-                x=xs, y=ys, mode="lines", line=dict(color=colour, width=1 + b),
-                opacity=0.2 + 0.2 * b, hoverinfo="skip", showlegend=(b == max(buckets)),
-                name=f"head {h}", legendgroup=f"h{h}",
-            ))
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=ys,
+                    mode="lines",
+                    line=dict(color=colour, width=1 + b),
+                    opacity=0.2 + 0.2 * b,
+                    hoverinfo="skip",
+                    showlegend=(b == max(buckets)),
+                    name=f"head {h}",
+                    legendgroup=f"h{h}",
+                )
+            )
     labels = [token_label(t) for t in tokens]
     for x, pos in ((0, "middle left"), (1, "middle right")):
-        fig.add_trace(go.Scatter(
-            x=[x] * T, y=[-i for i in range(T)], mode="text", text=labels, textposition=pos,
-            hovertext=[f"{i}: {t}" for i, t in enumerate(labels)], hoverinfo="text", showlegend=False,
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=[x] * T,
+                y=[-i for i in range(T)],
+                mode="text",
+                text=labels,
+                textposition=pos,
+                hovertext=[f"{i}: {t}" for i, t in enumerate(labels)],
+                hoverinfo="text",
+                showlegend=False,
+            )
+        )
     fig.update_layout(
-        height=min(2400, 120 + 20 * T), margin=dict(l=10, r=10, t=40, b=10),
+        height=min(2400, 120 + 20 * T),
+        margin=dict(l=10, r=10, t=40, b=10),
         title=f"Lines: top {top_k} keys per query (weight ≥ {min_weight:g})",
-        xaxis=dict(visible=False, range=[-0.6, 1.6]), yaxis=dict(visible=False),
+        xaxis=dict(visible=False, range=[-0.6, 1.6]),
+        yaxis=dict(visible=False),
         legend=dict(orientation="h"),
     )
     return fig
@@ -189,22 +253,36 @@ def token_focus(weights: np.ndarray, tokens: list[str], query: int, top_k: int =
     row = np.asarray(weights, dtype=np.float32)[:, query, :]  # (H, T)
     keys = np.sort(np.argsort(row.max(0))[::-1][:top_k])
     cats = [positions(tokens)[j] for j in keys]
-    fig = go.Figure([
-        go.Bar(x=cats, y=row[h, keys], name=f"head {h}", marker_color=HEAD_COLOURS[h % len(HEAD_COLOURS)],
-               hovertemplate=f"head {h}: %{{x}} %{{y:.3f}}<extra></extra>")
-        for h in range(row.shape[0])
-    ])
+    fig = go.Figure(
+        [
+            go.Bar(
+                x=cats,
+                y=row[h, keys],
+                name=f"head {h}",
+                marker_color=HEAD_COLOURS[h % len(HEAD_COLOURS)],
+                hovertemplate=f"head {h}: %{{x}} %{{y:.3f}}<extra></extra>",
+            )
+            for h in range(row.shape[0])
+        ]
+    )
     fig.update_layout(
-        barmode="group", title=f"Where “{token_label(tokens[query])}” (position {query}) attends",
-        xaxis=dict(title="key token", type="category"), yaxis=dict(title="weight", range=[0, 1]),
-        height=380, margin=dict(l=10, r=10, t=50, b=10),
+        barmode="group",
+        title=f"Where “{token_label(tokens[query])}” (position {query}) attends",
+        xaxis=dict(title="key token", type="category"),
+        yaxis=dict(title="weight", range=[0, 1]),
+        height=380,
+        margin=dict(l=10, r=10, t=50, b=10),
     )
     return fig
 
 
 def matrix_heatmap(
-    values: np.ndarray, tokens: list[str], title: str, column_title: str = "dimension",
-    boundaries: list[int] | None = None, height: int | None = None,
+    values: np.ndarray,
+    tokens: list[str],
+    title: str,
+    column_title: str = "dimension",
+    boundaries: list[int] | None = None,
+    height: int | None = None,
 ) -> go.Figure:
     """A T x N matrix of vectors (one row per token), diverging colours centred on 0.
 
@@ -213,31 +291,55 @@ def matrix_heatmap(
     v = np.asarray(values, dtype=np.float32)
     ycats, yaxis = _token_axis(tokens, max_labels=40)
     lim = float(np.abs(v).max()) or 1.0
-    fig = go.Figure(go.Heatmap(
-        z=v, y=ycats, colorscale="RdBu_r", zmid=0, zmin=-lim, zmax=lim,
-        hovertemplate="%{y}, " + column_title + " %{x}: %{z:.3f}<extra></extra>",
-    ))
-    shapes = [dict(type="line", x0=b - 0.5, x1=b - 0.5, y0=-0.5, y1=len(tokens) - 0.5,
-                   line=dict(color="black", width=1)) for b in (boundaries or [])]
+    fig = go.Figure(
+        go.Heatmap(
+            z=v,
+            y=ycats,
+            colorscale="RdBu_r",
+            zmid=0,
+            zmin=-lim,
+            zmax=lim,
+            hovertemplate="%{y}, " + column_title + " %{x}: %{z:.3f}<extra></extra>",
+        )
+    )
+    shapes = [
+        dict(type="line", x0=b - 0.5, x1=b - 0.5, y0=-0.5, y1=len(tokens) - 0.5, line=dict(color="black", width=1))
+        for b in (boundaries or [])
+    ]
     fig.update_layout(
-        title=title, shapes=shapes, xaxis=dict(title=column_title),
+        title=title,
+        shapes=shapes,
+        xaxis=dict(title=column_title),
         yaxis=dict(autorange="reversed", **yaxis),
-        height=height or min(600, 160 + 16 * len(tokens)), margin=dict(l=10, r=10, t=50, b=10),
+        height=height or min(600, 160 + 16 * len(tokens)),
+        margin=dict(l=10, r=10, t=50, b=10),
     )
     return fig
+
+
+def _integer_heatmap(z: np.ndarray, **style) -> go.Heatmap:
+    """A heatmap of a (rows, columns) array on integer axes (heads, layers)."""
+    return go.Heatmap(z=z, x=list(range(z.shape[1])), y=list(range(z.shape[0])), **style)
 
 
 def head_matrix(values: np.ndarray, title: str, zmax: float = 1.0, label: str = "value") -> go.Figure:
     """An (H, H) head-by-head matrix (diversity, overlap) with integer head axes."""
     v = np.asarray(values, dtype=np.float64)
     H = v.shape[0]
-    fig = go.Figure(go.Heatmap(
-        z=v, x=list(range(H)), y=list(range(H)), colorscale=SCALE, zmin=0.0, zmax=zmax,
-        colorbar=dict(title=label, thickness=10),
-        hovertemplate="head %{y} vs head %{x}: %{z:.3f}<extra></extra>",
-    ))
+    fig = go.Figure(
+        _integer_heatmap(
+            v,
+            colorscale=SCALE,
+            zmin=0.0,
+            zmax=zmax,
+            colorbar=dict(title=label, thickness=10),
+            hovertemplate="head %{y} vs head %{x}: %{z:.3f}<extra></extra>",
+        )
+    )
     fig.update_layout(
-        title=title, height=320, margin=dict(l=10, r=10, t=50, b=10),
+        title=title,
+        height=320,
+        margin=dict(l=10, r=10, t=50, b=10),
         xaxis=dict(title="head", dtick=1 if H <= 16 else None),
         yaxis=dict(title="head", autorange="reversed", dtick=1 if H <= 16 else None),
     )
@@ -250,36 +352,61 @@ def sweep_chart(rows: list[dict[str, float]], current: float | None = None) -> g
     fig = go.Figure()
     for n, key in enumerate(k for k in rows[0] if k != "alpha"):
         right = key == "effective rank"
-        fig.add_trace(go.Scatter(
-            x=alphas, y=[r[key] for r in rows], name=key, mode="lines+markers",
-            yaxis="y2" if right else "y", line=dict(color=HEAD_COLOURS[n], dash="dot" if right else None),
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=alphas,
+                y=[r[key] for r in rows],
+                name=key,
+                mode="lines+markers",
+                yaxis="y2" if right else "y",
+                line=dict(color=HEAD_COLOURS[n], dash="dot" if right else None),
+            )
+        )
     if current is not None:
         fig.add_vline(x=current, line=dict(color="grey", dash="dash"))
     fig.update_layout(
-        title="Distinct (alpha = 0) -> shared (alpha = 1)", height=380, margin=dict(l=10, r=10, t=50, b=10),
-        xaxis=dict(title="alpha"), yaxis=dict(title="divergence / overlap", range=[0, 1.05]),
+        title="Distinct (alpha = 0) -> shared (alpha = 1)",
+        height=380,
+        margin=dict(l=10, r=10, t=50, b=10),
+        xaxis=dict(title="alpha"),
+        yaxis=dict(title="divergence / overlap", range=[0, 1.05]),
         yaxis2=dict(title="effective rank", overlaying="y", side="right", rangemode="tozero"),
         legend=dict(orientation="h", y=-0.25),
     )
     return fig
 
 
-def atlas_heatmap(values: np.ndarray, hover: list[list[str]], title: str, zmin: float = 0.0,
-                  zmax: float | None = None, diverging: bool = False) -> go.Figure:
+def atlas_heatmap(
+    values: np.ndarray,
+    hover: list[list[str]],
+    title: str,
+    zmin: float = 0.0,
+    zmax: float | None = None,
+    diverging: bool = False,
+) -> go.Figure:
     """An (L, H) map of one per-head measure; the hover card of each head lists all its measures."""
     v = np.asarray(values, dtype=np.float64)
     L, H = v.shape
     if diverging:
         lim = float(np.abs(v).max()) or 1.0
         zmin, zmax = -lim, lim
-    fig = go.Figure(go.Heatmap(
-        z=v, x=list(range(H)), y=list(range(L)), text=hover, hoverinfo="text",
-        colorscale="RdBu_r" if diverging else SCALE, zmin=zmin, zmax=zmax, colorbar=dict(thickness=10),
-    ))
+    fig = go.Figure(
+        _integer_heatmap(
+            v,
+            text=hover,
+            hoverinfo="text",
+            colorscale="RdBu_r" if diverging else SCALE,
+            zmin=zmin,
+            zmax=zmax,
+            colorbar=dict(thickness=10),
+        )
+    )
     fig.update_layout(
-        title=title, height=140 + 34 * L, margin=dict(l=10, r=10, t=50, b=10),
-        xaxis=dict(title="head", dtick=1, side="top"), yaxis=dict(title="layer", dtick=1, autorange="reversed"),
+        title=title,
+        height=140 + 34 * L,
+        margin=dict(l=10, r=10, t=50, b=10),
+        xaxis=dict(title="head", dtick=1, side="top"),
+        yaxis=dict(title="layer", dtick=1, autorange="reversed"),
     )
     return fig
 
@@ -288,20 +415,33 @@ def token_rows(rows: np.ndarray, tokens: list[str], title: str) -> go.Figure:
     """(L, T) where one token reads at each layer: layers as rows, key tokens as columns."""
     xcats, xaxis = _token_axis(tokens)
     L = rows.shape[0]
-    fig = go.Figure(go.Heatmap(
-        z=np.asarray(rows, dtype=np.float32), x=xcats, y=list(range(L)), colorscale=SCALE, zmin=0,
-        hovertemplate="layer %{y} → %{x}: %{z:.3f}<extra></extra>", colorbar=dict(thickness=10),
-    ))
-    fig.update_layout(title=title, height=120 + 30 * L, margin=dict(l=10, r=10, t=50, b=10),
-                      xaxis=xaxis, yaxis=dict(title="layer", dtick=1, autorange="reversed"))
+    fig = go.Figure(
+        go.Heatmap(
+            z=np.asarray(rows, dtype=np.float32),
+            x=xcats,
+            y=list(range(L)),
+            colorscale=SCALE,
+            zmin=0,
+            hovertemplate="layer %{y} → %{x}: %{z:.3f}<extra></extra>",
+            colorbar=dict(thickness=10),
+        )
+    )
+    fig.update_layout(
+        title=title,
+        height=120 + 30 * L,
+        margin=dict(l=10, r=10, t=50, b=10),
+        xaxis=xaxis,
+        yaxis=dict(title="layer", dtick=1, autorange="reversed"),
+    )
     return fig
 
 
 MODEL_COLOURS = {"distinct": "#117733", "shared": "#CC6677", "single": "#332288"}
 
 
-def training_curves(curves: dict[str, tuple[list[float], list[float]]], chance: float | None = None,
-                    title: str = "Training curves") -> go.Figure:
+def training_curves(
+    curves: dict[str, tuple[list[float], list[float]]], chance: float | None = None, title: str = "Training curves"
+) -> go.Figure:
     """Loss (left) and all-targets accuracy (right) per step for each model: {kind: (losses, accs)}."""
     fig = go.Figure()
     for kind, (losses, accs) in curves.items():
@@ -312,36 +452,61 @@ def training_curves(curves: dict[str, tuple[list[float], list[float]]], chance: 
     if chance is not None:
         fig.add_hline(y=chance, yref="y2", line=dict(color="grey", dash="dash"), annotation_text="chance")
     fig.update_layout(
-        height=380, margin=dict(l=10, r=10, t=40, b=10), title=title,
-        xaxis=dict(title="step"), yaxis=dict(title="loss (dotted)", rangemode="tozero"),
+        height=380,
+        margin=dict(l=10, r=10, t=40, b=10),
+        title=title,
+        xaxis=dict(title="step"),
+        yaxis=dict(title="loss (dotted)", rangemode="tozero"),
         yaxis2=dict(title="all targets right (solid)", overlaying="y", side="right", range=[0, 1.02]),
         legend=dict(orientation="h", y=-0.2),
     )
     return fig
 
 
-def experiment_maps(weights: np.ndarray, tokens: list[int], relations: list[tuple[str, list[int]]],
-                    title: str) -> go.Figure:
+def experiment_maps(
+    weights: np.ndarray, tokens: list[int], relations: list[tuple[str, list[int]]], title: str
+) -> go.Figure:
     """A trained model's heads on one example (H, T, T), target keys of each relation marked.
 
     relations: [(name, target key position for each query position (-1 = none)), ...].
     """
     from plotly.subplots import make_subplots
 
-    H, T = weights.shape[0], weights.shape[-1]
+    H = weights.shape[0]
     fig = make_subplots(1, H, subplot_titles=[f"head {h}" for h in range(H)], horizontal_spacing=0.02)
     symbols = ["circle-open", "square-open", "diamond-open", "x-thin-open"]
     for h in range(H):
-        fig.add_trace(go.Heatmap(z=weights[h], colorscale=SCALE, zmin=0, zmax=1, showscale=h == H - 1,
-                                 hovertemplate="query %{y} → key %{x}: %{z:.2f}<extra></extra>"), 1, h + 1)
+        fig.add_trace(
+            go.Heatmap(
+                z=weights[h],
+                colorscale=SCALE,
+                zmin=0,
+                zmax=1,
+                showscale=h == H - 1,
+                hovertemplate="query %{y} → key %{x}: %{z:.2f}<extra></extra>",
+            ),
+            1,
+            h + 1,
+        )
         for n, (name, keys) in enumerate(relations):
             q = [i for i, k in enumerate(keys) if k >= 0]
-            fig.add_trace(go.Scatter(
-                x=[keys[i] for i in q], y=q, mode="markers", name=f"target: {name}", legendgroup=name,
-                showlegend=h == 0, marker=dict(symbol=symbols[n % 4], size=7, color=HEAD_COLOURS[n + 1],
-                                               line=dict(width=2)), hoverinfo="skip"), 1, h + 1)
+            fig.add_trace(
+                go.Scatter(
+                    x=[keys[i] for i in q],
+                    y=q,
+                    mode="markers",
+                    name=f"target: {name}",
+                    legendgroup=name,
+                    showlegend=h == 0,
+                    marker=dict(symbol=symbols[n % 4], size=7, color=HEAD_COLOURS[n + 1], line=dict(width=2)),
+                    hoverinfo="skip",
+                ),
+                1,
+                h + 1,
+            )
         fig.update_xaxes(showticklabels=False, row=1, col=h + 1)
         fig.update_yaxes(autorange="reversed", showticklabels=h == 0, row=1, col=h + 1)
-    fig.update_layout(title=title, height=330, margin=dict(l=10, r=10, t=70, b=10),
-                      legend=dict(orientation="h", y=-0.05))
+    fig.update_layout(
+        title=title, height=330, margin=dict(l=10, r=10, t=70, b=10), legend=dict(orientation="h", y=-0.05)
+    )
     return fig

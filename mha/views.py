@@ -59,9 +59,7 @@ def merge_wordpieces(
     return from_words.astype(np.float32), labels, [g[0] for g in groups]
 
 
-def pair_block(
-    att: np.ndarray, segment_ids: list[int], block: str
-) -> tuple[np.ndarray, list[int], list[int]]:
+def pair_block(att: np.ndarray, segment_ids: list[int], block: str) -> tuple[np.ndarray, list[int], list[int]]:
     """The block of a sentence pair: "A->B" = queries in sentence A, keys in sentence B.
 
     Returns (attention (..., Tq, Tk), query positions, key positions). Rows of a block do not
@@ -78,8 +76,12 @@ def pair_block(
 
 
 def view(
-    att: np.ndarray, tokens: list[str], word_ids: list[int | None], segment_ids: list[int],
-    hide_special: bool = False, merge_words: bool = False,
+    att: np.ndarray,
+    tokens: list[str],
+    word_ids: list[int | None],
+    segment_ids: list[int],
+    hide_special: bool = False,
+    merge_words: bool = False,
 ) -> tuple[np.ndarray, list[str], list[int]]:
     """Apply the display options in order (hide specials, then merge pieces).
 

@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
+import shutil
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers is imported anywhere
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 import pytest  # noqa: E402
 
+from mha.examples import DEFAULT_TEXT, MAKING_DIFFICULT  # noqa: E402
+
 SENTENCES = [
-    "The mole on his arm was not a mole but a rare insect.",  # repeated words
+    DEFAULT_TEXT,  # repeated words
     "Unbelievably, the tokenizer splits words like 'antidisestablishmentarianism'!",  # sub-words
-    "It is in this spirit that a majority of American governments have passed new laws "
-    "since 2009 making the registration or voting process more difficult.",
+    MAKING_DIFFICULT,
 ]
 
 
@@ -41,3 +39,13 @@ def plotly_array(value):
             arr = arr.reshape([int(s) for s in str(shape).split(",")])
         return arr
     return np.asarray(value, dtype=float)
+
+
+def chromium_or_skip() -> str:
+    """Debian's chromium; skip locally without it, fail under CI=true."""
+    path = shutil.which("chromium")
+    if path is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("chromium is not installed: CI must install it (apt-get install -y chromium)")
+        pytest.skip("chromium not found: apt-get install -y chromium to run the real-browser tests")
+    return path

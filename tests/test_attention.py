@@ -31,8 +31,12 @@ def test_matches_torch_multihead_attention(padded, grad):
     with torch.set_grad_enabled(grad):
         out, w = m(x, mask if padded else None)
         ref_out, ref_w = ref(
-            x, x, x, key_padding_mask=(mask == 0) if padded else None,
-            need_weights=True, average_attn_weights=False,
+            x,
+            x,
+            x,
+            key_padding_mask=(mask == 0) if padded else None,
+            need_weights=True,
+            average_attn_weights=False,
         )
     torch.testing.assert_close(out, ref_out, **TOL)
     torch.testing.assert_close(w, ref_w, **TOL)
@@ -150,3 +154,36 @@ def test_gradients_flow_in_both_modes():
         out, _ = m(torch.randn(2, 6, 32))
         out.square().mean().backward()
         assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in m.parameters())
+
+
+def test_a_query_with_every_key_masked_gets_zeros_in_every_path():
+    m = make(C=32, H=4)
+    x = torch.randn(2, 5, 32)
+    mask = torch.tensor([[1] * 5, [0] * 5])  # the second sequence has no token at all
+    for grad in (False, True):
+        with torch.set_grad_enabled(grad):
+            out, w = m(x, mask)
+            tr = m.trace(x, mask)
+        assert torch.all(w[1] == 0) and torch.all(tr.weights[1] == 0) and torch.all(tr.heads[1] == 0)
+        torch.testing.assert_close(out[1], m.out_proj.bias.expand(5, 32).detach(), **TOL)  # zeros @ W^O + b
+        torch.testing.assert_close(w[0], tr.weights[0], **TOL)
+        torch.testing.assert_close(w[0].sum(-1), torch.ones(4, 5), **TOL)
+    q, k, v = torch.randn(3, 4, 8), torch.randn(3, 6, 8), torch.randn(3, 6, 2)
+    blocked = torch.ones(3, 4, 6, dtype=torch.bool)
+    blocked[1, 2] = False  # one query of one batch reads nothing
+    o, w = scaled_dot_product_attention(q, k, v, blocked)
+    assert torch.all(w[1, 2] == 0) and torch.all(o[1, 2] == 0)
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=blocked)
+    keep = blocked.any(-1)  # (3, 4): compare the rows that read something
+    torch.testing.assert_close(o[keep], ref[keep], **TOL)
+
+
+def test_trace_and_forward_share_one_definition_of_attention():
+    m = make(C=48, H=6)
+    x = torch.randn(2, 7, 48)
+    with torch.no_grad():
+        tr = m.trace(x, scale=False)
+        heads, weights = scaled_dot_product_attention(tr.q, tr.k, tr.v, scale=1.0)
+    torch.testing.assert_close(tr.weights, weights)
+    torch.testing.assert_close(tr.heads, heads)
+    torch.testing.assert_close(tr.scaled, tr.scores)  # scale off: the scores are not divided

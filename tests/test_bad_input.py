@@ -8,10 +8,10 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from conftest import ROOT
+from livetest import ROOT
+from ui.pages import PAGES as SPECS
 
-PAGES = ["app_pages/overview.py", "app_pages/build.py", "app_pages/bert_heads.py",
-         "app_pages/collapse.py", "app_pages/atlas.py", "app_pages/why_heads.py"]
+PAGES = [p.path for p in SPECS]
 MODEL_PAGES = PAGES[:5]
 TEXTS = {
     "empty": "",
@@ -40,8 +40,12 @@ def open_app(**params) -> AppTest:
 
 
 def text_of(at: AppTest) -> str:
-    parts = [e.value for kind in ("markdown", "caption", "info", "warning", "error", "success", "title",
-                                  "subheader", "header") for e in at.get(kind) if hasattr(e, "value")]
+    parts = [
+        e.value
+        for kind in ("markdown", "caption", "info", "warning", "error", "success", "title", "subheader", "header")
+        for e in at.get(kind)
+        if hasattr(e, "value")
+    ]
     return "\n".join(str(p) for p in parts)
 
 
@@ -62,35 +66,39 @@ def test_bad_text_on_every_page(name):
             assert "<img" not in spec and "<script" not in spec, (name, page)
         if name in ("img onerror", "script") and page == "app_pages/bert_heads.py":
             # the "<" token is in the charts as literal text (escaped for Plotly), not as markup
-            ticks = [json.loads(c.proto.spec)["layout"].get("yaxis", {}).get("ticktext", [])
-                     for c in at.get("plotly_chart")]
+            ticks = [
+                json.loads(c.proto.spec)["layout"].get("yaxis", {}).get("ticktext", []) for c in at.get("plotly_chart")
+            ]
             assert any("&lt;" in t for tt in ticks for t in tt)
 
 
 @pytest.mark.parametrize("name", ["markdown", "img onerror", "control and NUL"])
 def test_bad_second_sentence(name):
     at = open_app()
-    at.sidebar.text_input[0].input(TEXTS[name]).run()
+    at.text_input(key="_w_text_b").input(TEXTS[name]).run()
     for page in MODEL_PAGES:
         at.switch_page(page).run()
         assert not at.exception, (name, page)
 
 
-@pytest.mark.parametrize("params,expect", [
-    ({"layer": "99"}, "does not exist"),
-    ({"layer": "-1"}, "does not exist"),
-    ({"head": "12"}, "does not exist"),
-    ({"layer": "abc"}, "not a whole number"),
-    ({"layer": "1.5"}, "not a whole number"),
-    ({"head": ""}, "not a whole number"),
-    ({"layer": "9" * 40}, "does not exist"),
-    ({"layer": ["1", "99"]}, "does not exist"),  # repeated: the last one counts
-    ({"model": "evil/remote-code"}, "not on the list"),
-    ({"model": "../../etc/passwd"}, "not on the list"),
-    ({"model": "**bold** $x$"}, "not on the list"),
-    ({"model": "bert-base-uncased"}, "Could not load bert-base-uncased"),
-    ({"text": "x" * 20_000}, "cut to its first 10,000 characters"),
-])
+@pytest.mark.parametrize(
+    "params,expect",
+    [
+        ({"layer": "99"}, "does not exist"),
+        ({"layer": "-1"}, "does not exist"),
+        ({"head": "12"}, "does not exist"),
+        ({"layer": "abc"}, "not a whole number"),
+        ({"layer": "1.5"}, "not a whole number"),
+        ({"head": ""}, "not a whole number"),
+        ({"layer": "9" * 40}, "does not exist"),
+        ({"layer": ["1", "99"]}, "does not exist"),  # repeated: the last one counts
+        ({"model": "evil/remote-code"}, "not on the list"),
+        ({"model": "../../etc/passwd"}, "not on the list"),
+        ({"model": "**bold** $x$"}, "not on the list"),
+        ({"model": "bert-base-uncased"}, "Could not load bert-base-uncased"),
+        ({"text": "x" * 20_000}, "cut to its first 10,000 characters"),
+    ],
+)
 def test_bad_url_parameters_on_every_page(params, expect):
     at = open_app(**params)
     shown = text_of(at)

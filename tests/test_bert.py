@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 import torch
+from conftest import SENTENCES
 
-from conftest import ROOT, SENTENCES
 from mha.bert import ModelUnavailableError, available_models, load_bert
 
 TOL = dict(rtol=1e-5, atol=1e-6)
@@ -30,8 +27,11 @@ def dense_outputs(bert, fn):
     """Run fn() while recording each layer's attention.output.dense output (before residual+LN)."""
     captured, hooks = {}, []
     for i, layer in enumerate(bert.model.encoder.layer):
-        hooks.append(layer.attention.output.dense.register_forward_hook(
-            lambda mod, inp, out, i=i: captured.__setitem__(i, out.detach().clone())))
+        hooks.append(
+            layer.attention.output.dense.register_forward_hook(
+                lambda mod, inp, out, i=i: captured.__setitem__(i, out.detach().clone())
+            )
+        )
     try:
         result = fn()
     finally:
@@ -44,9 +44,7 @@ def dense_outputs(bert, fn):
 def test_scratch_layers_reproduce_bert_attention_and_dense_output(bert, text):
     enc, _ = bert.encode(text)
     with torch.inference_mode():
-        out, dense = dense_outputs(
-            bert, lambda: bert.model(**enc, output_attentions=True, output_hidden_states=True)
-        )
+        out, dense = dense_outputs(bert, lambda: bert.model(**enc, output_attentions=True, output_hidden_states=True))
         for i in range(bert.n_layers):
             m = bert.scratch_layer(i)
             y, w = m(out.hidden_states[i])
@@ -60,9 +58,7 @@ def test_scratch_layers_reproduce_a_padded_batch(bert):
     enc = bert.tokenizer(SENTENCES, padding=True, return_tensors="pt")
     assert enc["attention_mask"].min() == 0  # really padded
     with torch.inference_mode():
-        out, dense = dense_outputs(
-            bert, lambda: bert.model(**enc, output_attentions=True, output_hidden_states=True)
-        )
+        out, dense = dense_outputs(bert, lambda: bert.model(**enc, output_attentions=True, output_hidden_states=True))
         for i in range(bert.n_layers):
             y, w = bert.scratch_layer(i)(out.hidden_states[i], enc["attention_mask"])
             torch.testing.assert_close(w, out.attentions[i], **TOL)
@@ -152,11 +148,3 @@ def test_local_model_directory_from_environment(monkeypatch, bert):
 def test_scratch_layer_rejects_bad_layer(bert):
     with pytest.raises(ValueError, match="0..5"):
         bert.scratch_layer(6)
-
-
-def test_importing_mha_does_not_import_streamlit():
-    code = "import sys, mha, mha.bert, mha.attention; assert 'streamlit' not in sys.modules, 'streamlit imported'; print('ok')"
-    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert res.returncode == 0, res.stderr
-    assert res.stdout.strip() == "ok"

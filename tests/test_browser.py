@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import pytest
+from conftest import chromium_or_skip
 
-from conftest import ROOT
-from live import BUSY, CHROMIUM_FLAGS, IDLE, chromium_or_skip, streamlit_server
+import livetest
+from livetest import CHROMIUM_FLAGS, ROOT, streamlit_server
+from ui.pages import PAGES as SPECS
 
 ARTIFACTS = ROOT / "artifacts"
-PAGES = ["overview", "build", "bert_heads", "collapse", "atlas", "why_heads"]  # sidebar order
+PAGES = [p.url_path for p in SPECS]  # sidebar order
 
 
 @pytest.fixture(scope="module")
 def server():
     chromium_or_skip()
-    with streamlit_server() as (url, _log):
-        yield url
+    with streamlit_server() as live:
+        yield live.url
 
 
 @pytest.fixture(scope="module")
@@ -30,12 +32,8 @@ def browser():
 
 
 def wait_idle(page, timeout=90_000):
-    """Wait for the run the last action started (if it is seen starting) to finish."""
-    try:
-        page.wait_for_selector(BUSY, timeout=1500)
-    except Exception:
-        pass  # it finished before we looked, or nothing was rerun
-    page.wait_for_selector(IDLE, timeout=timeout)
+    """Wait for the run the last action started to finish, and for the page to draw."""
+    livetest.wait_idle(page, timeout)
     page.wait_for_timeout(300)
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import scipy.linalg
 import torch
-
 from conftest import SENTENCES
+
 from mha import MultiHeadAttention, collapse, metrics
 
 TOL = dict(rtol=1e-5, atol=1e-6)
@@ -113,6 +113,7 @@ def test_head_diversity_matches_scipy_and_is_symmetric():
     d = metrics.head_diversity(w)
     assert np.allclose(d, d.T) and np.all(np.diag(d) == 0)
     from scipy.spatial.distance import jensenshannon
+
     expect = np.mean([jensenshannon(w[1, t], w[2, t]) ** 2 for t in range(7)])
     assert d[1, 2] == pytest.approx(expect, rel=1e-5)
     same = np.stack([w[0]] * 3)
@@ -127,7 +128,7 @@ def test_subspace_overlap_matches_scipy_subspace_angles():
     W = rng.normal(size=(H * D, C))
     o = metrics.subspace_overlap(W, H)
     for i, j in [(0, 1), (1, 2)]:
-        angles = scipy.linalg.subspace_angles(W[i * D:(i + 1) * D].T, W[j * D:(j + 1) * D].T)
+        angles = scipy.linalg.subspace_angles(W[i * D : (i + 1) * D].T, W[j * D : (j + 1) * D].T)
         assert o[i, j] == pytest.approx(np.mean(np.cos(angles) ** 2), rel=1e-6)
     same = np.concatenate([W[:D]] * H)
     np.testing.assert_allclose(metrics.subspace_overlap(same, H), 1.0, atol=1e-9)
@@ -142,3 +143,23 @@ def test_effective_rank_bounds():
     h = rng.normal(size=(20, 4))
     assert metrics.effective_rank(np.concatenate([h] * 6, axis=1)) <= 4 + 1e-9  # H copies of D columns
     assert 1 <= metrics.effective_rank(rng.normal(size=(20, 24))) <= 20
+
+
+def test_answer_numbers_and_csv(bert, run):
+    import io
+
+    import pandas as pd
+
+    sweep = collapse.alpha_sweep(bert, run, 2, 0, ("q", "k", "v"), steps=3)
+    a = collapse.answer(sweep, bert.d_model, bert.n_heads, ("v", "q", "k"))
+    C, D = bert.d_model, bert.d_model // bert.n_heads
+    assert a.roles == ("k", "q", "v") and a.same_attention and a.one_head and a.rank_bound == D
+    assert a.diversity_bert == sweep[0]["head diversity (JS)"] > 0.05 and a.diversity_shared < 1e-9
+    assert a.params_distinct == MultiHeadAttention.parameter_count(C, bert.n_heads, "distinct")
+    assert a.params_shared == MultiHeadAttention.parameter_count(C, bert.n_heads, "shared")
+    kv = collapse.answer(sweep, C, bert.n_heads, ("k", "v"))
+    assert not kv.same_attention and not kv.one_head and kv.rank_bound is None
+    assert kv.params_saved == 2 * ((C * C + C) - (C * D + D))  # only W^K and W^V (and biases) shrink
+    table = pd.read_csv(io.BytesIO(collapse.sweep_csv(sweep)))
+    assert list(table.columns) == list(sweep[0]) and len(table) == 3
+    np.testing.assert_allclose(table["head diversity (JS)"], [r["head diversity (JS)"] for r in sweep], rtol=1e-5)

@@ -52,17 +52,36 @@ def test_one_relation_is_learned_by_all_three():
 
 
 def test_same_seed_same_result_and_progress_is_reported():
-    calls = []
+    events = []
     s = ex.Settings(steps=60)
-    a = ex.run(s, lambda step, rep: calls.append((step, sorted(rep))), early_stop=False)
+    a = ex.run(
+        s, lambda p: events.append((p.step, p.steps, list(p.training), len(p.curves["shared"][0]))), early_stop=False
+    )
     b = ex.run(s)
     for kind in ex.MODELS:
         assert a.models[kind].losses == b.models[kind].losses
         assert a.models[kind].final_accuracy == b.models[kind].final_accuracy
         np.testing.assert_array_equal(a.models[kind].example_attention, b.models[kind].example_attention)
-    assert [c[0] for c in calls] == list(range(60)) and calls[0][1] == sorted(ex.MODELS)
+    # every = 0: one event per step, with the curves so far
+    assert [e[0] for e in events] == list(range(1, 61)) and events[0][2] == list(ex.MODELS)
+    assert all(e[1] == 60 and e[3] == e[0] for e in events)
     c = ex.run(ex.Settings(steps=60, seed=1))
     assert c.models["distinct"].losses != a.models["distinct"].losses
+
+
+def test_progress_is_throttled_but_the_last_step_is_always_reported():
+    events = []
+    ex.run(ex.Settings(steps=40), lambda p: events.append(p.step), every=3600.0, early_stop=False)
+    assert events == [1, 40]
+
+
+def test_every_kind_starts_from_the_same_embeddings_and_read_out():
+    models = ex.initial_models(ex.Settings())
+    for part in ("tok", "pos", "readout"):
+        ref = getattr(models["distinct"], part).state_dict()
+        for kind in ("shared", "single"):
+            for name, value in getattr(models[kind], part).state_dict().items():
+                assert torch.equal(value, ref[name]), (kind, part, name)
 
 
 def test_targets_and_validation():

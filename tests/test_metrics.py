@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from conftest import SENTENCES
 from scipy.stats import entropy as scipy_entropy
 
-from conftest import SENTENCES
 from mha import MultiHeadAttention, metrics
 
 T = 6
@@ -48,8 +48,7 @@ def test_uniform_attention_has_entropy_ln_t():
 def test_entropy_matches_scipy_on_random_rows():
     rng = np.random.default_rng(0)
     att = rng.dirichlet(np.ones(T), size=(2, 3, T))  # (L, H, T, T)
-    expect = np.array([[np.mean([scipy_entropy(att[l, h, i]) for i in range(T)]) for h in range(3)]
-                       for l in range(2)])
+    expect = np.array([[np.mean([scipy_entropy(att[l, h, i]) for i in range(T)]) for h in range(3)] for l in range(2)])
     np.testing.assert_allclose(metrics.entropy(att), expect, rtol=1e-6)
 
 
@@ -125,7 +124,7 @@ def test_value_weighted_is_attention_times_contribution_norm():
         tr = m.trace(x)
         Wo = m.out_proj.weight  # (C, C)
         i, j, h = 1, 3, 2
-        f = tr.v[0, h, j] @ Wo[:, h * 4:(h + 1) * 4].T  # key j's contribution through head h
+        f = tr.v[0, h, j] @ Wo[:, h * 4 : (h + 1) * 4].T  # key j's contribution through head h
         assert vw[h, i, j] == pytest.approx(float(tr.weights[0, h, i, j] * f.norm()), rel=1e-5)
 
 
@@ -149,4 +148,34 @@ def test_measures_on_the_bundled_bert_are_finite_bounded_and_find_positional_hea
         R = metrics.rollout(run.attentions)
         np.testing.assert_allclose(R.sum(-1), 1, atol=1e-9)
         assert metrics.link_ranking(run.attentions, 2, 5)[0][:2] == tuple(
-            np.unravel_index(run.attentions[:, :, 2, 5].argmax(), run.attentions.shape[:2]))
+            np.unravel_index(run.attentions[:, :, 2, 5].argmax(), run.attentions.shape[:2])
+        )
+
+
+def test_punctuation_share_counts_only_periods_and_commas_as_clark_et_al():
+    tokens = ["[CLS]", "wait", "!", "yes", ",", "now", ".", "[SEP]"]
+    rng = np.random.default_rng(4)
+    att = rng.dirichlet(np.ones(len(tokens)), size=(2, 3, len(tokens)))  # (L, H, T, T)
+    m = metrics.head_measures(att, tokens)
+    # Clark et al.'s notebook: a mask of the "." and "," keys, tiled over queries, summed, / T
+    puncts = np.array([t in (".", ",") for t in tokens], dtype=float)
+    selector = np.tile(puncts[None], (len(tokens), 1))
+    expect = (att * selector[None, None]).sum(-1).sum(-1) / len(tokens)
+    np.testing.assert_allclose(m["to punctuation"], expect, rtol=1e-6)
+    assert not np.allclose(m["to punctuation"], expect + att[..., 2].mean(-1))  # "!" is not counted
+
+
+def test_value_weighted_row_is_the_norm_of_the_sum_over_heads():
+    torch.manual_seed(1)
+    m = MultiHeadAttention(16, 4).eval()
+    x = torch.randn(1, 5, 16)
+    row = metrics.value_weighted_row(m, x, 2)
+    with torch.no_grad():
+        tr = m.trace(x)
+        Wo = m.out_proj.weight  # (C, C)
+        for j in range(5):  # Kobayashi et al. 2020: || sum_h alpha^h_ij f_h(x_j) ||
+            total = sum(tr.weights[0, h, 2, j] * (tr.v[0, h, j] @ Wo[:, h * 4 : (h + 1) * 4].T) for h in range(4))
+            assert row[j] == pytest.approx(float(total.norm()), rel=1e-5)
+        per_head = metrics.value_weighted(m, x)[:, 2]  # (H, T)
+    assert np.all(row <= per_head.sum(0) + 1e-6)  # triangle inequality: not the sum of norms
+    assert not np.allclose(row, per_head.mean(0))

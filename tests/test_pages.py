@@ -6,13 +6,14 @@ import json
 
 import numpy as np
 import pytest
+from conftest import plotly_array
 from streamlit.testing.v1 import AppTest
 
-from conftest import ROOT, plotly_array
+from livetest import ROOT
+from ui.pages import PAGES as SPECS
 
 TIMEOUT = 120
-PAGES = ["app_pages/overview.py", "app_pages/build.py", "app_pages/bert_heads.py", "app_pages/collapse.py",
-         "app_pages/atlas.py", "app_pages/why_heads.py"]
+PAGES = [p.path for p in SPECS]
 SECOND = "Dogs chase cats, and cats chase mice."
 
 
@@ -36,9 +37,8 @@ def large_heatmap(at: AppTest) -> dict:
     raise AssertionError("no one-head heatmap on the page")
 
 
-def select(at: AppTest, label: str, value) -> None:
-    (box,) = [s for s in at.selectbox if s.label == label]
-    box.select(value).run()
+def select(at: AppTest, key: str, value) -> None:
+    at.selectbox(key=key).select(value).run()
 
 
 def no_exception(at: AppTest) -> None:
@@ -50,7 +50,7 @@ def no_exception(at: AppTest) -> None:
 def test_every_page_runs(page, text):
     at = app()
     if text:
-        at.sidebar.text_area[0].input(text).run()
+        at.text_area(key="_w_text").input(text).run()
     at.switch_page(page).run()
     no_exception(at)
     assert at.title, page
@@ -61,10 +61,10 @@ def test_every_page_runs(page, text):
 def test_typed_sentence_drives_the_head_heatmap(bert):
     at = app()
     text = "The cat sat on the mat because the cat was tired."
-    at.sidebar.text_area[0].input(text).run()
+    at.text_area(key="_w_text").input(text).run()
     at.switch_page("app_pages/bert_heads.py").run()
-    select(at, "Layer", 3)
-    select(at, "Head", 7)
+    select(at, "_w_layer", 3)
+    select(at, "_w_head", 7)
     no_exception(at)
     hm = large_heatmap(at)
     run = bert.attend(text)
@@ -82,17 +82,19 @@ def test_url_parameters_restore_a_view(bert):
     at = app(text=text, layer="4", head="2")
     at.switch_page("app_pages/bert_heads.py").run()
     no_exception(at)
-    assert at.sidebar.text_area[0].value == text
-    np.testing.assert_allclose(plotly_array(large_heatmap(at)["z"]), bert.attend(text).attentions[4, 2],
-                               atol=1e-5)
+    assert at.text_area(key="_w_text").value == text
+    np.testing.assert_allclose(plotly_array(large_heatmap(at)["z"]), bert.attend(text).attentions[4, 2], atol=1e-5)
 
 
-@pytest.mark.parametrize("params,expect", [
-    ({"layer": "99"}, "layer 99 does not exist"),
-    ({"head": "-1"}, "head -1 does not exist"),
-    ({"layer": "two"}, "not a whole number"),
-    ({"model": "evil/model"}, "not on the list"),
-])
+@pytest.mark.parametrize(
+    "params,expect",
+    [
+        ({"layer": "99"}, "layer 99 does not exist"),
+        ({"head": "-1"}, "head -1 does not exist"),
+        ({"layer": "two"}, "not a whole number"),
+        ({"model": "evil/model"}, "not on the list"),
+    ],
+)
 def test_invalid_url_parameters_give_a_notice_and_a_default(bert, params, expect):
     at = app(**params)  # a link opens the overview first: notices about the link show there
     warnings = " ".join(w.value for w in at.warning)
@@ -100,24 +102,25 @@ def test_invalid_url_parameters_give_a_notice_and_a_default(bert, params, expect
     no_exception(at)
     warnings += " ".join(w.value for w in at.warning)
     assert expect in warnings
-    run = bert.attend(at.sidebar.text_area[0].value)
+    run = bert.attend(at.text_area(key="_w_text").value)
     np.testing.assert_allclose(plotly_array(large_heatmap(at)["z"]), run.attentions[0, 0], atol=1e-5)
 
 
 def test_unreachable_hub_model_falls_back_with_a_message(bert):
     at = app()
-    select_box = [s for s in at.sidebar.selectbox if s.label == "Model"][0]
-    select_box.select("bert-base-uncased").run()
+    at.selectbox(key="_w_model").select("bert-base-uncased").run()
     at.switch_page("app_pages/bert_heads.py").run()
     no_exception(at)
-    assert any("Could not load bert-base-uncased" in e.value for e in at.error) or \
-        at.session_state["model"] == "all-MiniLM-L6-v2"
+    assert (
+        any("Could not load bert-base-uncased" in e.value for e in at.error)
+        or at.session_state["model"] == "all-MiniLM-L6-v2"
+    )
     assert len(at.get("plotly_chart")) >= 4
 
 
 def test_empty_sentence_gives_a_message_on_every_page():
     at = app()
-    at.sidebar.text_area[0].input("   ").run()
+    at.text_area(key="_w_text").input("   ").run()
     for page in PAGES:
         at.switch_page(page).run()
         no_exception(at)
@@ -127,24 +130,23 @@ def test_empty_sentence_gives_a_message_on_every_page():
 
 def test_example_button_sets_the_sentence():
     at = app()
-    (button,) = [b for b in at.sidebar.button if b.label == "Coreference"]
-    button.click().run()
-    assert "trophy" in at.sidebar.text_area[0].value
+    at.button(key="_ex_2").click().run()  # "Coreference"
+    assert "trophy" in at.text_area(key="_w_text").value
     assert "trophy" in at.session_state["text"]
 
 
 def test_view_options_hide_special_merge_and_pair_blocks(bert):
     at = app()
-    at.sidebar.text_area[0].input("Tokenization is unbelievable.").run()
-    at.sidebar.text_input[0].input("It works.").run()
+    at.text_area(key="_w_text").input("Tokenization is unbelievable.").run()
+    at.text_input(key="_w_text_b").input("It works.").run()
     at.switch_page("app_pages/bert_heads.py").run()
     run = bert.attend("Tokenization is unbelievable.", "It works.")
     assert plotly_array(large_heatmap(at)["z"]).shape == (run.n_tokens,) * 2
-    at.toggle[0].set_value(True).run()  # hide [CLS]/[SEP]
+    at.toggle(key="heads_hide").set_value(True).run()
     z = plotly_array(large_heatmap(at)["z"])
     assert z.shape == (run.n_tokens - 3,) * 2
     np.testing.assert_allclose(z.sum(1), 1, atol=1e-5)
-    at.toggle[1].set_value(True).run()  # merge word pieces
+    at.toggle(key="heads_merge").set_value(True).run()
     hm = large_heatmap(at)
     assert any(y.endswith("tokenization") for y in hm["y"])
     np.testing.assert_allclose(plotly_array(hm["z"]).sum(1), 1, atol=1e-5)
@@ -157,16 +159,14 @@ def test_build_page_parity_badge_shared_and_shuffle():
     no_exception(at)
     (badge,) = [s.value for s in at.success if "Parity" in s.value]
     assert float(badge.rsplit("=", 1)[1]) < 1e-5
-    heads = [s for s in at.selectbox if s.label == "Number of heads H"][0]
+    heads = at.selectbox(key="build_heads")
     assert [int(o) for o in heads.options] == [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48]  # divisors of 384
-    (shared,) = [t for t in at.toggle if t.label == "Shared Q/K/V"]
-    shared.set_value(True).run()
+    at.toggle(key="build_shared").set_value(True).run()
     warn = " ".join(w.value for w in at.warning)
     assert "same map" in warn
     spread = float(warn.split("max difference between heads ")[1].split(")")[0])
     assert spread < 1e-6
-    (shuffle,) = [t for t in at.toggle if t.label == "Shuffle the words"]
-    shuffle.set_value(True).run()
+    at.toggle(key="build_shuffle").set_value(True).run()
     (info,) = [i.value for i in at.info if "reordered" in i.value]
     assert float(info.split("max difference ")[1].split(")")[0]) < 1e-4
     no_exception(at)
@@ -175,11 +175,11 @@ def test_build_page_parity_badge_shared_and_shuffle():
 def test_build_page_other_head_counts_and_random_init():
     at = app()
     at.switch_page("app_pages/build.py").run()
-    select(at, "Number of heads H", 6)
+    select(at, "build_heads", 6)
     no_exception(at)
     assert not [s for s in at.success if "Parity" in s.value]  # not BERT's split: no parity claim
-    at.radio[0].set_value("Random (seeded)").run()
-    select(at, "Number of heads H", 1)
+    at.radio(key="build_source").set_value("Random (seeded)").run()
+    select(at, "build_heads", 1)
     no_exception(at)
 
 
@@ -206,8 +206,7 @@ def test_collapse_page_measures_equal_the_engine(bert):
     at = app(layer="2")
     at.switch_page("app_pages/collapse.py").run()
     no_exception(at)
-    (slider,) = [s for s in at.slider if s.label.startswith("alpha")]
-    slider.set_value(0.3).run()
+    at.slider(key="collapse_alpha").set_value(0.3).run()
     run = bert.attend(at.session_state["text"])
     c = collapse.collapse_layer(bert, run, 2, 0.3)
     charts = collapse_charts(at)
@@ -215,13 +214,13 @@ def test_collapse_page_measures_equal_the_engine(bert):
     moved = collapse.interpolate(bert.scratch_layer(2), 0.3)
     for role in "qkv":
         w = getattr(moved, f"{role}_proj").weight.detach().numpy()
-        np.testing.assert_allclose(charts[f"Subspace overlap W^{role.upper()}"],
-                                   metrics.subspace_overlap(w, bert.n_heads), atol=1e-6)
+        np.testing.assert_allclose(
+            charts[f"Subspace overlap W^{role.upper()}"], metrics.subspace_overlap(w, bert.n_heads), atol=1e-6
+        )
     grids = [f for f in figures(at) if f["layout"]["title"]["text"].startswith("Layer 2 at alpha")]
     assert grids, "no grid of the collapsed heads"
     # fully shared: the matrices say so
-    (toggle,) = [t for t in at.toggle if t.label.startswith("Shared")]
-    toggle.set_value(True).run()
+    at.toggle(key="collapse_shared").set_value(True).run()
     charts = collapse_charts(at)
     assert np.abs(charts["Head diversity (JS, nats)"]).max() < 1e-9
     np.testing.assert_allclose(charts["Subspace overlap W^Q"], 1.0, atol=1e-6)
@@ -232,20 +231,18 @@ def test_collapse_page_measures_equal_the_engine(bert):
 def test_collapse_experiments_leave_no_trace_in_the_cached_model(bert):
     import hashlib
 
-    from mha import ui
+    import ui
 
     at = app()
     at.switch_page("app_pages/collapse.py").run()
     for layer in (0, 3, 5):
-        select(at, "Layer", layer)
-        (toggle,) = [t for t in at.toggle if t.label.startswith("Shared")]
+        select(at, "_w_layer", layer)
         for on in (True, False, True, False):
-            toggle.set_value(on).run()
-        at.radio[0].set_value("every layer").run()
+            at.toggle(key="collapse_shared").set_value(on).run()
+        at.radio(key="collapse_scope").set_value("every layer").run()
         no_exception(at)
     at.switch_page("app_pages/build.py").run()
-    (shared,) = [t for t in at.toggle if t.label == "Shared Q/K/V"]
-    shared.set_value(True).run()
+    at.toggle(key="build_shared").set_value(True).run()
     no_exception(at)
     cached = ui.load_model("all-MiniLM-L6-v2")  # the process-wide model every session shares
     assert cached is not bert
@@ -266,8 +263,7 @@ def test_build_page_shows_the_collapse_measures():
     at.switch_page("app_pages/build.py").run()
     metric = {m.label: m.value for m in at.metric}
     assert float(metric["Head diversity (mean JS between heads)"]) > 0.05
-    (shared,) = [t for t in at.toggle if t.label == "Shared Q/K/V"]
-    shared.set_value(True).run()
+    at.toggle(key="build_shared").set_value(True).run()
     metric = {m.label: m.value for m in at.metric}
     assert float(metric["Head diversity (mean JS between heads)"]) == 0
     assert float(metric["Subspace overlap of W^Q slices"]) == 1
@@ -277,8 +273,10 @@ def test_build_page_shows_the_collapse_measures():
 def test_atlas_page_measures_link_finder_and_comparison(bert):
     from mha import atlas, metrics
 
-    text = ("It is in this spirit that a majority of American governments have passed new laws "
-            "since 2009 making the registration or voting process more difficult.")
+    text = (
+        "It is in this spirit that a majority of American governments have passed new laws "
+        "since 2009 making the registration or voting process more difficult."
+    )
     at = app(text=text)
     at.switch_page("app_pages/atlas.py").run()
     no_exception(at)
@@ -293,16 +291,14 @@ def test_atlas_page_measures_link_finder_and_comparison(bert):
     assert (table.iloc[0]["layer"], table.iloc[0]["head"]) == tuple(int(i) for i in top)
     assert table.iloc[0]["weight"] == pytest.approx(run.attentions[top[0], top[1], q, k], abs=1e-4)
     # pick another pair: the ranking follows
-    (to_box,) = [s for s in at.selectbox if s.label == "To (key)"]
-    to_box.select(run.tokens.index("laws")).run()
+    at.selectbox(key="link_k").select(run.tokens.index("laws")).run()
     table = at.dataframe[0].value
     j = run.tokens.index("laws")
     top = np.unravel_index(run.attentions[:, :, q, j].argmax(), run.attentions.shape[:2])
     assert (table.iloc[0]["layer"], table.iloc[0]["head"]) == tuple(int(i) for i in top)
     # compare with another sentence: the difference map is B - A of the measure
     other = "The mole dug a tunnel under the garden."
-    (cmp_input,) = [t for t in at.text_input if t.label == "Compare with"]
-    cmp_input.input(other).run()
+    at.text_input(key="compare_text").input(other).run()
     no_exception(at)
     m_b = atlas.measures(bert.attend(other))
     diff = [f for f in figures(at) if f["layout"]["title"]["text"].startswith("entropy: compared")][0]
@@ -315,11 +311,12 @@ def test_atlas_page_measures_link_finder_and_comparison(bert):
 
 def test_repeated_tokens_are_distinguishable_in_every_picker():
     at = app()  # the default sentence has "mole" twice and "a" twice
-    for page in ("app_pages/atlas.py", "app_pages/bert_heads.py"):
+    for page, keys in (
+        ("app_pages/atlas.py", ("link_q", "link_k", "views_tok")),
+        ("app_pages/bert_heads.py", ("focus_token",)),
+    ):
         at.switch_page(page).run()
-        pickers = [s for s in at.selectbox if s.label in ("From (query)", "To (key)", "Token")]
-        assert pickers, page
-        for p in pickers:
+        for p in (at.selectbox(key=k) for k in keys):
             labels = p.options
             assert len(set(labels)) == len(labels), p.label
             moles = [o for o in labels if o.endswith(": mole")]
@@ -330,9 +327,8 @@ def test_why_heads_page_trains_and_shows_curves_and_table():
     at = app()
     at.switch_page("app_pages/why_heads.py").run()
     no_exception(at)
-    at.select_slider[0].set_value(100).run()
-    (train,) = [b for b in at.button if b.label.startswith("Train")]
-    train.click().run()
+    at.select_slider(key="why_steps").set_value(100).run()
+    at.button(key="why_train").click().run()
     no_exception(at)
     curves = [f for f in figures(at) if f["layout"]["title"]["text"] == "Training curves"]
     assert curves
@@ -344,5 +340,5 @@ def test_why_heads_page_trains_and_shows_curves_and_table():
     # a second visit with the same settings shows the result at once (train button disabled)
     again = app()
     again.switch_page("app_pages/why_heads.py").run()
-    again.select_slider[0].set_value(100).run()
-    assert again.dataframe and [b for b in again.button if b.label.startswith("Train")][0].disabled
+    again.select_slider(key="why_steps").set_value(100).run()
+    assert again.dataframe and again.button(key="why_train").disabled

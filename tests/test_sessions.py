@@ -6,11 +6,15 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
+from conftest import chromium_or_skip
 
-from live import BUSY, CHROMIUM_FLAGS, IDLE, chromium_or_skip, streamlit_server
+import livetest
+from livetest import CHROMIUM_FLAGS, streamlit_server
 from mha import collapse
+from ui.pages import PAGES
 
 N_SESSIONS = 8
+COLLAPSE = [p.url_path for p in PAGES].index("collapse")  # its place in the sidebar
 WORDS = ["river", "violin", "planet", "garden", "engine", "castle", "forest", "rocket"]
 
 READ_HEATMAP = """(title) => {
@@ -30,12 +34,8 @@ def session_text(i: int) -> str:
 
 
 async def settle(page) -> None:
-    """Wait for the run the last action started (if it is seen starting) to finish."""
-    try:
-        await page.wait_for_selector(BUSY, timeout=1500)
-    except Exception:
-        pass
-    await page.wait_for_selector(IDLE, timeout=180_000)
+    """Wait for the run the last action started to finish, and for the page to draw."""
+    await livetest.settle(page)
     await page.wait_for_timeout(300)
 
 
@@ -59,7 +59,7 @@ async def one_session(browser, url: str, i: int) -> dict:
     await settle(page)
     out = {"i": i, "text": text, "layer": layer, "head": head, "shared": shared}
     out["head_map"] = await read(page, f"Layer {layer}, head {head}")
-    await page.locator('[data-testid="stSidebarNav"] a').nth(3).click()  # the collapse page
+    await page.locator('[data-testid="stSidebarNav"] a').nth(COLLAPSE).click()
     await settle(page)
     if shared:
         await page.get_by_test_id("stCheckbox").get_by_text("Shared (alpha = 1)").click()
@@ -85,9 +85,9 @@ async def all_sessions(exe: str, url: str) -> list[dict]:
 
 def test_eight_concurrent_sessions_see_only_their_own_results(bert):
     exe = chromium_or_skip()
-    with streamlit_server() as (url, log):
-        results = asyncio.run(all_sessions(exe, url))
-        loads = [line for line in log.read_text().splitlines() if line.startswith("mha: loaded")]
+    with streamlit_server() as live:
+        results = asyncio.run(all_sessions(exe, live.url))
+        loads = [line for line in live.log.read_text().splitlines() if line.startswith("mha: loaded")]
     assert len(loads) == 1, loads  # one model for every session
     for r in results:
         assert r["errors"] == 0, r["i"]

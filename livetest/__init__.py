@@ -1,0 +1,117 @@
+"""A real Streamlit server and a real Chromium for the browser tests and the load bench.
+
+Everything stays on the loopback interface: the server binds 127.0.0.1 on a free port, and
+Chromium starts with its background networking off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]  # the repository, where app.py is
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+BUSY = '[data-testid="stApp"]:not([data-test-script-state="notRunning"])'
+
+
+def chromium() -> str | None:
+    """Debian's chromium, or None where it is not installed."""
+    return shutil.which("chromium")
+
+
+@dataclass
+class Server:
+    url: str
+    log: Path
+    process: subprocess.Popen
+
+
+@contextlib.contextmanager
+def streamlit_server(env: dict[str, str] | None = None, timeout: float = 90) -> Iterator[Server]:
+    """`streamlit run app.py` on a free loopback port, offline; stopped on exit.
+
+    env: extra environment variables. Raises RuntimeError if the server is not healthy in time.
+    """
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = Path(tempfile.mkstemp(prefix="mha_server_", suffix=".log")[1])
+    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                "app.py",
+                "--server.headless",
+                "true",
+                "--server.port",
+                str(port),
+                "--server.address",
+                "127.0.0.1",
+            ],
+            cwd=ROOT,
+            env=full_env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + timeout
+        while True:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                if time.time() > deadline or proc.poll() is not None:
+                    raise RuntimeError(f"streamlit did not start: {log.read_text()[-2000:]}") from None
+                time.sleep(0.3)
+        yield Server(url, log, proc)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def wait_idle(page, timeout: float = 90_000) -> float:
+    """Seconds until the run the last action started (if it is seen starting) has finished."""
+    t0 = time.perf_counter()
+    try:
+        page.wait_for_selector(BUSY, timeout=1500)
+    except Exception:
+        pass  # it finished before we looked, or nothing was rerun
+    page.wait_for_selector(IDLE, timeout=timeout)
+    return time.perf_counter() - t0
+
+
+async def settle(page, timeout: float = 180_000) -> float:
+    """wait_idle for Playwright's async API."""
+    t0 = time.perf_counter()
+    try:
+        await page.wait_for_selector(BUSY, timeout=1500)
+    except Exception:
+        pass
+    await page.wait_for_selector(IDLE, timeout=timeout)
+    return time.perf_counter() - t0

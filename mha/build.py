@@ -1,0 +1,134 @@
+"""The build page's computation: the from-scratch module on a sentence, stage by stage, with the
+parity check against BERT and the shuffle check (attention without positions only permutes).
+
+Everything is computed on copies of the weights; the cached model is never modified.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+import torch
+
+from . import collapse
+from .attention import AttentionTrace, MultiHeadAttention
+
+if TYPE_CHECKING:
+    from .bert import BertRun, LoadedBert
+
+WeightSource = Literal["bert", "random"]
+
+
+@dataclass
+class Stages:
+    """One pass of the module on BERT's input to a layer (batch of one, every array numpy).
+
+    trace: every intermediate (see AttentionTrace; batch axis kept, size 1).
+    tokens: the tokens in the order fed (shuffled if asked); perm: positions in that order.
+    parity: max |from-scratch - BERT| attention weight, when comparable (BERT's weights, BERT's
+        head count, distinct projections, scaling on), else None.
+    shuffle_error: max |output(shuffled) - output reordered| when shuffled, else None.
+    head_spread: max |weights of head h - weights of head 0| over all heads.
+    measures: the collapse measures (head diversity, W^Q overlap, effective rank).
+    score_std, scaled_std, max_weight: per head (H,): std of Q_i K_i^T, of the scaled scores,
+        and the mean over queries of the largest weight.
+    """
+
+    trace: AttentionTrace
+    tokens: list[str]
+    perm: np.ndarray
+    parity: float | None
+    shuffle_error: float | None
+    head_spread: float
+    measures: dict[str, float]
+    score_std: np.ndarray
+    scaled_std: np.ndarray
+    max_weight: np.ndarray
+
+    @property
+    def q_heads_side_by_side(self) -> np.ndarray:
+        """Q = X W^Q with the heads' slices side by side -> (T, H * D)."""
+        q = self.trace.q[0]  # (H, T, D)
+        return q.transpose(1, 0, 2).reshape(q.shape[1], -1)  # (T, H*D)
+
+
+def resplit(m: MultiHeadAttention, n_heads: int) -> MultiHeadAttention:
+    """The same matrices as m, read as n_heads heads of C / n_heads (a copy)."""
+    out = MultiHeadAttention(m.d_model, n_heads, m.projection, bias=m.q_proj.bias is not None)
+    out.load_state_dict(m.state_dict())
+    return out.eval().requires_grad_(False)
+
+
+def random_module(d_model: int, n_heads: int, seed: int) -> MultiHeadAttention:
+    """A module with PyTorch's default nn.Linear init, U(-1/sqrt(C), 1/sqrt(C)) for every weight
+    and bias, drawn from its own generator (the global RNG is shared by every session)."""
+    g = torch.Generator().manual_seed(seed)
+    m = MultiHeadAttention(d_model, n_heads)
+    bound = d_model**-0.5  # every projection here has fan_in = C
+    with torch.no_grad():
+        for p in m.parameters():
+            p.copy_(torch.rand(p.shape, generator=g) * (2 * bound) - bound)
+    return m.eval().requires_grad_(False)
+
+
+def build_module(
+    bert: LoadedBert, layer: int, n_heads: int, weights: WeightSource = "bert", seed: int = 0, shared: bool = False
+) -> MultiHeadAttention:
+    """A from-scratch module: layer `layer`'s real weights (or a seeded random init) split into
+    n_heads heads; shared=True gives every head head 0's slice of W^Q, W^K, W^V."""
+    if weights == "bert":
+        m = bert.scratch_layer(layer)
+        if n_heads != m.n_heads:
+            m = resplit(m, n_heads)
+    elif weights == "random":
+        m = random_module(bert.d_model, n_heads, seed)
+    else:
+        raise ValueError(f"weights must be 'bert' or 'random', got {weights!r}")
+    return collapse.shared_module(m, 0) if shared else m
+
+
+def _numpy_trace(tr: AttentionTrace) -> AttentionTrace:
+    return AttentionTrace(*(t.detach().numpy() for t in vars(tr).values()))
+
+
+def build_stages(
+    bert: LoadedBert,
+    run: BertRun,
+    layer: int,
+    n_heads: int,
+    weights: WeightSource = "bert",
+    seed: int = 0,
+    shared: bool = False,
+    scale: bool = True,
+    shuffle: bool = False,
+) -> Stages:
+    """Run the module built by build_module on BERT's input to `layer`, stage by stage."""
+    m = build_module(bert, layer, n_heads, weights, seed, shared)
+    x = torch.from_numpy(run.hidden_states[layer]).unsqueeze(0)  # (1, T, C)
+    T = x.shape[1]
+    perm = np.random.default_rng(seed).permutation(T) if shuffle else np.arange(T)
+    with torch.inference_mode():
+        tr = _numpy_trace(m.trace(x[:, perm], scale=scale))
+        shuffle_error = None
+        if shuffle:
+            plain = m.trace(x, scale=scale).output[0].numpy()  # (T, C) in sentence order
+            shuffle_error = float(np.abs(tr.output[0] - plain[perm]).max())
+    w = tr.weights[0]  # (H, T, T)
+    parity = None
+    if weights == "bert" and n_heads == bert.n_heads and not shared and scale:
+        bert_w = run.attentions[layer][:, perm][:, :, perm]  # BERT's own weights, same token order
+        parity = float(np.abs(w - bert_w).max())
+    return Stages(
+        trace=tr,
+        tokens=[run.tokens[i] for i in perm],
+        perm=perm,
+        parity=parity,
+        shuffle_error=shuffle_error,
+        head_spread=float(np.abs(w - w[:1]).max()),
+        measures=collapse.measures_from(m, w, tr.concat[0]).summary(),
+        score_std=tr.scores[0].std(axis=(-2, -1)),
+        scaled_std=tr.scaled[0].std(axis=(-2, -1)),
+        max_weight=w.max(-1).mean(-1),
+    )

@@ -1,0 +1,52 @@
+"""The codebase's shape: imports run only pages -> ui -> mha (and app.py -> ui); the engine never
+imports Streamlit; one list of pages."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+
+from livetest import ROOT
+from ui.pages import PAGES
+
+
+def imported(path) -> set[str]:
+    """Top-level names of every module a file imports (absolute imports; relative ones are its own package)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+OURS = {"mha", "ui", "app_pages", "app", "livetest"}
+
+
+def test_imports_run_only_pages_to_ui_to_mha():
+    for path in sorted((ROOT / "mha").glob("*.py")):
+        assert imported(path) & (OURS | {"streamlit"}) <= {"mha"}, path.name
+    for path in sorted((ROOT / "ui").glob("*.py")):
+        assert imported(path) & OURS <= {"mha", "ui"}, path.name
+    for path in sorted((ROOT / "app_pages").glob("*.py")):
+        assert imported(path) & OURS <= {"mha", "ui"}, path.name
+    assert imported(ROOT / "app.py") & OURS == {"ui"}
+
+
+def test_importing_mha_does_not_import_streamlit():
+    code = (
+        "import sys, mha, mha.bert, mha.attention, mha.build, mha.collapse, mha.atlas, mha.experiment, "
+        "mha.plots; assert 'streamlit' not in sys.modules, 'streamlit imported'; print('ok')"
+    )
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=os.environ)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "ok"
+
+
+def test_one_list_of_pages_matches_the_folder():
+    files = sorted(p.name for p in (ROOT / "app_pages").glob("*.py"))
+    assert sorted(p.file for p in PAGES) == files
+    assert not (ROOT / "pages").exists()  # would switch Streamlit to its legacy multipage mode

@@ -1,0 +1,44 @@
+"""The Streamlit layer: cached engine calls (`cache`), session and URL state with the rerun's
+one `Inputs` (`state`), shared widgets and the sidebar (`widgets`), the page list (`pages`) and
+per-process setup (`server`). With app.py and app_pages/, the only code that imports streamlit;
+the engine, `mha`, never does.
+"""
+
+from .cache import (
+    cached_collapse,
+    cached_measures,
+    cached_run,
+    cached_sweep,
+    cached_token_views,
+    cached_whole_model,
+    experiments,
+    load_model,
+)
+from .state import MAX_CHARS, Inputs, inputs, kept, literal, notice, show_notices, sync_url
+from .widgets import current_run, ensure_model, layer_head, model, run_or_stop, sidebar, token_picker
+
+__all__ = [
+    "MAX_CHARS",
+    "Inputs",
+    "cached_collapse",
+    "cached_measures",
+    "cached_run",
+    "cached_sweep",
+    "cached_token_views",
+    "cached_whole_model",
+    "current_run",
+    "ensure_model",
+    "experiments",
+    "inputs",
+    "kept",
+    "layer_head",
+    "literal",
+    "load_model",
+    "model",
+    "notice",
+    "run_or_stop",
+    "show_notices",
+    "sidebar",
+    "sync_url",
+    "token_picker",
+]

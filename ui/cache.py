@@ -1,0 +1,120 @@
+"""Cached engine calls: the model once per process, results by value, every cache bounded.
+
+The model is loaded once per process (st.cache_resource) and shared read-only by every
+session; per-sentence results are cached by value (st.cache_data) in caches bounded by the
+length of the input, so that a few long inputs cannot push out, or pile up beside, many short
+ones. Every call takes the rerun's `Inputs` first.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any
+
+import streamlit as st
+
+from mha import atlas, bert, collapse
+
+from .state import Inputs
+
+
+@st.cache_resource(show_spinner=False, max_entries=2)
+def load_model(name: str) -> bert.LoadedBert:
+    """The shared, read-only model (one per process and name)."""
+    t0 = time.perf_counter()
+    model = bert.load_bert(name)
+    print(f"mha: loaded {name} in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    return model
+
+
+TIERS = ((300, 64), (1500, 4), (None, 2))  # (up to this many characters, cache entries)
+
+
+def _tiered(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Cache fn(inputs, *rest) by value in three bounded caches by input length (about 75 MB of
+    attention for one input at 512 tokens)."""
+    caches = []
+    for n, (_, entries) in enumerate(TIERS):
+
+        def tier(*args, _fn=fn):
+            return _fn(*args)
+
+        tier.__qualname__ = tier.__name__ = f"{fn.__name__}_tier{n}"
+        caches.append(st.cache_data(show_spinner=False, max_entries=entries)(tier))
+
+    def call(inp: Inputs, *rest):
+        n = next(i for i, (limit, _) in enumerate(TIERS) if limit is None or inp.size <= limit)
+        return caches[n](inp, *rest)
+
+    call.__doc__, call.__name__ = fn.__doc__, fn.__name__
+    call.clear = lambda: [c.clear() for c in caches]
+    return call
+
+
+@_tiered
+def cached_run(inp: Inputs) -> bert.BertRun:
+    """BERT's attentions and hidden states for one sentence (or pair), cached by value."""
+    return load_model(inp.model).attend(inp.text, inp.text_b)
+
+
+@_tiered
+def cached_collapse(
+    inp: Inputs, layer: int, alpha: float, source: int | str, roles: tuple[str, ...]
+) -> collapse.LayerCollapse:
+    """One layer on the path to shared projections, with its measures (copies of the weights)."""
+    return collapse.collapse_layer(load_model(inp.model), cached_run(inp), layer, alpha, source, roles)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def cached_sweep(inp: Inputs, layer: int, source: int | str, roles: tuple[str, ...]) -> list[dict[str, float]]:
+    """The measures at alpha = 0, 0.1, ..., 1 for one layer."""
+    return collapse.alpha_sweep(load_model(inp.model), cached_run(inp), layer, source, roles)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_whole_model(
+    inp: Inputs, layers: tuple[int, ...], alpha: float, source: int | str, roles: tuple[str, ...]
+) -> dict[str, float]:
+    """How much the final hidden states move when `layers` share projections."""
+    return collapse.whole_model_effect(load_model(inp.model), cached_run(inp), layers, alpha, source, roles)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_measures(inp: Inputs) -> dict:
+    """Every per-head measure of the run, (L, H) each, with pattern labels."""
+    return atlas.measures(cached_run(inp))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_token_views(inp: Inputs, token: int) -> dict:
+    """Raw attention, rollout and value-weighted attention of one token across layers."""
+    return atlas.token_views(load_model(inp.model), cached_run(inp), token)
+
+
+class SharedStore:
+    """A small store shared by every session: the `size` most recently used values by key."""
+
+    def __init__(self, size: int = 16) -> None:
+        self.size, self.items, self.lock = size, OrderedDict(), threading.Lock()
+
+    def get(self, key: Hashable) -> Any:
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+            return self.items.get(key)
+
+    def put(self, key: Hashable, value: Any) -> None:
+        with self.lock:
+            self.items[key] = value
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+
+
+@st.cache_resource(show_spinner=False)
+def experiments() -> SharedStore:
+    """Results of the training experiment, kept per settings for every session."""
+    return SharedStore()

@@ -1,0 +1,145 @@
+"""Session and URL state: the one input object of a rerun, notices, widgets kept across pages.
+
+Values that must survive page switches (sentence, model, layer, head) live in plain
+session_state keys; each widget gets its value from there and writes back in `on_change`
+(keyed widgets in the entrypoint's sidebar otherwise snap back under st.navigation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import streamlit as st
+
+from mha import bert
+from mha.examples import DEFAULT_TEXT
+
+MAX_CHARS = bert.MAX_CHARS
+URL_KEYS = ("model", "text", "text_b", "layer", "head")
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What every page reads, fixed for one rerun: the model's name, the cleaned sentence, the
+    cleaned second sentence (None if there is none) and how many characters were cut off."""
+
+    model: str
+    text: str
+    text_b: str | None = None
+    cut: int = 0
+
+    @classmethod
+    def from_raw(cls, model: str, text: str, text_b: str = "") -> Inputs:
+        """Clean the typed text (control characters out, cut to MAX_CHARS)."""
+        text, cut_a = bert.clean_text(text or "")
+        text_b, cut_b = bert.clean_text(text_b or "")
+        return cls(model, text, text_b.strip() or None, cut_a + cut_b)
+
+    def with_text(self, text: str) -> Inputs:
+        """The same model with another sentence (no second sentence)."""
+        return Inputs.from_raw(self.model, text)
+
+    def with_model(self, model: str) -> Inputs:
+        return replace(self, model=model)
+
+    @property
+    def size(self) -> int:
+        """Characters in both sentences (what the caches are tiered by)."""
+        return len(self.text) + len(self.text_b or "")
+
+
+def inputs() -> Inputs:
+    """This rerun's inputs, as the sidebar produced them (app.py runs it before every page)."""
+    return st.session_state["_inputs"]
+
+
+def literal(text: str, limit: int = 40) -> str:
+    """User text shown inside Markdown, as literal characters (no markup, no LaTeX, no links)."""
+    text = text[:limit] + ("..." if len(text) > limit else "")
+    return "".join("\\" + c if c in "\\`*_{}[]()#+-.!|<>$~:" else c for c in text)
+
+
+def notice(message: str) -> None:
+    """Queue a one-off message shown at the top of the page (bad URL values, fallbacks)."""
+    st.session_state.setdefault("_notices", []).append(message)
+
+
+def show_notices() -> None:
+    for message in st.session_state.pop("_notices", []):
+        st.warning(message, icon=":material/warning:")
+
+
+def _int_param(params, name: str) -> int | None:
+    raw = params.get(name)
+    if raw is None:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        notice(f"The link's {name}={literal(raw, 20)} is not a whole number: using the default.")
+        return None
+
+
+def init_state() -> None:
+    """Defaults, then (once per session) the values a shared link carries in its query string."""
+    ss = st.session_state
+    if ss.get("_initialised"):
+        return
+    ss["_initialised"] = True
+    ss.update(text=DEFAULT_TEXT, text_b="", model=bert.default_model_name(), layer=0, head=0)
+    params = st.query_params
+    for name in ("text", "text_b"):
+        if name in params:
+            ss[name], cut = bert.clean_text(params[name])
+            if cut:
+                notice(f"The link's text was cut to its first {MAX_CHARS:,} characters.")
+    if "model" in params:
+        names = [s.name for s in bert.available_models()]
+        if params["model"] in names:
+            ss["model"] = params["model"]
+        else:
+            notice(
+                f"The link asks for a model that is not on the list ({literal(params['model'])}): "
+                f"using {bert.DEFAULT_MODEL}. Available: {', '.join(names)}."
+            )
+    for name in ("layer", "head"):
+        value = _int_param(params, name)
+        if value is not None:
+            ss[name] = value  # checked against the model by widgets.layer_head()
+
+
+def sync_url(inp: Inputs) -> None:
+    """Write the current view into the query string so the link reopens it."""
+    ss = st.session_state
+    want = {"model": inp.model, "text": inp.text, "layer": str(ss["layer"]), "head": str(ss["head"])}
+    if inp.text_b:
+        want["text_b"] = inp.text_b
+    current = {k: st.query_params.get(k) for k in URL_KEYS}
+    if {k: v for k, v in current.items() if v is not None} != want:
+        st.query_params.from_dict(want)
+
+
+def kept(kind: str, label: str, key: str, container: Any = None, **kwargs: Any) -> Any:
+    """Widget `kind` (e.g. "selectbox") whose value lives in st.session_state[key].
+
+    The widget's own state (key "_w_<key>") follows st.session_state[key] when that was changed
+    elsewhere (a link, an example button, a fallback), and writes back through on_change.
+    """
+    ss = st.session_state
+    wkey = f"_w_{key}"
+
+    def _store() -> None:
+        if wkey in ss:  # a change that arrives after a page switch finds the widget gone
+            ss[key] = ss[wkey]
+
+    if "options" in kwargs:
+        options = list(kwargs["options"])
+        if ss.get(key) not in options:
+            ss[key] = options[0]
+        kwargs["index"] = options.index(ss[key])
+    else:
+        kwargs["value"] = ss[key]
+    if wkey in ss and ss[wkey] != ss[key]:
+        ss[wkey] = ss[key]
+    return getattr(container or st, kind)(label, key=wkey, on_change=_store, **kwargs)

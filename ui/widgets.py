@@ -1,0 +1,147 @@
+"""Shared widgets: the sidebar (which produces the rerun's Inputs), the model with its fallback,
+the current run with its messages, and the layer/head and token pickers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import streamlit as st
+
+from mha import bert
+from mha.examples import EXAMPLES
+
+from .cache import cached_run, load_model
+from .state import MAX_CHARS, Inputs, init_state, kept, notice, show_notices
+
+
+def _use_example(text: str) -> None:
+    st.session_state.update(text=text, _w_text=text, text_b="", _w_text_b="")
+
+
+def sidebar() -> Inputs:
+    """Sentence, optional second sentence, examples and model picker (on every page).
+
+    Returns this rerun's Inputs (also kept for ui.inputs()); nothing else reads the sentence
+    out of the session.
+    """
+    init_state()
+    sb = st.sidebar
+    kept(
+        "text_area",
+        "Sentence",
+        "text",
+        container=sb,
+        height=110,
+        max_chars=MAX_CHARS,
+        help="Any text; beyond the model's 512 tokens it is truncated, with a notice.",
+    )
+    kept("text_input", "Second sentence (optional: BERT's segment B)", "text_b", container=sb, max_chars=MAX_CHARS)
+    sb.caption("Examples")
+    cols = sb.columns(2)
+    for n, (name, text) in enumerate(EXAMPLES.items()):
+        cols[n % 2].button(name, key=f"_ex_{n}", on_click=_use_example, args=(text,), width="stretch")
+    specs = {s.name: s for s in bert.available_models()}
+    kept(
+        "selectbox",
+        "Model",
+        "model",
+        container=sb,
+        options=list(specs),
+        format_func=lambda n: f"{n} ({'bundled' if specs[n].source == 'bundled' else specs[n].source})",
+        help="\n\n".join(f"**{s.name}**: {s.description}" for s in specs.values()),
+    )
+    sb.caption(specs[st.session_state["model"]].description)
+    ss = st.session_state
+    ss["_inputs"] = Inputs.from_raw(ss["model"], ss["text"], ss.get("text_b") or "")
+    return ss["_inputs"]
+
+
+def ensure_model(inp: Inputs) -> Inputs:
+    """Load inp's model (with a progress message); one that cannot be loaded here falls back to
+    the bundled model with a message. Returns the Inputs naming the model that is loaded."""
+    try:
+        if inp.model == bert.DEFAULT_MODEL:
+            with st.spinner(f"Loading {inp.model} (first time only, a few seconds)..."):
+                load_model(inp.model)
+        else:
+            with st.status(f"Loading {inp.model}...", expanded=False) as status:
+                load_model(inp.model)
+                status.update(label=f"{inp.model} loaded", state="complete")
+        return inp
+    except (bert.ModelUnavailableError, ValueError, OSError) as e:
+        st.session_state["model"] = bert.DEFAULT_MODEL  # the picker follows on the next run
+        st.error(f"Could not load {inp.model}: {e}. Showing {bert.DEFAULT_MODEL} instead.")
+        inp = inp.with_model(bert.DEFAULT_MODEL)
+        st.session_state["_inputs"] = inp
+        load_model(inp.model)
+        return inp
+
+
+def model(inp: Inputs) -> bert.LoadedBert:
+    """The loaded model of this rerun (app.py has loaded it already)."""
+    return load_model(inp.model)
+
+
+def current_run(inp: Inputs) -> bert.BertRun | None:
+    """The run for the sidebar sentence(s), or None (with a message in the page)."""
+    if inp.cut:
+        st.warning(f"The text was cut to its first {MAX_CHARS:,} characters.")
+    if not inp.text.strip():
+        st.info("The sentence is empty: type one in the sidebar, or pick an example.")
+        return None
+    with st.spinner("Running BERT..."):
+        run = cached_run(inp)
+    if all(t in ("[CLS]", "[SEP]") for t in run.tokens):
+        st.info(
+            "Nothing is left to look at: the tokenizer dropped every character of this text "
+            "(control characters only?). Type some words."
+        )
+        return None
+    if run.truncated:
+        st.warning(
+            f"The input is longer than {run.model_name}'s maximum of {run.max_length} tokens: "
+            f"the last {run.n_dropped} tokens were dropped."
+        )
+    return run
+
+
+def run_or_stop(inp: Inputs) -> bert.BertRun:
+    """current_run, or the end of the page (its message is shown) when there is nothing to run."""
+    run = current_run(inp)
+    if run is None:
+        st.stop()
+    return run
+
+
+def layer_head(run: bert.BertRun, container: Any = None, head: bool = True) -> tuple[int, int]:
+    """Layer and head pickers (values kept in the session and the URL), clamped to the model."""
+    ss = st.session_state
+    for key, n in (("layer", run.n_layers), ("head", run.n_heads)):
+        if not 0 <= int(ss.get(key, 0)) < n:
+            notice(f"{key} {ss.get(key)} does not exist in {run.model_name} (0..{n - 1}): showing {key} 0.")
+            ss[key] = 0
+    show_notices()
+    box = container or st
+    picked = {key: ss[key] for key in ("layer", "head")}
+    counts = {"layer": run.n_layers, "head": run.n_heads if head else 0}
+    boxes = box.columns(2) if head else [box]
+    for col, (key, n) in zip(boxes, counts.items()):
+        picked[key] = kept(
+            "selectbox",
+            key.title(),
+            key,
+            container=col,
+            options=list(range(n)),
+            format_func=lambda i, key=key: f"{key} {i}",
+        )
+    return picked["layer"], picked["head"]
+
+
+def token_picker(
+    label: str, tokens: Sequence[str], default: int = 1, key: str | None = None, container: Any = None
+) -> int:
+    """Choose a token by position; labels show "position: token" so repeats stay distinct."""
+    box = container or st
+    default = min(default, len(tokens) - 1)
+    return box.selectbox(label, range(len(tokens)), index=default, key=key, format_func=lambda i: f"{i}: {tokens[i]}")
