@@ -20,24 +20,11 @@ C, H = model.d_model, model.n_heads
 D = C // H
 layer, _ = ui.layer_head(run, head=False)
 
-c1, c2, c3, c4 = st.columns([1, 1.8, 1.2, 1.6])
-shared = c1.toggle("Shared (alpha = 1)", value=False, key="collapse_shared")
-alpha = c2.slider("alpha: distinct (0) -> shared (1)", 0.0, 1.0, 0.5, step=0.05, disabled=shared, key="collapse_alpha")
-alpha = 1.0 if shared else float(alpha)
-sources = list(range(H)) + ["mean"]
-source = c3.selectbox(
-    "Shared projection",
-    sources,
-    key="collapse_source",
-    format_func=lambda s: "mean of all heads" if s == "mean" else f"head {s}'s slice",
-)
-roles = c4.multiselect(
-    "Share", ["q", "k", "v"], default=["q", "k", "v"], key="collapse_roles", format_func=lambda r: f"W^{r.upper()}"
-)
+sharing = ui.sharing_controls(H, "collapse")
+alpha, source, roles = sharing.alpha, sharing.source, sharing.roles
 if not roles:
     st.info("Choose at least one of W^Q, W^K, W^V to share.")
     st.stop()
-roles = tuple(sorted(roles))
 if roles == ("k", "q"):
     st.caption(
         "Sharing only W^Q and W^K makes every head attend the same way, but the values stay "
@@ -95,6 +82,12 @@ st.caption(
     "(Clark et al. 2019). Overlap: mean cos² of the principal angles between two heads' "
     "C x D projection slices (1 = the same subspace). Effective rank: exp of the entropy of the "
     "normalised singular values of the heads' concatenated outputs (Roy & Vetterli 2007)."
+)
+
+st.page_link(
+    "app_pages/subspaces.py",
+    label="See the subspaces themselves fold into one: the Subspaces page",
+    icon=":material/scatter_plot:",
 )
 
 st.subheader("Along the path")

@@ -53,6 +53,11 @@ for col, (title, text, target, label, icon) in zip(st.columns(len(STAGES)), STAG
     col.subheader(title)
     col.markdown(text)
     col.page_link(target, label=label, icon=icon)
+st.page_link(
+    "app_pages/subspaces.py",
+    label="Each head's own subspace, drawn for your sentence: the Subspaces page",
+    icon=":material/scatter_plot:",
+)
 st.caption(
     "Attention weights show where a head reads, not why the model decides what it decides "
     "(Jain & Wallace 2019; Wiegreffe & Pinter 2019)."

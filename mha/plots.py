@@ -510,3 +510,322 @@ def experiment_maps(
         title=title, height=330, margin=dict(l=10, r=10, t=70, b=10), legend=dict(orientation="h", y=-0.05)
     )
     return fig
+
+
+def _panel_grid(n: int, cols: int = 4) -> tuple[int, int]:
+    cols = min(cols, n)
+    return -(-n // cols), cols
+
+
+def subspace_panels(
+    queries: np.ndarray,
+    keys: np.ndarray,
+    fidelity: np.ndarray,
+    tokens: list[str],
+    title: str,
+    token: int | None = None,
+    weights: np.ndarray | None = None,
+    top_k: int = 3,
+    label_max: int = 30,
+) -> go.Figure:
+    """One 2-D panel per head: queries (circles) and keys (open diamonds) of every token.
+
+    queries, keys: (H, T, 2); fidelity: (H,), in each panel's title. A token has one colour in
+    every panel (by position, so repeated words keep their own points). With `token`, its query
+    is ringed in every panel and joined to the top_k keys it attends to in that head (weights
+    (H, T, T)). Labels are drawn for up to label_max tokens (hover shows them always).
+    """
+    from plotly.subplots import make_subplots
+
+    H, T = queries.shape[:2]
+    rows, cols = _panel_grid(H)
+    fig = make_subplots(
+        rows,
+        cols,
+        subplot_titles=[f"head {h} · fidelity {fidelity[h]:.2f}" for h in range(H)],
+        horizontal_spacing=0.04,
+        vertical_spacing=0.08,
+    )
+    names = [f"{i}: {token_label(t)}" for i, t in enumerate(tokens)]
+    colour = dict(color=list(range(T)), colorscale=SCALE, cmin=0, cmax=max(T - 1, 1))
+    text = [token_label(t) for t in tokens] if T <= label_max else None
+    for h in range(H):
+        r, c = h // cols + 1, h % cols + 1
+        fig.add_trace(
+            go.Scatter(
+                x=queries[h, :, 0],
+                y=queries[h, :, 1],
+                mode="markers+text" if text else "markers",
+                text=text,
+                textposition="top center",
+                textfont=dict(size=9),
+                hovertext=names,
+                hoverinfo="text",
+                marker=dict(symbol="circle", size=7, **colour),
+                name="queries",
+                legendgroup="q",
+                showlegend=h == 0,
+            ),
+            r,
+            c,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=keys[h, :, 0],
+                y=keys[h, :, 1],
+                mode="markers",
+                hovertext=names,
+                hoverinfo="text",
+                marker=dict(symbol="diamond-open", size=7, line=dict(width=1.5), **colour),
+                name="keys",
+                legendgroup="k",
+                showlegend=h == 0,
+            ),
+            r,
+            c,
+        )
+        if token is not None:
+            top = [] if weights is None else np.argsort(weights[h, token])[::-1][:top_k]
+            xs, ys = [], []
+            for j in top:
+                xs += [queries[h, token, 0], keys[h, j, 0], None]
+                ys += [queries[h, token, 1], keys[h, j, 1], None]
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=ys,
+                    mode="lines",
+                    line=dict(color="#CC6677", width=1.5),
+                    hoverinfo="skip",
+                    name=f"“{token_label(tokens[token])}” reads",
+                    legendgroup="l",
+                    showlegend=h == 0,
+                ),
+                r,
+                c,
+            )
+            fig.add_trace(
+                go.Scatter(
+                    x=[queries[h, token, 0]],
+                    y=[queries[h, token, 1]],
+                    mode="markers+text",
+                    text=[token_label(tokens[token])],
+                    textposition="bottom center",
+                    hoverinfo="skip",
+                    marker=dict(symbol="circle-open", size=16, line=dict(width=3, color="#CC6677")),
+                    name=f"query “{token_label(tokens[token])}”",
+                    legendgroup="t",
+                    showlegend=h == 0,
+                ),
+                r,
+                c,
+            )
+    fig.update_xaxes(showticklabels=False, zeroline=True, zerolinecolor="#dddddd")
+    fig.update_yaxes(showticklabels=False, zeroline=True, zerolinecolor="#dddddd")
+    fig.update_layout(
+        title=title,
+        height=60 + 260 * rows,
+        margin=dict(l=10, r=10, t=80, b=10),
+        legend=dict(orientation="h", y=1.06, x=0),
+    )
+    return fig
+
+
+def subspace_animation(frames: list[tuple[float, np.ndarray, np.ndarray]], tokens: list[str], title: str) -> go.Figure:
+    """The panels along alpha, played in the browser: frames = [(alpha, queries (H, T, 2),
+    keys (H, T, 2)), ...]. Axes are fixed to the range of every frame so that points move."""
+    from plotly.subplots import make_subplots
+
+    H, T = frames[0][1].shape[:2]
+    rows, cols = _panel_grid(H)
+    fig = make_subplots(
+        rows, cols, subplot_titles=[f"head {h}" for h in range(H)], horizontal_spacing=0.04, vertical_spacing=0.08
+    )
+    names = [f"{i}: {token_label(t)}" for i, t in enumerate(tokens)]
+    colour = dict(color=list(range(T)), colorscale=SCALE, cmin=0, cmax=max(T - 1, 1))
+    _, q0, k0 = frames[0]
+    for h in range(H):
+        r, c = h // cols + 1, h % cols + 1
+        for pts, symbol, name in ((q0, "circle", "queries"), (k0, "diamond-open", "keys")):
+            fig.add_trace(
+                go.Scatter(
+                    x=pts[h, :, 0],
+                    y=pts[h, :, 1],
+                    mode="markers",
+                    hovertext=names,
+                    hoverinfo="text",
+                    name=name,
+                    marker=dict(symbol=symbol, size=6, line=dict(width=1.5), **colour),
+                    showlegend=h == 0,
+                    legendgroup=name,
+                ),
+                r,
+                c,
+            )
+    fig.frames = [
+        go.Frame(
+            name=f"{alpha:.1f}", data=[go.Scatter(x=pts[h, :, 0], y=pts[h, :, 1]) for h in range(H) for pts in (q, k)]
+        )
+        for alpha, q, k in frames
+    ]
+    for h in range(H):  # one range per panel, wide enough for every frame
+        every = np.concatenate([np.concatenate([q[h], k[h]]) for _, q, k in frames])  # (frames*2T, 2)
+        lo, hi = every.min(0), every.max(0)
+        pad = 0.05 * (hi - lo) + 1e-6
+        suffix = "" if h == 0 else str(h + 1)
+        fig.layout[f"xaxis{suffix}"].update(range=[lo[0] - pad[0], hi[0] + pad[0]], showticklabels=False)
+        fig.layout[f"yaxis{suffix}"].update(range=[lo[1] - pad[1], hi[1] + pad[1]], showticklabels=False)
+    steps = [
+        dict(
+            label=f"{alpha:.1f}",
+            method="animate",
+            args=[
+                [f"{alpha:.1f}"],
+                dict(mode="immediate", frame=dict(duration=0, redraw=False), transition=dict(duration=0)),
+            ],
+        )
+        for alpha, _, _ in frames
+    ]
+    fig.update_layout(
+        title=title,
+        height=140 + 260 * rows,
+        margin=dict(l=10, r=10, t=80, b=10),
+        legend=dict(orientation="h", y=1.06, x=0),
+        updatemenus=[
+            dict(
+                type="buttons",
+                direction="left",
+                x=0,
+                y=-0.02,
+                xanchor="left",
+                yanchor="top",
+                buttons=[
+                    dict(
+                        label="▶ Play",
+                        method="animate",
+                        args=[
+                            None,
+                            dict(
+                                frame=dict(duration=400, redraw=False), fromcurrent=True, transition=dict(duration=250)
+                            ),
+                        ],
+                    )
+                ],
+            )
+        ],
+        sliders=[
+            dict(active=0, steps=steps, x=0.12, y=-0.02, len=0.88, yanchor="top", currentvalue=dict(prefix="alpha = "))
+        ],
+    )
+    return fig
+
+
+KIND_COLOURS = {"special": "#332288", "punctuation": "#DDCC77"}
+
+
+def pool_panels(
+    queries: np.ndarray,
+    keys: np.ndarray,
+    fidelity: np.ndarray,
+    tokens: list[str],
+    kinds: list[str],
+    position: np.ndarray,
+    own: np.ndarray,
+    title: str,
+) -> go.Figure:
+    """Many sentences in one picture per head: queries (H, N, 2) as dots, keys as open diamonds.
+
+    Words are coloured by their relative position in their sentence (0 = start, 1 = end);
+    special tokens and punctuation have a colour each; the learner's tokens (own, (N,) bool)
+    are drawn larger with their labels on hover.
+    """
+    from plotly.subplots import make_subplots
+
+    H = queries.shape[0]
+    rows, cols = _panel_grid(H)
+    fig = make_subplots(
+        rows,
+        cols,
+        subplot_titles=[f"head {h} · fidelity {fidelity[h]:.2f}" for h in range(H)],
+        horizontal_spacing=0.04,
+        vertical_spacing=0.08,
+    )
+    hover = [f"{token_label(t)} ({k}{', yours' if o else ''})" for t, k, o in zip(tokens, kinds, own)]
+    kind = np.array(kinds)
+    groups = [("words", kind == "word"), ("[CLS], [SEP]", kind == "special"), ("punctuation", kind == "punctuation")]
+    for h in range(H):
+        r, c = h // cols + 1, h % cols + 1
+        for label, mask in groups:
+            idx = np.flatnonzero(mask)
+            if label == "words":
+                style = dict(color=position[idx], colorscale=SCALE, cmin=0, cmax=1)
+            else:
+                style = dict(color=KIND_COLOURS["special" if label.startswith("[") else "punctuation"])
+            for pts, symbol, part in ((queries, "circle", "query"), (keys, "diamond-open", "key")):
+                fig.add_trace(
+                    go.Scatter(
+                        x=pts[h, idx, 0],
+                        y=pts[h, idx, 1],
+                        mode="markers",
+                        hovertext=[hover[i] for i in idx],
+                        hoverinfo="text",
+                        name=f"{label}: {part}",
+                        legendgroup=f"{label}{part}",
+                        showlegend=h == 0,
+                        marker=dict(
+                            symbol=symbol, size=np.where(own[idx], 9, 4), line=dict(width=1), opacity=0.8, **style
+                        ),
+                    ),
+                    r,
+                    c,
+                )
+    fig.update_xaxes(showticklabels=False)
+    fig.update_yaxes(showticklabels=False)
+    fig.update_layout(
+        title=title,
+        height=60 + 260 * rows,
+        margin=dict(l=10, r=10, t=80, b=10),
+        legend=dict(orientation="h", y=1.08, x=0),
+    )
+    return fig
+
+
+def spectra_chart(per_head: np.ndarray, stacked: dict[str, np.ndarray], reference: np.ndarray) -> go.Figure:
+    """Left: each head's singular values of W_i^Q W_i^K^T. Right: cumulative share of squared
+    singular values of the stacked projections, against a random matrix of the same size."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(
+        1, 2, subplot_titles=["Each head's W_i^Q W_i^K^T: singular values", "Stacked projections: cumulative energy"]
+    )
+    for h, s in enumerate(per_head):
+        fig.add_trace(
+            go.Scatter(
+                y=s,
+                mode="lines",
+                name=f"head {h}",
+                line=dict(color=HEAD_COLOURS[h % 12], width=1),
+                showlegend=False,
+                hovertemplate=f"head {h}, direction %{{x}}: %{{y:.3f}}<extra></extra>",
+            ),
+            1,
+            1,
+        )
+    for n, (name, s) in enumerate([*stacked.items(), ("random matrix", reference)]):
+        energy = np.cumsum(s.astype(np.float64) ** 2) / np.sum(s.astype(np.float64) ** 2)
+        fig.add_trace(
+            go.Scatter(
+                y=energy,
+                mode="lines",
+                name=name,
+                line=dict(color=HEAD_COLOURS[[1, 3, 11][n % 3]], dash="dot" if n == 2 else None),
+            ),
+            1,
+            2,
+        )
+    fig.update_xaxes(title_text="direction (sorted)", row=1, col=1)
+    fig.update_xaxes(title_text="directions kept", row=1, col=2)
+    fig.update_yaxes(title_text="singular value", row=1, col=1)
+    fig.update_yaxes(title_text="share of energy", range=[0, 1.02], row=1, col=2)
+    fig.update_layout(height=360, margin=dict(l=10, r=10, t=60, b=10), legend=dict(orientation="h", y=-0.25))
+    return fig

@@ -98,3 +98,69 @@ def test_markup_and_script_are_shown_literally_and_never_run(server, browser):
         assert dialogs == [] and page.locator('img[src="x"]').count() == 0, name
         assert page.locator('[data-testid="stException"]').count() == 0, name
     page.screenshot(path=str(ARTIFACTS / "markup.png"))
+
+
+READ_PANELS = """() => {
+  for (const el of document.querySelectorAll('.js-plotly-plot')) {
+    const t = (el.layout && el.layout.title && el.layout.title.text) || '';
+    if (!t.includes('queries (●)')) continue;
+    const pick = (name) => el._fullData.filter(d => d.name === name).map(d => [Array.from(d.x), Array.from(d.y)]);
+    const rings = el._fullData.filter(d => (d.name || '').startsWith('query “')).map(d => [d.x[0], d.y[0], d.text[0]]);
+    return {title: t, queries: pick('queries'), keys: pick('keys'), rings: rings};
+  }
+  return null;
+}"""
+
+
+def read_panels(page):
+    for _ in range(60):
+        got = page.evaluate(READ_PANELS)
+        if got is not None:
+            return got
+        page.wait_for_timeout(250)
+    raise AssertionError("no subspace panels on the page")
+
+
+def test_subspaces_page_follows_a_token_and_folds_into_one_picture(server, browser, bert):
+    import numpy as np
+
+    from mha import subspaces
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    text = "The mole on his arm was not a mole but a rare insect."
+    page, dialogs = open_and_type(browser, server, text)
+    page.locator('[data-testid="stSidebarNav"] a').nth(PAGES.index("subspaces")).click()
+    wait_idle(page)
+    got = read_panels(page)
+    run = bert.attend(text)
+    expect = subspaces.layer_maps(bert, run, 0)
+    assert len(got["queries"]) == bert.n_heads
+    np.testing.assert_allclose(np.array(got["queries"][5]).T, expect.queries[5], atol=1e-4)
+    # pick another token: it is ringed in every panel, at its own query point
+    arm = run.tokens.index("arm")
+    page.get_by_test_id("stSelectbox").filter(has_text="Token to follow").click()
+    page.get_by_role("option", name=f"{arm}: arm").click()
+    wait_idle(page)
+    for _ in range(40):
+        got = read_panels(page)
+        if got["rings"] and got["rings"][0][2] == "arm":
+            break
+        page.wait_for_timeout(250)
+    assert [r[2] for r in got["rings"]] == ["arm"] * bert.n_heads
+    np.testing.assert_allclose([r[0] for r in got["rings"]], expect.queries[:, arm, 0], atol=1e-4)
+    page.screenshot(path=str(ARTIFACTS / "subspaces.png"), full_page=False)
+    # shared Q, K and V (alpha = 1): every panel draws the same points
+    page.get_by_test_id("stCheckbox").get_by_text("Shared (alpha = 1)").click()
+    wait_idle(page)
+    for _ in range(40):
+        got = read_panels(page)
+        if "alpha = 1.00" in got["title"]:
+            break
+        page.wait_for_timeout(250)
+    queries = np.array(got["queries"])  # (H, 2, T)
+    keys = np.array(got["keys"])
+    assert "alpha = 1.00" in got["title"]
+    assert np.abs(queries - queries[:1]).max() < 1e-5 and np.abs(keys - keys[:1]).max() < 1e-5
+    assert page.get_by_text("are the same picture").count() == 1
+    assert page.locator('[data-testid="stException"]').count() == 0 and dialogs == []
+    page.screenshot(path=str(ARTIFACTS / "subspaces_shared.png"), full_page=False)

@@ -342,3 +342,49 @@ def test_why_heads_page_trains_and_shows_curves_and_table():
     again.switch_page("app_pages/why_heads.py").run()
     again.select_slider(key="why_steps").set_value(100).run()
     assert again.dataframe and again.button(key="why_train").disabled
+
+
+def panel_points(fig: dict, kind: str) -> list[np.ndarray]:
+    """Every panel's (T, 2) points of one kind ("queries" or "keys") from a subspace figure."""
+    return [
+        np.stack([plotly_array(t["x"]), plotly_array(t["y"])], -1)
+        for t in fig["data"]
+        if t.get("name") == kind and t["type"] == "scatter"
+    ]
+
+
+def test_subspaces_page_draws_one_panel_per_head_from_layer_maps(bert):
+    from mha import subspaces
+
+    at = app(layer="3")
+    at.switch_page("app_pages/subspaces.py").run()
+    no_exception(at)
+    run = bert.attend(at.session_state["text"])
+    panels = figures(at)[0]
+    queries, keys = panel_points(panels, "queries"), panel_points(panels, "keys")
+    assert len(queries) == len(keys) == bert.n_heads
+    expect = subspaces.layer_maps(bert, run, 3)
+    for h in range(bert.n_heads):
+        np.testing.assert_allclose(queries[h], expect.queries[h], atol=1e-4)
+        np.testing.assert_allclose(keys[h], expect.keys[h], atol=1e-4)
+        title = panels["layout"]["annotations"][h]["text"]
+        assert title == f"head {h} · fidelity {expect.fidelity[h]:.2f}"
+    assert any("different pictures" in i.value for i in at.info)
+    # the followed token: ringed in every panel, lines to its top 3 keys
+    mole = run.tokens.index("mole")
+    assert at.selectbox(key="subspaces_token").value == mole
+    rings = [t for t in panels["data"] if t.get("name", "").startswith("query “")]
+    assert len(rings) == bert.n_heads
+    np.testing.assert_allclose([plotly_array(r["x"])[0] for r in rings], expect.queries[:, mole, 0], atol=1e-4)
+    # shared W^Q and W^K: one picture, said with its number
+    at.toggle(key="subspaces_shared").set_value(True).run()
+    no_exception(at)
+    queries = panel_points(figures(at)[0], "queries")
+    assert max(np.abs(q - queries[0]).max() for q in queries) < 1e-5
+    (done,) = [s.value for s in at.success if "same picture" in s.value]
+    assert float(done.split("max difference between panels ")[1].split(")")[0]) < 1e-5
+    # the animation holds 11 frames; the pool holds the sentence and the bundled ones
+    anim = figures(at)[1]
+    assert len(anim["frames"]) == 11 and anim["frames"][-1]["name"] == "1.0"
+    pool = figures(at)[2]
+    assert "50 bundled ones" in pool["layout"]["title"]["text"]

@@ -5,9 +5,13 @@ the engine, `mha`, never does.
 """
 
 from .cache import (
+    cached_alpha_frames,
     cached_collapse,
+    cached_layer_maps,
     cached_measures,
+    cached_pool,
     cached_run,
+    cached_spectra,
     cached_sweep,
     cached_token_views,
     cached_whole_model,
@@ -15,9 +19,25 @@ from .cache import (
     load_model,
 )
 from .state import MAX_CHARS, Inputs, inputs, kept, literal, notice, show_notices, sync_url
-from .widgets import current_run, ensure_model, layer_head, model, run_or_stop, sidebar, token_picker
+from .widgets import (
+    Sharing,
+    current_run,
+    ensure_model,
+    layer_head,
+    model,
+    run_or_stop,
+    sharing_controls,
+    sidebar,
+    token_picker,
+)
 
 __all__ = [
+    "Sharing",
+    "cached_alpha_frames",
+    "cached_layer_maps",
+    "cached_pool",
+    "cached_spectra",
+    "sharing_controls",
     "MAX_CHARS",
     "Inputs",
     "cached_collapse",

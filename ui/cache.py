@@ -17,7 +17,7 @@ from typing import Any
 
 import streamlit as st
 
-from mha import atlas, bert, collapse
+from mha import atlas, bert, collapse, subspaces
 
 from .state import Inputs
 
@@ -118,3 +118,39 @@ class SharedStore:
 def experiments() -> SharedStore:
     """Results of the training experiment, kept per settings for every session."""
     return SharedStore()
+
+
+@_tiered
+def cached_layer_maps(
+    inp: Inputs, layer: int, alpha: float, source: int | str, roles: tuple[str, ...]
+) -> subspaces.HeadMaps:
+    """Each head's 2-D query/key picture of one layer on the path to shared projections."""
+    return subspaces.layer_maps(load_model(inp.model), cached_run(inp), layer, alpha, source, roles)
+
+
+@_tiered
+def cached_alpha_frames(
+    inp: Inputs, layer: int, source: int | str, roles: tuple[str, ...]
+) -> list[tuple[float, subspaces.HeadMaps]]:
+    """The pictures at alpha = 0, 0.1, ..., 1 (points only), for the animation."""
+    return subspaces.alpha_frames(load_model(inp.model), cached_run(inp), layer, source, roles)
+
+
+@st.cache_data(show_spinner=False, max_entries=2)
+def cached_pool_runs(model_name: str) -> list[bert.BertRun]:
+    """The bundled pool of short sentences through the model (once per model)."""
+    model = load_model(model_name)
+    return [model.attend(text) for text in subspaces.pool_sentences()]
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def cached_pool(inp: Inputs, layer: int) -> tuple[subspaces.Pool, subspaces.HeadMaps]:
+    """The learner's sentence (first) and the bundled ones, pooled at one layer, with their pictures."""
+    p = subspaces.pool(load_model(inp.model), [cached_run(inp), *cached_pool_runs(inp.model)], layer)
+    return p, subspaces.pool_maps(p)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def cached_spectra(model_name: str, layer: int) -> subspaces.WeightSpectra:
+    """The singular values of one layer's query and key projections."""
+    return subspaces.weight_spectra(load_model(model_name).scratch_layer(layer))

@@ -1,9 +1,11 @@
 """Shared widgets: the sidebar (which produces the rerun's Inputs), the model with its fallback,
-the current run with its messages, and the layer/head and token pickers."""
+the current run with its messages, the layer/head and token pickers, and the controls of the
+path to shared projections."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
@@ -145,3 +147,34 @@ def token_picker(
     box = container or st
     default = min(default, len(tokens) - 1)
     return box.selectbox(label, range(len(tokens)), index=default, key=key, format_func=lambda i: f"{i}: {tokens[i]}")
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """The path to shared projections: W_i(alpha) = (1 - alpha) W_i + alpha W_shared for `roles`."""
+
+    alpha: float
+    source: int | str  # the head whose slice is shared, or "mean"
+    roles: tuple[str, ...]  # sorted subset of ("k", "q", "v"); may be empty
+
+
+def sharing_controls(n_heads: int, prefix: str, default_alpha: float = 0.5) -> Sharing:
+    """The shared toggle, the alpha slider, the shared slice and the roles, in one row.
+
+    Widget keys start with `prefix` (e.g. "collapse_alpha"), so each page keeps its own setting.
+    """
+    c1, c2, c3, c4 = st.columns([1, 1.8, 1.2, 1.6])
+    shared = c1.toggle("Shared (alpha = 1)", value=False, key=f"{prefix}_shared")
+    alpha = c2.slider(
+        "alpha: distinct (0) -> shared (1)", 0.0, 1.0, default_alpha, step=0.05, disabled=shared, key=f"{prefix}_alpha"
+    )
+    source = c3.selectbox(
+        "Shared projection",
+        [*range(n_heads), "mean"],
+        key=f"{prefix}_source",
+        format_func=lambda s: "mean of all heads" if s == "mean" else f"head {s}'s slice",
+    )
+    roles = c4.multiselect(
+        "Share", ["q", "k", "v"], default=["q", "k", "v"], key=f"{prefix}_roles", format_func=lambda r: f"W^{r.upper()}"
+    )
+    return Sharing(1.0 if shared else float(alpha), source, tuple(sorted(roles)))

@@ -1,0 +1,122 @@
+"""Subspaces: where each head's lens puts the tokens of your sentence, and how sharing W^Q and W^K
+folds every head's picture into one."""
+
+import streamlit as st
+
+import ui
+from mha import atlas, plots, subspaces
+
+st.title("Subspaces: each head's own view of your sentence")
+st.markdown(
+    "Each head i projects the token vectors with its own W_i^Q and W_i^K into a small D-dimensional "
+    "space: its **representation subspace**. There a query meets the keys, and the closer their dot "
+    "product, the more the token reads that key. Below, every head's space is drawn in 2-D: the "
+    "picture keeps as much of the head's scaled scores Q_i K_i^T / sqrt(d_k) as two dimensions can."
+)
+inp = ui.inputs()
+run = ui.run_or_stop(inp)
+model = ui.model(inp)
+H = model.n_heads
+layer, _ = ui.layer_head(run, head=False)
+sharing = ui.sharing_controls(H, "subspaces", default_alpha=0.0)
+if not sharing.roles:
+    st.info("Choose at least one of W^Q, W^K, W^V to share.")
+    st.stop()
+token = ui.token_picker("Token to follow", run.tokens, atlas.find_token(run.tokens, "mole", 1), "subspaces_token")
+
+with st.spinner("Projecting every head..."):
+    maps = ui.cached_layer_maps(inp, layer, sharing.alpha, sharing.source, sharing.roles)
+st.plotly_chart(
+    plots.subspace_panels(
+        maps.queries,
+        maps.keys,
+        maps.fidelity,
+        run.tokens,
+        f"Layer {layer} at alpha = {sharing.alpha:.2f}: queries (●) and keys (◇) of every token, per head",
+        token=token,
+        weights=maps.weights,
+    ),
+    width="stretch",
+    key="subspaces_panels",
+)
+st.caption(
+    f"A token has the same colour in every panel (by position: {run.n_tokens} tokens, repeats keep their "
+    f"own points). The ring is “{plots.token_label(run.tokens[token])}” as a query; its lines go to the 3 keys "
+    "it reads most in that head. **Fidelity** is the share of the head's scores the picture keeps: the "
+    "dot product of a query point and a key point is the best two-dimensional match to their real scaled "
+    "score (keys are centred first, which the softmax does not notice); 1 = exact."
+)
+spread = subspaces.max_map_difference(maps)
+if {"q", "k"} <= set(sharing.roles) and sharing.alpha == 1.0:
+    st.success(
+        f"W^Q and W^K shared: all {H} panels are the same picture (max difference between panels "
+        f"{spread:.1e}). The heads look at the sentence through one lens, so they attend alike.",
+        icon=":material/call_merge:",
+    )
+else:
+    st.info(
+        f"{H} different pictures (max difference between panels {spread:.2f}): the same word lands in "
+        "different places, and reads different words, in each head. Turn on *Shared* with W^Q and W^K "
+        "to fold them into one.",
+        icon=":material/layers:",
+    )
+
+st.subheader("Play along alpha")
+with st.spinner("Computing the pictures from distinct to shared..."):
+    frames = ui.cached_alpha_frames(inp, layer, sharing.source, sharing.roles)
+st.plotly_chart(
+    plots.subspace_animation(
+        [(a, m.queries, m.keys) for a, m in frames],
+        run.tokens,
+        f"Layer {layer}: {', '.join('W^' + r.upper() for r in sharing.roles)} pulled from distinct (0) to shared (1)",
+    ),
+    width="stretch",
+    key="subspaces_animation",
+)
+st.caption("Press ▶ or drag the slider: the frames are all in your browser, so it plays without the server.")
+
+st.subheader("Many sentences, one picture per head")
+with st.spinner(f"Running {len(subspaces.pool_sentences())} more sentences through the model (once)..."):
+    pool, pool_maps = ui.cached_pool(inp, layer)
+own = pool.sentence == 0
+st.plotly_chart(
+    plots.pool_panels(
+        pool_maps.queries,
+        pool_maps.keys,
+        pool_maps.fidelity,
+        pool.tokens,
+        subspaces.token_kinds(pool.tokens),
+        pool.position,
+        own,
+        f"Layer {layer} (BERT's own weights): your sentence (large) and "
+        f"{pool.sentence.max()} bundled ones, {len(pool.tokens)} tokens",
+    ),
+    width="stretch",
+    key="subspaces_pool",
+)
+st.caption(
+    "As AttentionViz does for a corpus: the same picture over many sentences shows what a head's space is "
+    "organised by. Words are coloured by where they sit in their sentence (start to end); [CLS]/[SEP] and "
+    "punctuation have their own colours. A head whose words fan out by colour reads position; one that "
+    "gathers the separators apart treats them as a place to park attention."
+)
+
+st.subheader("The weights themselves")
+spectra = ui.cached_spectra(inp.model, layer)
+st.plotly_chart(
+    plots.spectra_chart(
+        spectra.per_head, {"stacked W^Q": spectra.query, "stacked W^K": spectra.key}, spectra.reference
+    ),
+    width="stretch",
+)
+C, D = model.d_model, model.d_model // H
+st.caption(
+    f"Left: each head's W_i^Q W_i^K^T ({C} x {C}) has at most d_k = {D} directions. Right: stacked side by "
+    f"side, the {H} heads' W^Q need {spectra.energy_rank('query')} of {C} directions for 90 % of their "
+    f"energy, W^K {spectra.energy_rank('key')} (a random matrix: {spectra.energy_rank('reference')}). "
+    "The heads' subspaces are their own but partly shared (Cordonnier et al. 2020, *Multi-Head "
+    "Attention: Collaborate Instead of Concatenate*)."
+)
+st.page_link(
+    "app_pages/collapse.py", label="The same sharing, measured: the collapse page", icon=":material/call_merge:"
+)

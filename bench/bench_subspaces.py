@@ -1,0 +1,65 @@
+"""Server-side budget of the Subspaces page: one layer's 12 head maps with fidelity at 128 tokens
+(<= 0.3 s), the alpha animation of 11 frames (<= 2 s), the 50-sentence pool on first use
+(<= 2 s) and again from the cache (instant, measured as the pictures alone).
+
+    python bench/bench_subspaces.py [--runs 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from common import median_seconds, sentence, server_threads
+
+server_threads()
+
+from mha import plots, subspaces  # noqa: E402
+from mha.bert import load_bert  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=7)
+    args = parser.parse_args()
+    bert = load_bert()
+    run = bert.attend(sentence(128, 0))
+    layer = 2
+
+    def maps():
+        m = subspaces.layer_maps(bert, run, layer)
+        plots.subspace_panels(m.queries, m.keys, m.fidelity, run.tokens, "", token=3, weights=m.weights).to_json()
+
+    def frames():
+        fr = subspaces.alpha_frames(bert, run, layer)
+        plots.subspace_animation([(a, m.queries, m.keys) for a, m in fr], run.tokens, "").to_json()
+
+    texts = subspaces.pool_sentences()
+    t0 = time.perf_counter()
+    runs = [bert.attend(t) for t in texts]  # what the page caches once per model
+    p = subspaces.pool(bert, [run, *runs], layer)
+    pm = subspaces.pool_maps(p)
+    first = time.perf_counter() - t0
+
+    def cached_pool():
+        q = subspaces.pool(bert, [run, *runs], layer)
+        subspaces.pool_maps(q)
+
+    rows = [
+        ("one layer, 12 heads: maps + fidelity + figure", median_seconds(maps, args.runs), 0.3),
+        ("alpha animation, 11 frames + figure", median_seconds(frames, args.runs), 2.0),
+        (f"pool of {len(texts)} sentences, first use", first, 2.0),
+        ("pool, sentences cached (another layer)", median_seconds(cached_pool, args.runs), None),
+    ]
+    print(f"{run.n_tokens} tokens, {bert.n_heads} heads, median of {args.runs} runs (first use: one run)")
+    for name, seconds, budget in rows:
+        verdict = "" if budget is None else ("OK" if seconds <= budget else "OVER")
+        print(f"{name:<48} {seconds:6.3f} s  budget {budget if budget else '-':>4}  {verdict}")
+    figure = plots.pool_panels(
+        pm.queries, pm.keys, pm.fidelity, p.tokens, subspaces.token_kinds(p.tokens), p.position, p.sentence == 0, ""
+    ).to_json()
+    print(f"pool figure: {len(figure) / 1e6:.2f} MB of JSON for {len(p.tokens)} tokens")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,245 @@
+"""Each head's representation subspace, made visible: where the tokens land in a head's query
+and key space, in a 2-D picture chosen to keep what attention computes from them.
+
+What attention reads of a head's queries Q_i (T, D) and keys K_i (T, D) is the scaled score
+matrix S = Q_i K_i^T / sqrt(d_k), and only up to a constant per row: softmax(s + c) = softmax(s).
+Translating every key by one vector b adds q_t . b to row t, so the keys can be centred for free
+(as AttentionViz translates them). The picture is the best rank-2 factorisation of the centred
+scores (Eckart & Young 1936): a query point and a key point have the dot product closest, in the
+least-squares sense, to their real scaled score.
+
+fidelity = (s_1^2 + s_2^2) / sum_k s_k^2 over the singular values s_k of the centred scores: the
+share of their energy the picture keeps, in (0, 1]; exactly 1 when the head's scores have rank
+at most 2.
+
+Shapes: H heads, T tokens, C = d_model, D = d_k = C / H, N tokens of a pool of sentences.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from importlib import resources
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from .attention import MultiHeadAttention
+from .collapse import ROLES, Source, interpolate
+
+if TYPE_CHECKING:
+    from .bert import BertRun, LoadedBert
+
+
+@dataclass
+class HeadSpaces:
+    """Every head's queries and keys for one input, float32: queries, keys (H, T, D)."""
+
+    queries: np.ndarray
+    keys: np.ndarray
+
+
+@dataclass
+class HeadMaps:
+    """A 2-D picture per head: queries, keys (H, T, 2), fidelity (H,) (see the module doc), and
+    the head's attention weights (H, T, T) when they were computed with it (else None)."""
+
+    queries: np.ndarray
+    keys: np.ndarray
+    fidelity: np.ndarray
+    weights: np.ndarray | None = None
+
+
+def head_spaces(module: MultiHeadAttention, x: torch.Tensor | np.ndarray) -> HeadSpaces:
+    """Every head's queries and keys for x of shape (T, C) or (1, T, C): the numbers of trace()."""
+    return _spaces_and_weights(module, x)[0]
+
+
+def _spaces_and_weights(module: MultiHeadAttention, x: torch.Tensor | np.ndarray) -> tuple[HeadSpaces, np.ndarray]:
+    x = torch.as_tensor(x, dtype=torch.float32)
+    if x.dim() == 2:
+        x = x.unsqueeze(0)  # (1, T, C)
+    if x.dim() != 3 or x.shape[0] != 1:
+        raise ValueError(f"x must have shape (T, C) or (1, T, C), got {tuple(x.shape)}")
+    with torch.inference_mode():
+        tr = module.trace(x)
+    spaces = HeadSpaces(tr.q[0].float().numpy().copy(), tr.k[0].float().numpy().copy())  # (H, T, D) each
+    return spaces, tr.weights[0].numpy()
+
+
+def _rank2(q: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Best rank-2 factorisation of S = q k^T (q (T, D), k (S, D), k already centred).
+
+    Works on D x D matrices (S has rank at most D): with thin QR q = A R_a and k = B R_b,
+    S = A (R_a R_b^T) B^T, so S's singular vectors are A and B times those of R_a R_b^T.
+    Returns (query points (T, 2), key points (S, 2), fidelity). Signs are fixed so that each
+    axis's largest query coordinate (in absolute value) is positive: equal inputs, equal pictures.
+    """
+    q, k = q.astype(np.float64), k.astype(np.float64)
+    a, r_a = np.linalg.qr(q)  # (T, D'), (D', D)
+    b, r_b = np.linalg.qr(k)  # (S, D''), (D'', D)
+    u, s, vt = np.linalg.svd(r_a @ r_b.T)  # the small middle factor
+    u, v = a @ u[:, :2], b @ vt[:2].T  # (T, 2), (S, 2) singular vectors of S
+    s2 = np.zeros(2)
+    s2[: min(2, s.size)] = s[:2]
+    if u.shape[1] < 2:  # fewer than two directions (one token or d_k = 1)
+        u = np.pad(u, ((0, 0), (0, 2 - u.shape[1])))
+        v = np.pad(v, ((0, 0), (0, 2 - v.shape[1])))
+    flip = np.sign(u[np.abs(u).argmax(0), [0, 1]])  # (2,): the same flip on u and v keeps S
+    flip[flip == 0] = 1.0
+    root = np.sqrt(s2) * flip
+    energy = float((s**2).sum())
+    fidelity = float((s2**2).sum() / energy) if energy > 0 else 1.0
+    return (u * root).astype(np.float32), (v * root).astype(np.float32), fidelity
+
+
+def head_maps(spaces: HeadSpaces, weights: np.ndarray | None = None) -> HeadMaps:
+    """The 2-D picture of every head (see the module doc); weights are passed through."""
+    H, T, D = spaces.queries.shape
+    scale = 1.0 / math.sqrt(D)
+    qs, ks, fid = np.empty((H, T, 2), np.float32), np.empty((H, T, 2), np.float32), np.empty(H)
+    for h in range(H):
+        keys = spaces.keys[h] - spaces.keys[h].mean(0)  # free for the softmax: one shift per row
+        qs[h], ks[h], fid[h] = _rank2(spaces.queries[h] * scale, keys)
+    return HeadMaps(qs, ks, fid, weights)
+
+
+def layer_maps(
+    bert: LoadedBert,
+    run: BertRun,
+    layer: int,
+    alpha: float = 0.0,
+    source: Source = 0,
+    roles: Iterable[str] = ROLES,
+) -> HeadMaps:
+    """head_maps of BERT's layer `layer` on the run's input to it, pulled towards shared
+    projections by alpha exactly as the collapse page does (on a copy of the weights)."""
+    m = interpolate(bert.scratch_layer(layer), alpha, source, roles)
+    spaces, weights = _spaces_and_weights(m, run.hidden_states[layer])
+    return head_maps(spaces, weights)
+
+
+def alpha_frames(
+    bert: LoadedBert, run: BertRun, layer: int, source: Source = 0, roles: Iterable[str] = ROLES, steps: int = 11
+) -> list[tuple[float, HeadMaps]]:
+    """layer_maps at `steps` evenly spaced alphas from 0 (distinct) to 1 (shared), without the
+    attention weights (the frames of an animation need only the points)."""
+    roles = tuple(roles)
+    alphas = np.linspace(0.0, 1.0, steps)
+    return [(float(a), replace(layer_maps(bert, run, layer, float(a), source, roles), weights=None)) for a in alphas]
+
+
+def max_map_difference(maps: HeadMaps) -> float:
+    """The largest |difference| between any head's picture and head 0's (0 = identical panels)."""
+    return float(max(np.abs(maps.queries - maps.queries[:1]).max(), np.abs(maps.keys - maps.keys[:1]).max()))
+
+
+# ---------------------------------------------------------------- the weight-space view
+
+
+@dataclass
+class WeightSpectra:
+    """Singular values of the projections of one layer.
+
+    per_head: (H, D) of W_i^Q W_i^K^T (C x C, rank at most D): how many directions each head's
+        query-key match really uses.
+    query, key: (C,) of the heads' stacked W^Q and W^K (C x C): if the heads used unrelated
+        subspaces, H heads of rank D would fill all C directions evenly; a fast decay means they
+        share common directions (Cordonnier et al. 2020, "Multi-Head Attention: Collaborate
+        Instead of Concatenate").
+    """
+
+    per_head: np.ndarray
+    query: np.ndarray
+    key: np.ndarray
+    reference: np.ndarray  # (C,) of a C x C Gaussian matrix: unrelated directions, for comparison
+
+    def energy_rank(self, which: str = "query", share: float = 0.9) -> int:
+        """How many directions hold `share` of the squared singular values of `which`
+        ("query", "key" or "reference")."""
+        s2 = getattr(self, which).astype(np.float64) ** 2
+        return int(np.searchsorted(np.cumsum(s2) / s2.sum(), share) + 1)
+
+
+def weight_spectra(module: MultiHeadAttention) -> WeightSpectra:
+    """The singular values of a distinct-mode module's query and key projections (see WeightSpectra)."""
+    if module.projection != "distinct":
+        raise ValueError("weight spectra need distinct projections (a shared module has one head)")
+    H, D = module.n_heads, module.d_head
+    wq = module.q_proj.weight.detach().double().numpy()  # (H*D, C): head i owns rows i*D:(i+1)*D
+    wk = module.k_proj.weight.detach().double().numpy()
+    per_head = np.empty((H, D))
+    for h in range(H):
+        a, b = wq[h * D : (h + 1) * D].T, wk[h * D : (h + 1) * D].T  # (C, D): W_i^Q, W_i^K
+        _, r_a = np.linalg.qr(a)
+        _, r_b = np.linalg.qr(b)
+        per_head[h] = np.linalg.svd(r_a @ r_b.T, compute_uv=False)  # those of W_i^Q W_i^K^T
+    reference = np.linalg.svd(np.random.default_rng(0).standard_normal(wq.shape), compute_uv=False)
+    return WeightSpectra(per_head, np.linalg.svd(wq, compute_uv=False), np.linalg.svd(wk, compute_uv=False), reference)
+
+
+# ---------------------------------------------------------------- many sentences
+
+
+def pool_sentences() -> list[str]:
+    """The ~50 short sentences bundled for the pooled picture (written for this project)."""
+    text = resources.files("mha").joinpath("data/pool_sentences.txt").read_text(encoding="utf-8")
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+@dataclass
+class Pool:
+    """Queries and keys of every token of many sentences, for one layer, per head.
+
+    queries, keys: (H, N, D); keys are centred per sentence (free for each sentence's softmax).
+    tokens: N token strings; sentence: (N,) which sentence each came from; position: (N,) the
+    token's position in its sentence divided by the sentence's length (0 = [CLS]).
+    """
+
+    queries: np.ndarray
+    keys: np.ndarray
+    tokens: list[str]
+    sentence: np.ndarray
+    position: np.ndarray
+
+
+def pool(bert: LoadedBert, runs: list[BertRun], layer: int) -> Pool:
+    """Every token of `runs` at BERT's layer `layer` (real weights), pooled."""
+    m = bert.scratch_layer(layer)
+    qs, ks, tokens, sentence, position = [], [], [], [], []
+    for n, run in enumerate(runs):
+        sp = head_spaces(m, run.hidden_states[layer])
+        qs.append(sp.queries)
+        ks.append(sp.keys - sp.keys.mean(1, keepdims=True))
+        tokens += run.tokens
+        sentence += [n] * run.n_tokens
+        position += list(np.arange(run.n_tokens) / max(run.n_tokens - 1, 1))
+    return Pool(np.concatenate(qs, 1), np.concatenate(ks, 1), tokens, np.array(sentence), np.array(position))
+
+
+def pool_maps(p: Pool) -> HeadMaps:
+    """The 2-D picture of each head over the whole pool (the same rank-2 method)."""
+    H, N, D = p.queries.shape
+    scale = 1.0 / math.sqrt(D)
+    qs, ks, fid = np.empty((H, N, 2), np.float32), np.empty((H, N, 2), np.float32), np.empty(H)
+    for h in range(H):
+        qs[h], ks[h], fid[h] = _rank2(p.queries[h] * scale, p.keys[h])
+    return HeadMaps(qs, ks, fid)
+
+
+def token_kinds(tokens: list[str]) -> list[str]:
+    """'special' ([CLS], [SEP], [PAD]), 'punctuation' (no letter or digit) or 'word', per token."""
+    from .views import SPECIAL
+
+    out = []
+    for t in tokens:
+        bare = t.removeprefix("##")
+        if t in SPECIAL:
+            out.append("special")
+        elif bare and not any(c.isalnum() for c in bare):
+            out.append("punctuation")
+        else:
+            out.append("word")
+    return out

@@ -1,0 +1,148 @@
+"""Each head's query/key picture on the real bundled weights: the same numbers as trace, faithful
+to the scores, different per head, and one picture when W^Q and W^K are shared."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+import scipy.linalg
+import scipy.special
+import torch
+from conftest import SENTENCES
+from scipy.spatial import procrustes
+
+from mha import MultiHeadAttention, subspaces
+
+
+@pytest.fixture(scope="module")
+def run(bert):
+    return bert.attend(SENTENCES[0])
+
+
+def digest(model) -> str:
+    h = hashlib.sha256()
+    for k, v in model.state_dict().items():
+        h.update(k.encode() + v.numpy().tobytes())
+    return h.hexdigest()
+
+
+def test_head_spaces_are_the_trace_queries_and_keys(bert, run):
+    m = bert.scratch_layer(3)
+    x = torch.from_numpy(run.hidden_states[3])
+    with torch.no_grad():
+        tr = m.trace(x.unsqueeze(0))
+    for given in (x, x.unsqueeze(0), run.hidden_states[3]):
+        sp = subspaces.head_spaces(m, given)
+        assert sp.queries.dtype == np.float32 and sp.queries.shape == (bert.n_heads, run.n_tokens, 32)
+        np.testing.assert_array_equal(sp.queries, tr.q[0].numpy())
+        np.testing.assert_array_equal(sp.keys, tr.k[0].numpy())
+    with pytest.raises(ValueError, match="shape"):
+        subspaces.head_spaces(m, x.unsqueeze(0).repeat(2, 1, 1))
+
+
+def test_the_picture_is_the_best_rank_two_match_to_the_centred_scores(bert, run):
+    sp = subspaces.head_spaces(bert.scratch_layer(2), run.hidden_states[2])
+    maps = subspaces.head_maps(sp)
+    for h in (0, 5, 11):
+        keys = sp.keys[h] - sp.keys[h].mean(0)
+        S = sp.queries[h].astype(np.float64) @ keys.T / np.sqrt(32)  # (T, T) what the softmax sees
+        u, s, vt = np.linalg.svd(S)
+        best = (u[:, :2] * s[:2]) @ vt[:2]  # Eckart-Young: the best rank-2 approximation
+        np.testing.assert_allclose(maps.queries[h] @ maps.keys[h].T, best, atol=1e-4)
+        assert maps.fidelity[h] == pytest.approx((s[:2] ** 2).sum() / (s**2).sum(), rel=1e-6)
+        # centring the keys changes no softmax: every row shifts by one constant
+        raw = sp.queries[h] @ sp.keys[h].T / np.sqrt(32)
+        np.testing.assert_allclose(scipy.special.softmax(raw, -1), scipy.special.softmax(S, -1), atol=1e-6)
+    assert np.all((maps.fidelity > 0) & (maps.fidelity <= 1 + 1e-9))
+
+
+def test_fidelity_is_one_for_rank_two_scores_and_lower_otherwise():
+    rng = np.random.default_rng(0)
+    q, k = rng.standard_normal((1, 20, 8)), rng.standard_normal((1, 20, 8))
+    low_q, low_k = q.copy(), k.copy()
+    low_q[..., 2:] = 0  # queries in a 2-D subspace: the scores have rank <= 2
+    full = subspaces.head_maps(subspaces.HeadSpaces(q.astype(np.float32), k.astype(np.float32)))
+    low = subspaces.head_maps(subspaces.HeadSpaces(low_q.astype(np.float32), low_k.astype(np.float32)))
+    assert low.fidelity[0] == pytest.approx(1.0, abs=1e-9)
+    assert 0 < full.fidelity[0] < low.fidelity[0]
+
+
+def test_distinct_heads_give_different_pictures_in_every_layer(bert, run):
+    for layer in range(bert.n_layers):
+        maps = subspaces.layer_maps(bert, run, layer)
+        points = np.concatenate([maps.queries, maps.keys], 1)  # (H, 2T, 2)
+        H = points.shape[0]
+        disparity = [procrustes(points[i], points[j])[2] for i in range(H) for j in range(i + 1, H)]
+        assert np.median(disparity) > 0.1, layer
+        assert maps.weights.shape == (H, run.n_tokens, run.n_tokens)
+        np.testing.assert_allclose(maps.weights, run.attentions[layer], atol=1e-5)
+
+
+@pytest.mark.parametrize("roles", [("q", "k"), ("q", "k", "v")])
+def test_shared_queries_and_keys_give_one_picture(bert, run, roles):
+    for layer in range(bert.n_layers):
+        maps = subspaces.layer_maps(bert, run, layer, 1.0, 4, roles)
+        assert np.abs(maps.queries - maps.queries[:1]).max() < 1e-5
+        assert np.abs(maps.keys - maps.keys[:1]).max() < 1e-5
+        assert subspaces.max_map_difference(maps) < 1e-5
+    kv = subspaces.layer_maps(bert, run, 0, 1.0, 4, ("k", "v"))  # queries still distinct
+    assert subspaces.max_map_difference(kv) > 0.1
+
+
+def test_alpha_frames_run_from_bert_to_one_picture(bert, run):
+    frames = subspaces.alpha_frames(bert, run, 1, "mean", ("q", "k", "v"))
+    assert [a for a, _ in frames] == pytest.approx(np.linspace(0, 1, 11))
+    assert frames[0][1].weights is None
+    first = subspaces.layer_maps(bert, run, 1)
+    np.testing.assert_array_equal(frames[0][1].queries, first.queries)
+    assert subspaces.max_map_difference(frames[-1][1]) < 1e-5 < subspaces.max_map_difference(frames[0][1])
+
+
+def test_weight_spectra_against_scipy(bert):
+    m = bert.scratch_layer(4)
+    ws = subspaces.weight_spectra(m)
+    D = m.d_head
+    wq, wk = m.q_proj.weight.double().numpy(), m.k_proj.weight.double().numpy()
+    for h in (0, 7):
+        product = wq[h * D : (h + 1) * D].T @ wk[h * D : (h + 1) * D]  # W_i^Q W_i^K^T, C x C
+        np.testing.assert_allclose(ws.per_head[h], scipy.linalg.svdvals(product)[:D], rtol=1e-6, atol=1e-9)
+        assert scipy.linalg.svdvals(product)[D] < 1e-9 * ws.per_head[h][0]  # rank at most d_k
+    np.testing.assert_allclose(ws.query, scipy.linalg.svdvals(wq), rtol=1e-9)
+    np.testing.assert_allclose(ws.key, scipy.linalg.svdvals(wk), rtol=1e-9)
+    # BERT's heads share directions: fewer for 90 % of the energy than unrelated random ones
+    assert ws.energy_rank("query") < ws.energy_rank("reference") and ws.energy_rank("key") < ws.energy_rank("reference")
+    with pytest.raises(ValueError, match="distinct"):
+        subspaces.weight_spectra(MultiHeadAttention(32, 4, "shared"))
+
+
+def test_pool_of_bundled_sentences(bert, run):
+    texts = subspaces.pool_sentences()
+    assert 45 <= len(texts) <= 60 and all(t and not t.startswith("#") for t in texts)
+    runs = [run, *(bert.attend(t) for t in texts[:5])]
+    p = subspaces.pool(bert, runs, 2)
+    N = sum(r.n_tokens for r in runs)
+    assert p.queries.shape == p.keys.shape == (bert.n_heads, N, 32) and len(p.tokens) == N
+    assert (p.sentence == 0).sum() == run.n_tokens and p.position[0] == 0 and p.position[run.n_tokens - 1] == 1
+    first = slice(0, run.n_tokens)
+    np.testing.assert_allclose(p.keys[:, first].mean(1), 0, atol=1e-5)  # centred per sentence
+    maps = subspaces.pool_maps(p)
+    assert maps.queries.shape == (bert.n_heads, N, 2) and np.all(maps.fidelity <= 1 + 1e-9)
+    assert subspaces.token_kinds(["[CLS]", "the", "##s", ",", "...", "[SEP]"]) == [
+        "special",
+        "word",
+        "word",
+        "punctuation",
+        "punctuation",
+        "special",
+    ]
+
+
+def test_the_cached_model_is_untouched(bert, run):
+    before = digest(bert.model)
+    subspaces.alpha_frames(bert, run, 0, 0, ("q", "k"))
+    subspaces.layer_maps(bert, run, 5, 1.0, "mean")
+    subspaces.weight_spectra(bert.scratch_layer(5))
+    subspaces.pool(bert, [run], 3)
+    assert digest(bert.model) == before
