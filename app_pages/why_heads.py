@@ -10,11 +10,12 @@ st.title("Why many heads: train them and see")
 st.markdown(
     "Each position must report the tokens at several fixed relations at once: 1, 2 and 3 "
     "positions back, and the first token of the sequence. One head gives each position a single "
-    "weighted average, so it cannot fetch four different tokens at once. Three models of the "
-    "same width are trained side by side on the same batches: **distinct** heads, **shared** "
-    "heads (one W^Q, W^K, W^V for all) and a **single** full-width head. "
-    "Vaswani et al. 2017 (Table 3, rows A) saw the same in translation: one head was 0.9 BLEU "
-    "below the best number of heads."
+    "weighted average, so it cannot fetch four different tokens at once. Five models of the "
+    "same width are trained side by side on the same batches: **distinct** heads; heads that keep "
+    "their own W_i^Q but share K and V in 2 groups (**grouped**, Ainslie et al. 2023) or all together "
+    "(**mqa**, multi-query, Shazeer 2019); **shared** heads (one W^Q, W^K, W^V for all); and a "
+    "**single** full-width head. Vaswani et al. 2017 (Table 3, rows A) saw the same in translation: "
+    "one head was 0.9 BLEU below the best number of heads."
 )
 c1, c2, c3, c4 = st.columns(4)
 n_rel = c1.slider("Relations to report", 1, 4, 4, key="why_relations", help="1 = only the previous token: the control.")
@@ -30,7 +31,7 @@ if heads < n_rel:
 store = ui.experiments()
 result = store.get(settings)
 train = st.button(
-    "Train the three models",
+    "Train the five models",
     type="primary",
     disabled=result is not None,
     key="why_train",
@@ -51,7 +52,7 @@ if result is None and train:
     store.put(settings, result)
     bar.empty()
 if result is None:
-    st.info("Press **Train** (about 15 s with the defaults on a laptop CPU).")
+    st.info("Press **Train** (about 15-25 s with the defaults on a laptop CPU).")
     st.stop()
 
 models = result.models
@@ -75,18 +76,22 @@ st.dataframe(
     hide_index=True,
 )
 d, s_, one = models["distinct"], models["shared"], models["single"]
+g, mq = models["grouped"], models["mqa"]
 if n_rel == 1:
     st.success(
-        f"The control: with one relation every model learns it (distinct {d.final_accuracy:.0%}, shared "
-        f"{s_.final_accuracy:.0%}, single {one.final_accuracy:.0%}). One head is enough for one relation."
+        f"The control: with one relation every model learns it (distinct {d.final_accuracy:.0%}, grouped "
+        f"{g.final_accuracy:.0%}, mqa {mq.final_accuracy:.0%}, shared {s_.final_accuracy:.0%}, single "
+        f"{one.final_accuracy:.0%}). One head is enough for one relation."
     )
 else:
     st.success(
         f"With {n_rel} relations, distinct heads get {d.final_accuracy:.1%} of positions fully right, while "
         f"the single head gets {one.final_accuracy:.1%} and the shared heads {s_.final_accuracy:.1%}, "
-        f"although the single head has as many parameters ({one.parameters:,}). Sharing saved "
-        f"{d.parameters - s_.parameters:,} parameters and turned {heads} heads into one point of view: "
-        "copies of a single head that must average the relations, as the lesson predicts."
+        f"although the single head has as many parameters ({one.parameters:,}). Sharing Q, K and V saved "
+        f"{d.parameters - s_.parameters:,} parameters and turned {heads} heads into one point of view. "
+        f"Sharing only K and V saved {d.parameters - mq.parameters:,} (mqa: {mq.final_accuracy:.1%}; grouped: "
+        f"{d.parameters - g.parameters:,} saved, {g.final_accuracy:.1%}): each head keeps its own query, "
+        "so it can still ask for its own relation."
     )
 
 st.subheader("What each head learned, on one example sequence")
@@ -103,6 +108,7 @@ for kind in ex.MODELS:
         width="stretch",
     )
 st.caption(
-    "Distinct heads each lock onto one relation; the single head spreads its weight over "
-    "several; the shared heads are exact copies of each other."
+    "Distinct heads each lock onto one relation, and so do the grouped and mqa heads, whose queries "
+    "differ; the single head spreads its weight over several; the shared heads are exact copies of "
+    "each other."
 )

@@ -95,16 +95,50 @@ def valid_head_counts(d_model: int) -> list[int]:
     return [h for h in range(1, d_model + 1) if d_model % h == 0]
 
 
+def _kv_heads(n_heads: int, projection: Projection, kv_heads: int | None) -> int:
+    """The number of K/V heads, checked: n_heads by default, 1 for a shared projection."""
+    if projection == "shared":
+        if kv_heads not in (None, 1):
+            raise ValueError("a shared projection has one K/V head: leave kv_heads unset")
+        return 1
+    if kv_heads is None:
+        return n_heads
+    if not isinstance(kv_heads, int) or kv_heads < 1 or n_heads % kv_heads:
+        divisors = [g for g in range(1, n_heads + 1) if n_heads % g == 0]
+        raise ValueError(f"kv_heads must divide n_heads={n_heads}; valid: {divisors}, got {kv_heads!r}")
+    return kv_heads
+
+
+def _widths(d_model: int, n_heads: int, projection: Projection, kv_heads: int) -> tuple[int, int]:
+    """Output widths of (W^Q, W^K and W^V)."""
+    d_head = d_model // n_heads
+    if projection == "shared":
+        return d_head, d_head
+    return d_model, kv_heads * d_head
+
+
 class MultiHeadAttention(nn.Module):
     """MultiHead(X) = Concat(head_1, ..., head_H) W^O, head_i = Attention(X W_i^Q, X W_i^K, X W_i^V).
 
     projection="distinct": every head has its own W_i^Q, W_i^K, W_i^V (C x D); stored as one
     C x C matrix per role, split along the output axis into H slices (as in BERT).
+    kv_heads=G (distinct only, G divides H): grouped-query attention (Ainslie et al. 2023). Every
+    head keeps its own W_i^Q, but K and V have only G heads (k_proj, v_proj: G x D outputs) and
+    query head h reads K/V group h // (H / G), as PyTorch's scaled_dot_product_attention(...,
+    enable_gqa=True) and Hugging Face's repeat_kv do. G = 1 is multi-query attention (Shazeer
+    2019); G = H (the default) is plain multi-head attention.
     projection="shared": the lesson's "simplification": one W^Q, W^K, W^V (C x D) used by every
     head, so every head computes the same attention. W^O stays C x C.
     """
 
-    def __init__(self, d_model: int, n_heads: int, projection: Projection = "distinct", bias: bool = True) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        projection: Projection = "distinct",
+        bias: bool = True,
+        kv_heads: int | None = None,
+    ) -> None:
         super().__init__()
         if not isinstance(n_heads, int) or n_heads < 1:
             raise ValueError(f"n_heads must be a positive integer, got {n_heads!r}")
@@ -117,12 +151,13 @@ class MultiHeadAttention(nn.Module):
             )
         if projection not in ("distinct", "shared"):
             raise ValueError(f"projection must be 'distinct' or 'shared', got {projection!r}")
+        self.kv_heads = _kv_heads(n_heads, projection, kv_heads)
         self.d_model, self.n_heads, self.projection = d_model, n_heads, projection
         self.d_head = d_model // n_heads
-        width = d_model if projection == "distinct" else self.d_head
-        self.q_proj = nn.Linear(d_model, width, bias=bias)
-        self.k_proj = nn.Linear(d_model, width, bias=bias)
-        self.v_proj = nn.Linear(d_model, width, bias=bias)
+        q_width, kv_width = _widths(d_model, n_heads, projection, self.kv_heads)
+        self.q_proj = nn.Linear(d_model, q_width, bias=bias)
+        self.k_proj = nn.Linear(d_model, kv_width, bias=bias)
+        self.v_proj = nn.Linear(d_model, kv_width, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
         self._fast_key: list | None = None  # see _fast_weights
 
@@ -137,10 +172,13 @@ class MultiHeadAttention(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     @staticmethod
-    def parameter_count(d_model: int, n_heads: int, projection: Projection, bias: bool = True) -> int:
+    def parameter_count(
+        d_model: int, n_heads: int, projection: Projection = "distinct", bias: bool = True, kv_heads: int | None = None
+    ) -> int:
         """Parameters of a layer with these settings, without building it."""
-        width = d_model if projection == "distinct" else d_model // n_heads
-        return 3 * (d_model * width + bias * width) + d_model * d_model + bias * d_model
+        q_width, kv_width = _widths(d_model, n_heads, projection, _kv_heads(n_heads, projection, kv_heads))
+        widths = q_width + 2 * kv_width + d_model  # W^Q, W^K, W^V, W^O
+        return d_model * widths + bias * widths
 
     def _fast_weights(self) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
         """Weights laid out for the fast path: ((W^Q/sqrt(D) | W^K | W^V)^T, its bias, W^O^T, b^O).
@@ -157,10 +195,10 @@ class MultiHeadAttention(nn.Module):
         key = [(t.data_ptr(), t._version) for t in tracked] if cacheable else None
         if cacheable and self._fast_key == key:
             return self._fast
-        w = torch.cat([m.weight for m in projs])  # (3W, C)
-        scale = torch.ones(w.shape[0], 1, dtype=w.dtype, device=w.device)  # (3W, 1)
-        scale[: w.shape[0] // 3] = 1.0 / math.sqrt(self.d_head)
-        w_t = (w * scale).t().contiguous()  # (C, 3W)
+        w = torch.cat([m.weight for m in projs])  # (Wq + 2 Wkv, C)
+        scale = torch.ones(w.shape[0], 1, dtype=w.dtype, device=w.device)  # (Wq + 2 Wkv, 1)
+        scale[: self.q_proj.out_features] = 1.0 / math.sqrt(self.d_head)
+        w_t = (w * scale).t().contiguous()  # (C, Wq + 2 Wkv)
         b = None if projs[0].bias is None else torch.cat([m.bias for m in projs]) * scale[:, 0]
         o_t = self.out_proj.weight.t().contiguous()  # (C, C), input axis first
         fast = (w_t, b, o_t, self.out_proj.bias)
@@ -179,6 +217,8 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"input width {C} does not match d_model={self.d_model}")
         w_t, b, o_t, o_b = self._fast_weights()
         grad = torch.is_grad_enabled() and w_t.requires_grad
+        if self.projection == "distinct" and self.kv_heads < H:
+            return self._grouped_forward(x, attention_mask, w_t, b, o_t, o_b, grad)
         # 1. project Q (pre-scaled), K, V for every head with one matmul; the bias is added
         #    while copying into a contiguous per-head layout, so no later matmul copies again
         heads_in = H if self.projection == "distinct" else 1
@@ -194,6 +234,14 @@ class MultiHeadAttention(nn.Module):
         q, k, v = qkv.unbind(0)  # each (B, H, T, D)
         # 2. scores = Q_i K_i^T / sqrt(D), every head at once
         scores = torch.matmul(q, k.transpose(-2, -1))  # (B, H, T, T)
+        weights = self._softmax(scores, attention_mask)  # (B, H, T, T)
+        # 4. head outputs, concatenated along the feature axis, mixed by W^O
+        heads = torch.matmul(weights, v)  # (B, H, T, D)
+        return self._mix(heads, o_t, o_b), weights
+
+    @staticmethod
+    def _softmax(scores: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """Step 3 of forward on (B, H, T, T) scores: masked softmax over the keys."""
         mask = _key_mask(attention_mask)
         if mask is not None:
             scores.masked_fill_(~mask, torch.finfo(scores.dtype).min)
@@ -208,11 +256,33 @@ class MultiHeadAttention(nn.Module):
         if mask is not None:
             empty = ~mask.any(-1, keepdim=True)  # (B, 1, 1, 1): a sequence with no token at all
             weights = weights.masked_fill(empty, 0.0) if weights.requires_grad else weights.masked_fill_(empty, 0.0)
-        # 4. head outputs, concatenated along the feature axis, mixed by W^O
-        heads = torch.matmul(weights, v)  # (B, H, T, D)
-        concat = heads.transpose(1, 2).reshape(B * T, C)  # (B*T, C)
+        return weights
+
+    @staticmethod
+    def _mix(heads: torch.Tensor, o_t: torch.Tensor, o_b: torch.Tensor | None) -> torch.Tensor:
+        """Step 4 of forward: (B, H, T, D) head outputs, concatenated and mixed by W^O -> (B, T, C)."""
+        B, H, T, D = heads.shape
+        concat = heads.transpose(1, 2).reshape(B * T, H * D)  # (B*T, C)
         out = concat @ o_t if o_b is None else torch.addmm(o_b, concat, o_t)  # (B*T, C)
-        return out.view(B, T, C), weights
+        return out.view(B, T, H * D)
+
+    def _grouped_forward(self, x, attention_mask, w_t, b, o_t, o_b, grad) -> tuple[torch.Tensor, torch.Tensor]:
+        """forward with G < H K/V heads: the r = H / G query heads of a group are stacked along
+        the token axis, so each group's K and V are read in place, never copied H / G times."""
+        B, T, C = x.shape
+        H, G, D = self.n_heads, self.kv_heads, self.d_head
+        r = H // G
+        qkv = (x.reshape(B * T, C) @ w_t).view(B, T, H + 2 * G, D).permute(0, 2, 1, 3)  # (B, H+2G, T, D)
+        if b is not None:
+            bias = b.view(1, H + 2 * G, 1, D)
+            qkv = torch.add(qkv, bias, out=qkv.new_empty(qkv.shape)) if not grad else qkv + bias
+        else:
+            qkv = qkv.contiguous()
+        q, k, v = qkv[:, :H], qkv[:, H : H + G], qkv[:, H + G :]  # (B, H, T, D), (B, G, T, D) x 2
+        scores = torch.matmul(q.reshape(B, G, r * T, D), k.transpose(-2, -1)).view(B, H, T, T)  # (B, H, T, T)
+        weights = self._softmax(scores, attention_mask)  # (B, H, T, T)
+        heads = torch.matmul(weights.view(B, G, r * T, T), v).view(B, H, T, D)  # (B, H, T, D)
+        return self._mix(heads, o_t, o_b), weights
 
     def trace(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None, scale: bool = True) -> AttentionTrace:
         """The readable path: every intermediate, step by step (see AttentionTrace for shapes).
@@ -225,9 +295,12 @@ class MultiHeadAttention(nn.Module):
         def split(t: torch.Tensor) -> torch.Tensor:
             if self.projection == "shared":
                 return t.unsqueeze(1).expand(B, H, T, D)  # (B, H, T, D): one head, H copies
-            return t.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+            n = t.shape[-1] // D  # H for queries, G for grouped keys and values
+            heads = t.view(B, T, n, D).transpose(1, 2)  # (B, n, T, D)
+            return heads.repeat_interleave(H // n, dim=1) if n < H else heads  # (B, H, T, D)
 
-        # 1. project: head i gets columns i*D:(i+1)*D of X W^Q, X W^K, X W^V
+        # 1. project: head i gets columns i*D:(i+1)*D of X W^Q (and of X W^K, X W^V, or with
+        #    G K/V heads, columns g*D:(g+1)*D with g = i // (H / G))
         q, k, v = split(self.q_proj(x)), split(self.k_proj(x)), split(self.v_proj(x))
         # 2. scaled dot-product attention in every head at once
         factor = 1.0 / math.sqrt(D) if scale else 1.0

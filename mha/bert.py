@@ -260,6 +260,33 @@ class LoadedBert:
             states.append(h)
         return torch.cat(states).float().numpy()  # (L+1, T, C)
 
+    @torch.inference_mode()
+    def layer_inputs(self, texts: list[str], layer: int, batch: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+        """The hidden states entering layer `layer` for many sentences, padded.
+
+        Returns (x (N, T, C) float32, mask (N, T) long, 1 = token), T = the longest sentence.
+        Padding never changes a real token's states (BERT masks padded keys).
+        """
+        if not 0 <= layer < self.n_layers:
+            raise ValueError(f"layer must be in 0..{self.n_layers - 1}, got {layer}")
+        states, masks = [], []
+        for start in range(0, len(texts), batch):
+            with self._tokenizer_lock:
+                enc = self.tokenizer(
+                    texts[start : start + batch],
+                    padding=True,
+                    truncation=True,
+                    max_length=self.max_length,
+                    return_tensors="pt",
+                )
+            out = self.model(**enc, output_hidden_states=True)
+            states.append(out.hidden_states[layer].float())  # (b, t, C)
+            masks.append(enc["attention_mask"])  # (b, t)
+        T = max(s.shape[1] for s in states)
+        x = torch.cat([torch.nn.functional.pad(s, (0, 0, 0, T - s.shape[1])) for s in states])  # (N, T, C)
+        mask = torch.cat([torch.nn.functional.pad(m, (0, T - m.shape[1])) for m in masks])  # (N, T)
+        return x.clone(), mask.clone()  # ordinary tensors, usable outside inference mode
+
     def scratch_layer(self, layer: int) -> MultiHeadAttention:
         """A from-scratch MultiHeadAttention holding copies of layer `layer`'s real weights.
 

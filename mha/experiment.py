@@ -6,9 +6,11 @@ positions back, and the first token of the sequence. Each relation needs its own
 pattern, and one attention distribution per token can only return a weighted *average* of the
 tokens it reads, so a single head cannot serve them all (lesson point 1).
 
-Three models of the same width C, trained alike (same seed, data, optimiser and steps, and
+Five models of the same width C, trained alike (same seed, data, optimiser and steps, and
 the same initial embeddings and read-out; only the attention layer differs):
 - distinct: H heads of d_k = C / H, each with its own W_i^Q, W_i^K, W_i^V;
+- grouped: H heads with their own W_i^Q, sharing K and V in 2 groups (Ainslie et al. 2023);
+- mqa: H heads with their own W_i^Q and one K and V for all (Shazeer 2019);
 - shared: H heads that all use one W^Q, W^K, W^V (the lesson's "simplification");
 - single: one head of full width (H = 1, d_k = C).
 Each is token + learned position embeddings -> one attention layer -> read-outs (no residual,
@@ -34,7 +36,8 @@ RELATIONS = {  # name -> how to find the target position from position t
     "3 back": lambda t: t - 3,
     "first": lambda t: t * 0,
 }
-MODELS = ("distinct", "shared", "single")
+MODELS = ("distinct", "grouped", "mqa", "shared", "single")
+GROUPS = 2  # K/V groups of the "grouped" model (at most the number of heads)
 SOLVED = 0.99  # all-targets accuracy at which a model counts as solved ...
 SOLVED_STEPS = 25  # ... for this many consecutive steps (then it stops early)
 
@@ -97,7 +100,10 @@ class TinyAttentionModel(nn.Module):
         self.tok = nn.Embedding(s.vocab, s.d_model)
         self.pos = nn.Embedding(s.length, s.d_model)
         heads = 1 if kind == "single" else s.n_heads
-        self.attn = MultiHeadAttention(s.d_model, heads, "shared" if kind == "shared" else "distinct")
+        kv_heads = {"grouped": min(GROUPS, heads), "mqa": 1}.get(kind)
+        self.attn = MultiHeadAttention(
+            s.d_model, heads, "shared" if kind == "shared" else "distinct", kv_heads=kv_heads
+        )
         self.readout = nn.Linear(s.d_model, s.vocab * s.n_relations)
         self.n_relations, self.vocab = s.n_relations, s.vocab
 
@@ -142,7 +148,7 @@ class ExperimentResult:
 
 
 def initial_models(s: Settings) -> dict[str, TinyAttentionModel]:
-    """The three models before training, in train mode: each drawn from the seed, then given the
+    """The models of MODELS before training, in train mode: each drawn from the seed, then given the
     distinct model's embeddings and read-out, so that only the attention layer differs."""
     models = {}
     for kind in MODELS:
@@ -176,7 +182,7 @@ class Progress:
 def run(
     s: Settings, progress: Callable[[Progress], None] | None = None, every: float = 0.0, early_stop: bool = True
 ) -> ExperimentResult:
-    """Train the three models side by side (interleaved steps, same batches) and evaluate them.
+    """Train the models of MODELS side by side (interleaved steps, same batches) and evaluate them.
 
     progress(Progress) is called after the first step, then at most once per `every` seconds
     (every step for 0), and after the last step. Deterministic for a given Settings.

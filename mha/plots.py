@@ -436,7 +436,13 @@ def token_rows(rows: np.ndarray, tokens: list[str], title: str) -> go.Figure:
     return fig
 
 
-MODEL_COLOURS = {"distinct": "#117733", "shared": "#CC6677", "single": "#332288"}
+MODEL_COLOURS = {
+    "distinct": "#117733",
+    "grouped": "#44AA99",
+    "mqa": "#88CCEE",
+    "shared": "#CC6677",
+    "single": "#332288",
+}
 
 
 def training_curves(
@@ -828,4 +834,54 @@ def spectra_chart(per_head: np.ndarray, stacked: dict[str, np.ndarray], referenc
     fig.update_yaxes(title_text="singular value", row=1, col=1)
     fig.update_yaxes(title_text="share of energy", range=[0, 1.02], row=1, col=2)
     fig.update_layout(height=360, margin=dict(l=10, r=10, t=60, b=10), legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+def ladder_chart(rows: list) -> go.Figure:
+    """The ladder's rungs (sharing.RungMeasures) left to right: sentence and layer-output cosine
+    (left axis), head diversity (right axis)."""
+    names = [r.rung.name for r in rows]
+    fig = go.Figure()
+    for n, (key, label) in enumerate([("sentence_cosine", "sentence cosine"), ("layer_cosine", "layer output cosine")]):
+        fig.add_trace(
+            go.Scatter(
+                x=names,
+                y=[getattr(r, key) for r in rows],
+                name=label,
+                mode="lines+markers",
+                line=dict(color=HEAD_COLOURS[3 + n]),
+            )
+        )
+    fig.add_trace(
+        go.Bar(
+            x=names,
+            y=[r.diversity for r in rows],
+            name="head diversity (JS)",
+            yaxis="y2",
+            marker_color=HEAD_COLOURS[0],
+            opacity=0.5,
+        )
+    )
+    fig.update_layout(
+        title="Down the ladder: what sharing costs, and whether the heads stay different",
+        height=380,
+        margin=dict(l=10, r=10, t=50, b=10),
+        yaxis=dict(title="cosine to BERT", range=[0, 1.02]),
+        yaxis2=dict(title="head diversity (JS)", overlaying="y", side="right", rangemode="tozero"),
+        xaxis=dict(type="category"),
+        legend=dict(orientation="h", y=-0.2),
+    )
+    return fig
+
+
+def loss_curve(losses: list[float], title: str) -> go.Figure:
+    """A training loss per step (log scale)."""
+    fig = go.Figure(go.Scatter(y=losses, mode="lines", line=dict(color=HEAD_COLOURS[3])))
+    fig.update_layout(
+        title=title,
+        height=300,
+        margin=dict(l=10, r=10, t=50, b=10),
+        xaxis=dict(title="step"),
+        yaxis=dict(title="relative error", type="log"),
+    )
     return fig

@@ -187,3 +187,73 @@ def test_trace_and_forward_share_one_definition_of_attention():
     torch.testing.assert_close(tr.weights, weights)
     torch.testing.assert_close(tr.heads, heads)
     torch.testing.assert_close(tr.scaled, tr.scores)  # scale off: the scores are not divided
+
+
+def gqa_reference(m, x, mask=None):
+    """The same layer through PyTorch's scaled_dot_product_attention(..., enable_gqa=True)."""
+    B, T, C = x.shape
+    H, G, D = m.n_heads, m.kv_heads, m.d_head
+    q = m.q_proj(x).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+    k = m.k_proj(x).view(B, T, G, D).transpose(1, 2)  # (B, G, T, D)
+    v = m.v_proj(x).view(B, T, G, D).transpose(1, 2)
+    attn_mask = None if mask is None else mask.bool()[:, None, None, :]
+    heads = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, enable_gqa=True)
+    return m.out_proj(heads.transpose(1, 2).reshape(B, T, C))
+
+
+@pytest.mark.parametrize("padded", [False, True])
+@pytest.mark.parametrize("kv_heads", [1, 2, 3])
+def test_grouped_query_attention_matches_pytorch_gqa(padded, kv_heads):
+    torch.manual_seed(kv_heads)
+    m = MultiHeadAttention(48, 6, kv_heads=kv_heads).eval()
+    assert m.k_proj.weight.shape == m.v_proj.weight.shape == (kv_heads * 8, 48) and m.q_proj.weight.shape == (48, 48)
+    x = torch.randn(3, 9, 48)
+    mask = torch.ones(3, 9, dtype=torch.long)
+    mask[1, 6:] = 0
+    mask[2, 3:] = 0
+    with torch.no_grad():
+        out, w = m(x, mask if padded else None)
+        ref = gqa_reference(m, x, mask if padded else None)
+        tr = m.trace(x, mask if padded else None)
+    if padded:  # padded query rows: PyTorch and we agree on real tokens (their rows read real keys)
+        keep = mask.bool()
+        torch.testing.assert_close(out[keep], ref[keep], **TOL)
+    else:
+        torch.testing.assert_close(out, ref, **TOL)
+    torch.testing.assert_close(tr.output, out, **TOL)
+    torch.testing.assert_close(tr.weights, w, **TOL)
+    r = 6 // kv_heads  # query head h reads K/V group h // r
+    torch.testing.assert_close(tr.k[:, 0], tr.k[:, r - 1])
+    if kv_heads > 1:
+        assert not torch.equal(tr.k[:, 0], tr.k[:, r])
+
+
+def test_kv_heads_equal_to_heads_is_distinct_bit_for_bit():
+    torch.manual_seed(0)
+    a = MultiHeadAttention(64, 8).eval()
+    b = MultiHeadAttention(64, 8, kv_heads=8).eval()
+    b.load_state_dict(a.state_dict())
+    x = torch.randn(2, 11, 64)
+    mask = torch.tensor([[1] * 11, [1] * 7 + [0] * 4])
+    with torch.no_grad():
+        for args in ((x,), (x, mask)):
+            oa, wa = a(*args)
+            ob, wb = b(*args)
+            assert torch.equal(oa, ob) and torch.equal(wa, wb)
+
+
+def test_grouped_parameters_gradients_and_bad_group_counts():
+    C, H = 384, 12
+    for g in (12, 6, 4, 3, 2, 1):
+        m = MultiHeadAttention(C, H, kv_heads=g)
+        assert m.num_parameters() == MultiHeadAttention.parameter_count(C, H, kv_heads=g)
+        assert m.num_parameters() == 2 * (C * C + C) + 2 * (C * g * 32 + g * 32)
+    m = MultiHeadAttention(32, 4, kv_heads=2).train()
+    out, _ = m(torch.randn(2, 6, 32))
+    out.square().mean().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in m.parameters())
+    for bad in (0, 5, 8, 2.0):
+        with pytest.raises(ValueError, match="kv_heads"):
+            MultiHeadAttention(48, 6 if bad != 2.0 else 4, kv_heads=bad)
+    with pytest.raises(ValueError, match="shared"):
+        MultiHeadAttention(48, 6, "shared", kv_heads=2)

@@ -333,10 +333,10 @@ def test_why_heads_page_trains_and_shows_curves_and_table():
     curves = [f for f in figures(at) if f["layout"]["title"]["text"] == "Training curves"]
     assert curves
     names = {t["name"] for t in curves[-1]["data"]}
-    assert {"distinct: accuracy", "shared: accuracy", "single: accuracy"} <= names
+    assert {f"{kind}: accuracy" for kind in ("distinct", "grouped", "mqa", "shared", "single")} <= names
     table = at.dataframe[0].value
-    assert list(table["model"]) == ["distinct", "shared", "single"]
-    assert len([f for f in figures(at) if "markers = where each target is" in f["layout"]["title"]["text"]]) == 3
+    assert list(table["model"]) == ["distinct", "grouped", "mqa", "shared", "single"]
+    assert len([f for f in figures(at) if "markers = where each target is" in f["layout"]["title"]["text"]]) == 5
     # a second visit with the same settings shows the result at once (train button disabled)
     again = app()
     again.switch_page("app_pages/why_heads.py").run()
@@ -388,3 +388,41 @@ def test_subspaces_page_draws_one_panel_per_head_from_layer_maps(bert):
     assert len(anim["frames"]) == 11 and anim["frames"][-1]["name"] == "1.0"
     pool = figures(at)[2]
     assert "50 bundled ones" in pool["layout"]["title"]["text"]
+
+
+def table_with(at: AppTest, column: str):
+    """The page's table that has `column` (tables are not widgets: AppTest knows no key for them)."""
+    (table,) = [d.value for d in at.dataframe if column in d.value.columns]
+    return table
+
+
+def test_sharing_page_ladder_and_uptraining(bert):
+    from mha import sharing
+
+    at = app(layer="5")
+    at.switch_page("app_pages/sharing.py").run()
+    no_exception(at)
+    run = bert.attend(at.session_state["text"])
+    table = table_with(at, "rung")
+    assert list(table["rung"]) == [r.name for r in sharing.ladder(bert.n_heads)]
+    for r in sharing.ladder(bert.n_heads):
+        expect = sharing.rung_measures(bert, run, 5, r)
+        row = table[table["rung"] == r.name].iloc[0]
+        assert row["parameters (layer)"] == expect.parameters
+        assert row["sentence cosine"] == pytest.approx(expect.sentence_cosine, abs=2e-3)
+        assert row["head diversity (JS)"] == pytest.approx(expect.diversity, abs=2e-3)
+    answer = " ".join(m.value for m in at.markdown if "must stay distinct" in m.value)
+    mqa = sharing.rung_measures(bert, run, 5, sharing.Rung("MQA", 1, "K, V"))
+    assert f"head diversity {mqa.diversity:.3f}" in answer
+    # a short uptraining run, then the before/after table (kept for the next visitor)
+    at.select_slider(key="sharing_steps").set_value(250).run()
+    at.button(key="sharing_train").click().run()
+    no_exception(at)
+    outcome = table_with(at, "uptrained")
+    fitted = outcome.iloc[0]
+    assert fitted["uptrained"] < fitted["converted"] / 2
+    again = app(layer="5")
+    again.switch_page("app_pages/sharing.py").run()
+    again.select_slider(key="sharing_steps").set_value(250).run()
+    assert again.button(key="sharing_train").disabled
+    assert table_with(again, "uptrained").iloc[0]["uptrained"] == fitted["uptrained"]

@@ -7,16 +7,20 @@ the engine, `mha`, never does.
 from .cache import (
     cached_alpha_frames,
     cached_collapse,
+    cached_ladder,
     cached_layer_maps,
     cached_measures,
     cached_pool,
+    cached_pool_runs,
     cached_run,
     cached_spectra,
     cached_sweep,
     cached_token_views,
     cached_whole_model,
     experiments,
+    layer_inputs,
     load_model,
+    uptrains,
 )
 from .state import MAX_CHARS, Inputs, inputs, kept, literal, notice, show_notices, sync_url
 from .widgets import (
@@ -32,6 +36,10 @@ from .widgets import (
 )
 
 __all__ = [
+    "cached_ladder",
+    "cached_pool_runs",
+    "layer_inputs",
+    "uptrains",
     "Sharing",
     "cached_alpha_frames",
     "cached_layer_maps",

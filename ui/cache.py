@@ -17,7 +17,7 @@ from typing import Any
 
 import streamlit as st
 
-from mha import atlas, bert, collapse, subspaces
+from mha import atlas, bert, collapse, sharing, subspaces
 
 from .state import Inputs
 
@@ -154,3 +154,23 @@ def cached_pool(inp: Inputs, layer: int) -> tuple[subspaces.Pool, subspaces.Head
 def cached_spectra(model_name: str, layer: int) -> subspaces.WeightSpectra:
     """The singular values of one layer's query and key projections."""
     return subspaces.weight_spectra(load_model(model_name).scratch_layer(layer))
+
+
+@_tiered
+def cached_ladder(inp: Inputs, layer: int) -> list[sharing.RungMeasures]:
+    """Every rung of the ladder MHA -> GQA -> MQA -> shared for one layer, measured."""
+    model = load_model(inp.model)
+    run = cached_run(inp)
+    return [sharing.rung_measures(model, run, layer, rung) for rung in sharing.ladder(model.n_heads)]
+
+
+@st.cache_resource(show_spinner=False, max_entries=2)
+def layer_inputs(model_name: str, layer: int) -> tuple:
+    """The generated sentences' hidden states entering one layer (read-only, shared)."""
+    return load_model(model_name).layer_inputs(sharing.generated_sentences(), layer)
+
+
+@st.cache_resource(show_spinner=False)
+def uptrains() -> SharedStore:
+    """Finished uptraining runs, kept per (model, layer, rung, steps, seed) for every session."""
+    return SharedStore()

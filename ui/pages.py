@@ -35,6 +35,7 @@ PAGES = (
     PageSpec("bert_heads.py", "BERT heads", ":material/grid_view:"),
     PageSpec("collapse.py", "Shared Q/K/V: collapse", ":material/call_merge:"),
     PageSpec("subspaces.py", "Subspaces", ":material/scatter_plot:"),
+    PageSpec("sharing.py", "What may be shared", ":material/share:"),
     PageSpec("atlas.py", "Head atlas", ":material/map:"),
     PageSpec("why_heads.py", "Why many heads", ":material/model_training:"),
 )

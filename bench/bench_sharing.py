@@ -1,0 +1,72 @@
+"""What may be shared: the ladder's measures for one layer at 128 tokens (<= 1 s), and the
+uptraining of layer 5 for every rung (each run <= 60 s, a progress update at least every second),
+with the held-out sentence cosine before and after (the figures the README and the page quote).
+
+    python bench/bench_sharing.py [--steps 1000] [--layer 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from common import median_seconds, sentence, server_threads
+
+server_threads()
+
+from mha import sharing, subspaces  # noqa: E402
+from mha.bert import load_bert  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--layer", type=int, default=5)
+    args = parser.parse_args()
+    bert = load_bert()
+    run = bert.attend(sentence(128, 0))
+    rungs = sharing.ladder(bert.n_heads)
+
+    def ladder():
+        return [sharing.rung_measures(bert, run, args.layer, r) for r in rungs]
+
+    print(
+        f"ladder, {len(rungs)} rungs, layer {args.layer}, 128 tokens: median {median_seconds(ladder, 5):.3f} s "
+        "(budget 1.0)"
+    )
+    for m in ladder():
+        print(
+            f"  {m.rung.name:<13} params {m.parameters:>7,}  cache {m.kv_cache / 1024:5.1f} KiB  drift "
+            f"{m.drift:.3f}  diversity {m.diversity:.3f}  layer cos {m.layer_cosine:.3f}  sentence cos "
+            f"{m.sentence_cosine:.3f}"
+        )
+    t0 = time.perf_counter()
+    inputs = bert.layer_inputs(sharing.generated_sentences(), args.layer)
+    held_out = [bert.attend(t) for t in subspaces.pool_sentences()]
+    print(
+        f"inputs: {inputs[0].shape[0]} generated sentences, padded to {inputs[0].shape[1]} tokens, and "
+        f"{len(held_out)} held-out ones: {time.perf_counter() - t0:.1f} s"
+    )
+    print(f"uptraining layer {args.layer}, {args.steps} steps, held-out sentence cosine (mean of {len(held_out)}):")
+    for rung in rungs[1:]:
+        stamps = [time.perf_counter()]
+        out = sharing.uptrain_rung(
+            bert,
+            args.layer,
+            rung,
+            inputs,
+            held_out,
+            args.steps,
+            progress=lambda p, stamps=stamps: stamps.append(time.perf_counter()),
+        )
+        gap = max(b - a for a, b in zip(stamps, stamps[1:]))
+        verdict = "OK" if out.fit.seconds <= 60 and gap <= 1.0 else "OVER"
+        print(
+            f"  {rung.name:<13} converted {out.held_out_before:.3f} -> uptrained {out.held_out_after:.3f};  "
+            f"relative error {out.fit.before:.3f} -> {out.fit.after:.3f};  {out.fit.seconds:.1f} s, "
+            f"longest gap between updates {gap:.2f} s  {verdict}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,450 @@
+"""What may be shared across heads: keys and values (multi-query and grouped-query attention),
+not the queries. Conversion of a trained layer, a short layer-wise uptraining, and the measures
+of the ladder MHA -> GQA -> MQA -> shared Q/K/V.
+
+- Shazeer 2019, "Fast Transformer Decoding: One Write-Head is All You Need": multi-query
+  attention, one K and one V for all heads.
+- Ainslie et al. 2023, "GQA: Training Generalized Multi-Query Transformer Models from Multi-Head
+  Checkpoints": G groups of heads share K/V; a trained model is converted by mean-pooling each
+  group's K/V heads, then briefly "uptrained" (they continue pre-training the whole model on 5 %
+  of its data; here one layer is fitted to the original layer's output instead).
+
+Everything works on copies; the cached model is never modified.
+Shapes: B batch, N sentences, T tokens, C = d_model, H heads, G K/V groups, D = C / H.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from scipy.spatial.distance import jensenshannon
+
+from . import collapse, metrics
+from .attention import MultiHeadAttention
+
+if TYPE_CHECKING:
+    from .bert import BertRun, LoadedBert
+
+
+def group_kv(module: MultiHeadAttention, kv_heads: int) -> MultiHeadAttention:
+    """A grouped-query copy of a distinct-mode module: the K and V heads of each group of
+    H / kv_heads consecutive heads are mean-pooled into one (Ainslie et al. 2023); W^Q and W^O
+    are kept. A module whose heads already share K/V within those groups is unchanged."""
+    if module.projection != "distinct":
+        raise ValueError("group_kv starts from distinct projections (a shared module has one head)")
+    H, D, C = module.n_heads, module.d_head, module.d_model
+    bias = module.q_proj.bias is not None
+    with torch.inference_mode(False), torch.no_grad():
+        out = MultiHeadAttention(C, H, bias=bias, kv_heads=kv_heads)  # checks that kv_heads divides H
+        G, r = out.kv_heads, H // out.kv_heads
+        for role in ("k", "v"):
+            src, dst = getattr(module, f"{role}_proj"), getattr(out, f"{role}_proj")
+            for name in ("weight", "bias") if bias else ("weight",):
+                w = getattr(src, name).detach()
+                per_head = w.reshape(module.kv_heads, D, *w.shape[1:]).repeat_interleave(H // module.kv_heads, 0)
+                pooled = per_head.reshape(G, r, D, *w.shape[1:]).mean(1)  # (G, D, ...)
+                getattr(dst, name).copy_(pooled.reshape(G * D, *w.shape[1:]))
+        out.q_proj.load_state_dict(module.q_proj.state_dict())
+        out.out_proj.load_state_dict(module.out_proj.state_dict())
+    return out.eval().requires_grad_(False)
+
+
+# ---------------------------------------------------------------- uptraining
+
+
+@dataclass
+class UptrainProgress:
+    """One live update of uptrain: steps done, the loss of the last batch."""
+
+    step: int
+    steps: int
+    loss: float
+
+    @property
+    def fraction(self) -> float:
+        return self.step / self.steps
+
+
+@dataclass
+class UptrainResult:
+    """The fitted layer and how close it is to the original: relative MSE of the attention
+    sub-layer's output, ||f(x) - f_orig(x)||^2 / ||f_orig(x)||^2 over the real tokens of every
+    input sentence, before and after, and the loss per step."""
+
+    module: MultiHeadAttention
+    before: float
+    after: float
+    losses: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def relative_mse(module: MultiHeadAttention, target: torch.Tensor, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """||module(x) - target||^2 / ||target||^2 over the real tokens (mask (N, T) = 1)."""
+    out, _ = module(x, mask)  # (N, T, C)
+    keep = mask[..., None].to(out.dtype)  # (N, T, 1)
+    return ((out - target) ** 2 * keep).sum() / ((target**2) * keep).sum()
+
+
+def uptrain(
+    original: MultiHeadAttention,
+    converted: MultiHeadAttention,
+    inputs: tuple[torch.Tensor, torch.Tensor],
+    steps: int = 1000,
+    progress: Callable[[UptrainProgress], None] | None = None,
+    seed: int = 0,
+    lr: float = 3e-3,
+    batch: int = 32,
+    every: float = 0.25,
+) -> UptrainResult:
+    """Fit a copy of `converted` (its Q/K/V/O, under its own sharing) to reproduce `original`'s
+    attention output on inputs = (x (N, T, C), mask (N, T)): Adam, lr with cosine decay to 0,
+    `steps` batches of `batch` sentences drawn with `seed`. Deterministic for a seed.
+
+    progress(UptrainProgress) is called after the first step, then at most every `every`
+    seconds, and after the last step.
+    """
+    if not 1 <= steps <= 20_000:
+        raise ValueError(f"steps must be in 1..20000, got {steps}")
+    x, mask = inputs
+    t0 = time.perf_counter()
+    with torch.inference_mode(False):
+        x, mask = x.clone(), mask.clone()
+        with torch.no_grad():
+            target = original(x, mask)[0]  # (N, T, C)
+        m = copy.deepcopy(converted).train().requires_grad_(True)
+        with torch.no_grad():
+            before = float(relative_mse(m, target, x, mask))
+        opt = torch.optim.Adam(m.parameters(), lr=lr)
+        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps)
+        draw = torch.Generator().manual_seed(seed)
+        losses, last = [], -math.inf
+        for step in range(steps):
+            idx = torch.randint(0, x.shape[0], (batch,), generator=draw)
+            loss = relative_mse(m, target[idx], x[idx], mask[idx])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            schedule.step()
+            losses.append(loss.item())
+            now = time.perf_counter()
+            if progress is not None and (now - last >= every or step + 1 == steps):
+                last = now
+                progress(UptrainProgress(step + 1, steps, losses[-1]))
+        m.eval().requires_grad_(False)
+        with torch.no_grad():
+            after = float(relative_mse(m, target, x, mask))
+    return UptrainResult(m, before, after, losses, time.perf_counter() - t0)
+
+
+# ---------------------------------------------------------------- sentences to fit on
+
+_SUBJECTS = [
+    "the cat",
+    "a young doctor",
+    "my neighbour",
+    "the committee",
+    "two students",
+    "the old man",
+    "her sister",
+    "the pilot",
+    "our team",
+    "a small dog",
+    "the teacher",
+    "they",
+    "she",
+    "he",
+    "the company",
+    "the children",
+    "a stranger",
+    "the river",
+    "the engine",
+    "my grandfather",
+]
+_VERBS = [
+    "saw",
+    "found",
+    "built",
+    "painted",
+    "sold",
+    "bought",
+    "opened",
+    "closed",
+    "followed",
+    "visited",
+    "ignored",
+    "repaired",
+    "carried",
+    "described",
+    "remembered",
+    "watched",
+    "borrowed",
+    "cleaned",
+]
+_OBJECTS = [
+    "the letter",
+    "a red car",
+    "the house",
+    "an old map",
+    "the window",
+    "a new plan",
+    "the bridge",
+    "the garden",
+    "a heavy box",
+    "the last train",
+    "the small boat",
+    "a strange noise",
+    "the book",
+    "the broken clock",
+    "a cup of tea",
+    "the report",
+    "the door",
+    "a blue kite",
+]
+_PLACES = [
+    "in the morning",
+    "near the station",
+    "after lunch",
+    "during the storm",
+    "in Paris",
+    "at school",
+    "on Tuesday",
+    "under the bridge",
+    "before dinner",
+    "in the garden",
+    "last year",
+    "at night",
+]
+_FRAMES = [
+    "{S} {V} {O} {P}.",
+    "{S} {V} {O}.",
+    "Why {did} {s} {v} {O}?",
+    "{S} did not {v} {O} {P}.",
+    "{P_cap}, {s} {V} {O}.",
+    "{S} {V} {O} and {O2}.",
+    "{S} {V} {O}, but {s2} {V2} {O2}.",
+    "Did {s} {v} {O} {P}?",
+    "{S} {V} {n} boxes {P}.",
+    "{S} said that {s2} {V2} {O2}.",
+]
+_BASE = {
+    "saw": "see",
+    "found": "find",
+    "built": "build",
+    "painted": "paint",
+    "sold": "sell",
+    "bought": "buy",
+    "opened": "open",
+    "closed": "close",
+    "followed": "follow",
+    "visited": "visit",
+    "ignored": "ignore",
+    "repaired": "repair",
+    "carried": "carry",
+    "described": "describe",
+    "remembered": "remember",
+    "watched": "watch",
+    "borrowed": "borrow",
+    "cleaned": "clean",
+}
+
+
+def generated_sentences(n: int = 1000, seed: int = 0) -> list[str]:
+    """n varied English sentences from templates (statements, questions, negation, clauses,
+    numbers), deterministic for a seed: the data a layer is uptrained on."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        s, s2 = rng.choice(_SUBJECTS), rng.choice(_SUBJECTS)
+        v, v2 = rng.choice(_VERBS), rng.choice(_VERBS)
+        p = rng.choice(_PLACES)
+        text = rng.choice(_FRAMES).format(
+            S=s[0].upper() + s[1:],
+            s=s,
+            s2=s2,
+            V=v,
+            V2=v2,
+            v=_BASE[v],
+            O=rng.choice(_OBJECTS),
+            O2=rng.choice(_OBJECTS),
+            P=p,
+            P_cap=p[0].upper() + p[1:],
+            did="did",
+            n=rng.randint(2, 90),
+        )
+        out.append(text)
+    return out
+
+
+# ---------------------------------------------------------------- the ladder
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One step of the ladder: a name and how the layer's K/V (or Q/K/V) are shared."""
+
+    name: str
+    kv_heads: int | None  # G for MHA/GQA/MQA; None for shared Q/K/V or shared Q and K
+    shares: str  # what is shared across heads, in words
+
+    def cached_heads(self, n_heads: int) -> int:
+        """K heads + V heads a decoder would cache per layer and token."""
+        if self.kv_heads is not None:
+            return 2 * self.kv_heads
+        return 2 if self.shares == "Q, K, V" else 1 + n_heads  # shared Q, K: one K, every V
+
+    def module(self, layer: MultiHeadAttention) -> MultiHeadAttention:
+        """The layer converted to this rung (a copy; mean-pooling, as Ainslie et al. 2023)."""
+        if self.kv_heads is not None:
+            return layer if self.kv_heads == layer.n_heads else group_kv(layer, self.kv_heads)
+        if self.shares == "Q, K":
+            return collapse.interpolate(layer, 1.0, "mean", ("q", "k"))
+        return collapse.shared_module(layer, "mean")
+
+
+def ladder(n_heads: int) -> list[Rung]:
+    """MHA, GQA with every proper divisor G of H (largest first), MQA, then shared Q/K/V; and,
+    as the contrast, Q and K shared with V distinct."""
+    groups = [g for g in range(n_heads - 1, 1, -1) if n_heads % g == 0]
+    rungs = [Rung("MHA", n_heads, "nothing")]
+    rungs += [Rung(f"GQA-{g}", g, f"K, V in {g} groups") for g in groups]
+    if n_heads > 1:
+        rungs.append(Rung("MQA", 1, "K, V"))
+    return rungs + [Rung("shared Q/K/V", None, "Q, K, V"), Rung("shared Q, K", None, "Q, K")]
+
+
+def kv_cache_bytes(n_layers: int, kv_heads: int, d_head: int, bytes_per_value: int = 2) -> int:
+    """Bytes of K/V cache per token of a decoder: K and V, every layer, every K/V head (fp16 = 2)."""
+    return 2 * n_layers * kv_heads * d_head * bytes_per_value
+
+
+def cache_table(kv_groups: int = 8) -> list[dict[str, str]]:
+    """K/V cache per token (fp16) of the reference decoders with MHA, GQA-`kv_groups` and MQA."""
+    rows = []
+    for name, (layers, heads, d_head) in REFERENCE_MODELS.items():
+        g = min(kv_groups, heads)
+        rows.append(
+            {
+                "model": name,
+                "MHA": f"{kv_cache_bytes(layers, heads, d_head) / 1024:,.0f} KiB",
+                f"GQA-{g}": f"{kv_cache_bytes(layers, g, d_head) / 1024:,.0f} KiB",
+                "MQA": f"{kv_cache_bytes(layers, 1, d_head) / 1024:,.0f} KiB",
+            }
+        )
+    return rows
+
+
+REFERENCE_MODELS = {  # (layers, heads, d_head) of decoders for the cache comparison
+    "bert-base shape (12 x 12 x 64)": (12, 12, 64),
+    "a 7B model (32 x 32 x 128), e.g. Llama 2 7B": (32, 32, 128),
+}
+
+
+@dataclass
+class RungMeasures:
+    """A rung on the learner's sentence, against BERT's own layer.
+
+    drift: mean over heads and tokens of the Jensen-Shannon divergence between the rung's and
+        BERT's attention of the same head (nats; 0 = the same maps).
+    diversity: mean JS divergence between the rung's heads (0 = every head the same map).
+    layer_cosine: mean over tokens of the cosine between the rung's and BERT's attention output.
+    sentence_cosine: cosine of the whole model's sentence embedding to BERT's (mean pooling).
+    """
+
+    rung: Rung
+    parameters: int
+    kv_cache: int  # bytes per token, fp16, for this model's shape
+    drift: float
+    diversity: float
+    layer_cosine: float
+    sentence_cosine: float
+
+
+def _attention_drift(new: np.ndarray, old: np.ndarray) -> float:
+    """Mean JS divergence (nats) between (H, T, T) maps of the same heads."""
+    d = jensenshannon(new.astype(np.float64), old.astype(np.float64), axis=-1) ** 2  # (H, T)
+    return float(np.nan_to_num(d).mean())
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1) + 1e-12)
+
+
+def rung_measures(
+    bert: LoadedBert, run: BertRun, layer: int, rung: Rung, module: MultiHeadAttention | None = None
+) -> RungMeasures:
+    """The measures of a rung for one layer (module: an uptrained version of the rung, if any)."""
+    original = bert.scratch_layer(layer)
+    m = module if module is not None else rung.module(original)
+    x = torch.from_numpy(run.hidden_states[layer]).unsqueeze(0)  # (1, T, C)
+    with torch.inference_mode():
+        out, w = m(x)
+        ref_out, ref_w = original(x)
+    new_states = bert.encode_with(run, {layer: m})[-1]  # (T, C)
+    old_states = run.hidden_states[-1]
+    D = bert.d_model // bert.n_heads
+    return RungMeasures(
+        rung=rung,
+        parameters=m.num_parameters(),
+        kv_cache=bert.n_layers * rung.cached_heads(bert.n_heads) * D * 2,
+        drift=_attention_drift(w[0].numpy(), ref_w[0].numpy()),
+        diversity=metrics.mean_off_diagonal(metrics.head_diversity(w[0].numpy())),
+        layer_cosine=float(_cosine(out[0].numpy(), ref_out[0].numpy()).mean()),
+        sentence_cosine=float(_cosine(new_states.mean(0), old_states.mean(0))),
+    )
+
+
+def rung_attention(bert: LoadedBert, run: BertRun, layer: int, rung: Rung) -> np.ndarray:
+    """The rung's attention (H, T, T) in one layer on the run's input to it."""
+    m = rung.module(bert.scratch_layer(layer))
+    with torch.inference_mode():
+        return m(torch.from_numpy(run.hidden_states[layer]).unsqueeze(0))[1][0].numpy()
+
+
+def held_out_cosine(bert: LoadedBert, runs: list[BertRun], layer: int, module: MultiHeadAttention) -> float:
+    """Mean sentence-embedding cosine to BERT's own over `runs` with `layer` replaced by module."""
+    return float(
+        np.mean([_cosine(bert.encode_with(r, {layer: module})[-1].mean(0), r.hidden_states[-1].mean(0)) for r in runs])
+    )
+
+
+@dataclass
+class UptrainOutcome:
+    """A rung of one layer after a short uptraining, and its held-out effect: the mean sentence
+    cosine to BERT's own embeddings over hand-written sentences it was not fitted on."""
+
+    rung: Rung
+    layer: int
+    fit: UptrainResult
+    held_out_before: float
+    held_out_after: float
+
+
+def uptrain_rung(
+    bert: LoadedBert,
+    layer: int,
+    rung: Rung,
+    inputs: tuple[torch.Tensor, torch.Tensor],
+    held_out: list[BertRun],
+    steps: int = 1000,
+    seed: int = 0,
+    progress: Callable[[UptrainProgress], None] | None = None,
+) -> UptrainOutcome:
+    """Convert `layer` to `rung` (mean-pooling), uptrain it on `inputs`, measure both on `held_out`."""
+    original = bert.scratch_layer(layer)
+    converted = rung.module(original)
+    fit = uptrain(original, converted, inputs, steps, progress, seed)
+    return UptrainOutcome(
+        rung,
+        layer,
+        fit,
+        held_out_cosine(bert, held_out, layer, converted),
+        held_out_cosine(bert, held_out, layer, fit.module),
+    )

@@ -1,0 +1,96 @@
+"""Multi-query and grouped-query attention on the real bundled weights: the conversion, the
+uptraining, the ladder's measures; the cached model stays untouched."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+import torch
+from conftest import SENTENCES
+
+from mha import MultiHeadAttention, sharing
+
+
+@pytest.fixture(scope="module")
+def run(bert):
+    return bert.attend(SENTENCES[0])
+
+
+def digest(model) -> str:
+    h = hashlib.sha256()
+    for k, v in model.state_dict().items():
+        h.update(k.encode() + v.numpy().tobytes())
+    return h.hexdigest()
+
+
+def test_group_kv_mean_pools_each_group_and_keeps_queries(bert):
+    layer = bert.scratch_layer(2)
+    g4 = sharing.group_kv(layer, 4)
+    assert g4.kv_heads == 4 and g4.k_proj.weight.shape == (4 * 32, 384)
+    torch.testing.assert_close(g4.q_proj.weight, layer.q_proj.weight)
+    torch.testing.assert_close(g4.k_proj.weight[32:64], layer.k_proj.weight[96:192].reshape(3, 32, 384).mean(0))
+    torch.testing.assert_close(g4.v_proj.bias[:32], layer.v_proj.bias[:96].reshape(3, 32).mean(0))
+    assert sharing.group_kv(g4, 2).kv_heads == 2  # a grouped module can be pooled further
+
+
+def test_group_kv_of_heads_that_already_share_changes_nothing(bert, run):
+    x = torch.from_numpy(run.hidden_states[1]).unsqueeze(0)
+    g3 = sharing.group_kv(bert.scratch_layer(1), 3)
+    again = sharing.group_kv(g3, 3)
+    for name, value in g3.state_dict().items():
+        torch.testing.assert_close(again.state_dict()[name], value, rtol=0, atol=1e-7)
+    # a distinct module whose K/V heads are equal within each group of 4: pooling is the identity
+    torch.manual_seed(0)
+    m = MultiHeadAttention(48, 8).eval()
+    with torch.no_grad():
+        for proj in (m.k_proj, m.v_proj):
+            proj.weight.copy_(proj.weight.view(2, 4, 6, 48)[:, :1].expand(2, 4, 6, 48).reshape(48, 48))
+            proj.bias.copy_(proj.bias.view(2, 4, 6)[:, :1].expand(2, 4, 6).reshape(48))
+        y = torch.randn(1, 7, 48)
+        torch.testing.assert_close(sharing.group_kv(m, 2)(y)[0], m(y)[0], rtol=1e-5, atol=1e-6)
+    with torch.no_grad():
+        torch.testing.assert_close(again(x)[0], g3(x)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_uptraining_brings_the_layer_closer_and_is_deterministic(bert):
+    before_digest = digest(bert.model)
+    texts = sharing.generated_sentences(200, seed=1)
+    assert texts == sharing.generated_sentences(200, seed=1) and len(set(texts)) > 150
+    inputs = bert.layer_inputs(texts, 5)
+    assert inputs[0].shape[0] == 200 and inputs[1].sum(1).min() >= 5
+    original = bert.scratch_layer(5)
+    converted = sharing.group_kv(original, 4)
+    seen = []
+    a = sharing.uptrain(original, converted, inputs, steps=60, progress=seen.append, every=0.0)
+    b = sharing.uptrain(original, converted, inputs, steps=60)
+    assert a.after < a.before / 2 and a.losses == b.losses and a.after == b.after
+    assert [p.step for p in seen] == list(range(1, 61)) and seen[-1].fraction == 1.0
+    with torch.no_grad():  # the caller's converted module is not trained in place
+        torch.testing.assert_close(converted.k_proj.weight, sharing.group_kv(original, 4).k_proj.weight)
+    assert digest(bert.model) == before_digest
+    with pytest.raises(ValueError, match="steps"):
+        sharing.uptrain(original, converted, inputs, steps=0)
+
+
+def test_ladder_measures_on_the_real_layer(bert, run):
+    rungs = sharing.ladder(bert.n_heads)
+    assert [r.name for r in rungs] == ["MHA", "GQA-6", "GQA-4", "GQA-3", "GQA-2", "MQA", "shared Q/K/V", "shared Q, K"]
+    m = {r.name: sharing.rung_measures(bert, run, 4, r) for r in rungs}
+    assert m["MHA"].drift == pytest.approx(0, abs=1e-6) and m["MHA"].sentence_cosine == pytest.approx(1, abs=1e-5)
+    params = [m[n].parameters for n in ("MHA", "GQA-6", "GQA-4", "GQA-3", "GQA-2", "MQA", "shared Q/K/V")]
+    assert params == sorted(params, reverse=True) and len(set(params)) == len(params)
+    assert m["MQA"].parameters == MultiHeadAttention.parameter_count(384, 12, kv_heads=1)
+    assert m["MHA"].kv_cache == 2 * 6 * 12 * 32 * 2 and m["MQA"].kv_cache == m["MHA"].kv_cache // 12
+    # sharing K and V keeps different maps; sharing Q and K makes them identical
+    assert m["MQA"].diversity > 1e-3 and m["shared Q, K"].diversity < 1e-9 and m["shared Q/K/V"].diversity < 1e-9
+    for name, r in m.items():
+        assert 0 <= r.drift <= np.log(2) + 1e-9 and -1 <= r.sentence_cosine <= 1 + 1e-6, name
+
+
+def test_kv_cache_of_reference_decoders():
+    assert sharing.kv_cache_bytes(32, 32, 128) == 512 * 1024  # a 7B model with MHA, fp16
+    assert sharing.kv_cache_bytes(32, 8, 128) == 128 * 1024  # with GQA-8
+    rows = {r["model"]: r for r in sharing.cache_table()}
+    assert rows["a 7B model (32 x 32 x 128), e.g. Llama 2 7B"]["GQA-8"] == "128 KiB"
