@@ -90,6 +90,12 @@ st.page_link(
     icon=":material/scatter_plot:",
 )
 
+st.page_link(
+    "app_pages/sharing.py",
+    label="What production models share instead (only K and V): multi-query and grouped-query attention",
+    icon=":material/share:",
+)
+
 st.subheader("Along the path")
 st.plotly_chart(plots.sweep_chart(sweep, alpha), width="stretch")
 
