@@ -104,10 +104,23 @@ scope = st.radio("Share in", ["this layer", "every layer"], horizontal=True, key
 layers = (layer,) if scope == "this layer" else tuple(range(run.n_layers))
 with st.spinner("Running the whole model with shared projections..."):
     effect = ui.cached_whole_model(inp, layers, alpha, source, roles)
-e1, e2, e3 = st.columns(3)
-e1.metric("Sentence embedding cosine to BERT", f"{effect['sentence embedding cosine']:.3f}")
-e2.metric("Mean token cosine", f"{effect['mean token cosine']:.3f}")
-e3.metric("Worst token cosine", f"{effect['min token cosine']:.3f}")
+with st.spinner("Scoring the model on its own task (sentence similarity)..."):
+    task_now = ui.cached_task_shared(inp.model, layers, alpha, source, roles)
+    task_base = ui.cached_task(inp.model)
+e1, e2, e3, e4 = st.columns(4)
+e1.metric(
+    "Task: Spearman on the bundled pairs",
+    f"{task_now.spearman:.3f}",
+    delta=f"{task_now.spearman - task_base.spearman:+.3f} vs BERT ({task_base.spearman:.3f})",
+)
+e2.metric("Sentence embedding cosine to BERT", f"{effect['sentence embedding cosine']:.3f}")
+e3.metric("Mean token cosine", f"{effect['mean token cosine']:.3f}")
+e4.metric("Worst token cosine", f"{effect['min token cosine']:.3f}")
+st.caption(
+    "The cosines say how far the representation moved; the task says whether the model still does its "
+    "job: rank the bundled sentence pairs by similarity (Spearman's rho against graded similarity). A "
+    "cosine near 1 can still hide a real loss."
+)
 
 st.subheader("The answer, in numbers")
 shared_names = ", ".join("W^" + r.upper() for r in ans.roles)
@@ -127,7 +140,8 @@ st.markdown(
         else "the heads attend alike but still write different values. "
     )
     + f"Done in {'this layer' if len(layers) == 1 else 'every layer'} at alpha = {alpha:.2f}, it moves the "
-    f"sentence embedding to cosine {effect['sentence embedding cosine']:.3f} of the original."
+    f"sentence embedding to cosine {effect['sentence embedding cosine']:.3f} of the original, and the model's "
+    f"Spearman on its own task from {task_base.spearman:.3f} to {task_now.spearman:.3f}."
 )
 st.download_button(
     "Measures along alpha (.csv)",

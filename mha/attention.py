@@ -160,6 +160,7 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(d_model, kv_width, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
         self._fast_key: list | None = None  # see _fast_weights
+        self._fast: tuple | None = None
 
     def _parameters_by_name(self) -> tuple[torch.Tensor | None, ...]:
         """The eight weights and biases (a bias is None when the module has none)."""
@@ -193,8 +194,12 @@ class MultiHeadAttention(nn.Module):
         # inference tensors (a module built under inference_mode) have no version counter
         cacheable = not grad and not any(t.is_inference() for t in tracked)
         key = [(t.data_ptr(), t._version) for t in tracked] if cacheable else None
-        if cacheable and self._fast_key == key:
-            return self._fast
+        cached = self._fast if cacheable and self._fast_key == key else None
+        # weights cached in inference mode are inference tensors, which autograd may not save
+        # (for a gate or an input that needs a gradient): then they are rebuilt as ordinary ones
+        saving = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+        if cached is not None and not (saving and cached[0].is_inference()):
+            return cached
         w = torch.cat([m.weight for m in projs])  # (Wq + 2 Wkv, C)
         scale = torch.ones(w.shape[0], 1, dtype=w.dtype, device=w.device)  # (Wq + 2 Wkv, 1)
         scale[: self.q_proj.out_features] = 1.0 / math.sqrt(self.d_head)
@@ -202,12 +207,17 @@ class MultiHeadAttention(nn.Module):
         b = None if projs[0].bias is None else torch.cat([m.bias for m in projs]) * scale[:, 0]
         o_t = self.out_proj.weight.t().contiguous()  # (C, C), input axis first
         fast = (w_t, b, o_t, self.out_proj.bias)
-        if cacheable:
-            self._fast_key, self._fast = key, fast
+        if cacheable:  # the weights first: a thread that sees the new key finds them ready
+            self._fast = fast
+            self._fast_key = key
         return fast
 
-    def forward(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """x: (B, T, C); attention_mask: (B, T), 1 = token, 0 = padding.
+    def forward(
+        self, x: torch.Tensor, attention_mask: torch.Tensor | None = None, head_mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """x: (B, T, C); attention_mask: (B, T), 1 = token, 0 = padding; head_mask: (H,) or
+        (B, H), multiplies each head's output before W^O (0 removes the head, as in Michel et
+        al. 2019; a tensor that requires grad gives their gate gradients).
 
         Returns (output (B, T, C), weights (B, H, T, T)); padded keys get weight 0.
         """
@@ -216,9 +226,10 @@ class MultiHeadAttention(nn.Module):
         if C != self.d_model:
             raise ValueError(f"input width {C} does not match d_model={self.d_model}")
         w_t, b, o_t, o_b = self._fast_weights()
-        grad = torch.is_grad_enabled() and w_t.requires_grad
+        grad = torch.is_grad_enabled() and (w_t.requires_grad or x.requires_grad)
         if self.projection == "distinct" and self.kv_heads < H:
-            return self._grouped_forward(x, attention_mask, w_t, b, o_t, o_b, grad)
+            heads, weights = self._grouped_heads(x, attention_mask, w_t, b, grad)
+            return self._mix(heads, o_t, o_b, head_mask), weights
         # 1. project Q (pre-scaled), K, V for every head with one matmul; the bias is added
         #    while copying into a contiguous per-head layout, so no later matmul copies again
         heads_in = H if self.projection == "distinct" else 1
@@ -237,7 +248,7 @@ class MultiHeadAttention(nn.Module):
         weights = self._softmax(scores, attention_mask)  # (B, H, T, T)
         # 4. head outputs, concatenated along the feature axis, mixed by W^O
         heads = torch.matmul(weights, v)  # (B, H, T, D)
-        return self._mix(heads, o_t, o_b), weights
+        return self._mix(heads, o_t, o_b, head_mask), weights
 
     @staticmethod
     def _softmax(scores: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
@@ -259,16 +270,22 @@ class MultiHeadAttention(nn.Module):
         return weights
 
     @staticmethod
-    def _mix(heads: torch.Tensor, o_t: torch.Tensor, o_b: torch.Tensor | None) -> torch.Tensor:
-        """Step 4 of forward: (B, H, T, D) head outputs, concatenated and mixed by W^O -> (B, T, C)."""
+    def _mix(
+        heads: torch.Tensor, o_t: torch.Tensor, o_b: torch.Tensor | None, head_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Step 4 of forward: (B, H, T, D) head outputs, gated by head_mask ((H,) or (B, H)),
+        concatenated and mixed by W^O -> (B, T, C)."""
         B, H, T, D = heads.shape
+        if head_mask is not None:
+            heads = heads * head_mask.to(heads.dtype).reshape(-1, H, 1, 1)  # (B or 1, H, 1, 1)
         concat = heads.transpose(1, 2).reshape(B * T, H * D)  # (B*T, C)
         out = concat @ o_t if o_b is None else torch.addmm(o_b, concat, o_t)  # (B*T, C)
         return out.view(B, T, H * D)
 
-    def _grouped_forward(self, x, attention_mask, w_t, b, o_t, o_b, grad) -> tuple[torch.Tensor, torch.Tensor]:
-        """forward with G < H K/V heads: the r = H / G query heads of a group are stacked along
-        the token axis, so each group's K and V are read in place, never copied H / G times."""
+    def _grouped_heads(self, x, attention_mask, w_t, b, grad) -> tuple[torch.Tensor, torch.Tensor]:
+        """forward's head outputs (B, H, T, D) and weights with G < H K/V heads: the r = H / G
+        query heads of a group are stacked along the token axis, so each group's K and V are read
+        in place, never copied H / G times."""
         B, T, C = x.shape
         H, G, D = self.n_heads, self.kv_heads, self.d_head
         r = H // G
@@ -282,7 +299,7 @@ class MultiHeadAttention(nn.Module):
         scores = torch.matmul(q.reshape(B, G, r * T, D), k.transpose(-2, -1)).view(B, H, T, T)  # (B, H, T, T)
         weights = self._softmax(scores, attention_mask)  # (B, H, T, T)
         heads = torch.matmul(weights.view(B, G, r * T, T), v).view(B, H, T, D)  # (B, H, T, D)
-        return self._mix(heads, o_t, o_b), weights
+        return heads, weights
 
     def trace(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None, scale: bool = True) -> AttentionTrace:
         """The readable path: every intermediate, step by step (see AttentionTrace for shapes).

@@ -239,26 +239,64 @@ class LoadedBert:
         )
 
     @torch.inference_mode()
-    def encode_with(self, run: BertRun, replace: dict[int, MultiHeadAttention] | None = None) -> np.ndarray:
+    def encode_with(
+        self,
+        run: BertRun,
+        replace: dict[int, MultiHeadAttention] | None = None,
+        head_mask: torch.Tensor | np.ndarray | None = None,
+    ) -> np.ndarray:
         """BERT's forward pass on run's tokens, layer by layer, with the self-attention of the
-        layers in `replace` computed by the given from-scratch modules instead.
+        layers in `replace` computed by the given from-scratch modules instead, and the heads
+        where head_mask (L, H) is 0 removed (see run_layers).
 
-        Reads the model's sub-modules (embeddings, W^O's LayerNorm, feed-forward) without
-        changing them or adding hooks, so other users of the shared model are unaffected.
-        Returns hidden states (L + 1, T, C); with no replacement they equal run.hidden_states.
+        Returns hidden states (L + 1, T, C); with no change they equal run.hidden_states.
         """
-        replace = replace or {}
+        return self.attend_with(run, replace, head_mask)[0]
+
+    @torch.inference_mode()
+    def attend_with(
+        self,
+        run: BertRun,
+        replace: dict[int, MultiHeadAttention] | None = None,
+        head_mask: torch.Tensor | np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """encode_with, and the attention of every head: (states (L+1, T, C), attentions (L, H, T, T))."""
         ids = torch.tensor([run.input_ids])  # (1, T)
         types = torch.tensor([run.segment_ids])  # (1, T)
         h = self.model.embeddings(input_ids=ids, token_type_ids=types)  # (1, T, C)
-        states = [h]
-        for i, layer in enumerate(self.model.encoder.layer):
-            attn = replace.get(i) or self.scratch_layer(i)
-            dense, _ = attn(h)  # (1, T, C): concat(heads) W^O + b, before residual
+        mask = None if head_mask is None else torch.as_tensor(head_mask, dtype=torch.float32)
+        states, attentions = self.run_layers(h, replace=replace, head_mask=mask)
+        hidden = torch.cat([h, *states]).float().numpy()  # (L+1, T, C)
+        return hidden, torch.cat(attentions).float().numpy()  # (L, H, T, T)
+
+    def run_layers(
+        self,
+        h: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        replace: dict[int, MultiHeadAttention] | None = None,
+        head_mask: torch.Tensor | None = None,
+        start: int = 0,
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """BERT's layers start..L-1 on hidden states h (B, T, C) entering layer `start`.
+
+        Self-attention is computed by the from-scratch modules (layer i's real weights, or
+        replace[i]); head_mask (..., L, H) gates each head's output before W^O (0 removes it).
+        Reads the model's sub-modules (embeddings, W^O's LayerNorm, feed-forward) without
+        changing them or adding hooks, so other users of the shared model are unaffected.
+        Returns (hidden states after each layer (B, T, C), attention of each layer (B, H, T, T)).
+        """
+        replace = replace or {}
+        states, attentions = [], []
+        for i in range(start, self.n_layers):
+            layer = self.model.encoder.layer[i]
+            attn = replace.get(i) or self._template(i)
+            gate = None if head_mask is None else head_mask[..., i, :]  # (H,) or (B, H)
+            dense, weights = attn(h, attention_mask, gate)  # (B, T, C): concat(heads) W^O + b, before residual
             a = layer.attention.output.LayerNorm(dense + h)  # residual + LayerNorm
             h = layer.output(layer.intermediate(a), a)  # feed-forward, residual + LayerNorm
             states.append(h)
-        return torch.cat(states).float().numpy()  # (L+1, T, C)
+            attentions.append(weights)
+        return states, attentions
 
     @torch.inference_mode()
     def layer_inputs(self, texts: list[str], layer: int, batch: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
@@ -293,10 +331,16 @@ class LoadedBert:
         Feeding it hidden_states[layer] reproduces BERT's attention in that layer and the
         attention sub-layer's output (attention.output.dense, before residual and LayerNorm).
         """
+        template = self._template(layer)
+        with torch.inference_mode(False):
+            return copy.deepcopy(template)
+
+    def _template(self, layer: int) -> MultiHeadAttention:
+        """The module scratch_layer copies, built once per layer: read-only (run_layers uses it)."""
         if not 0 <= layer < self.n_layers:
             raise ValueError(f"layer must be in 0..{self.n_layers - 1}, got {layer}")
         template = self._templates.get(layer)
-        if template is None:  # built once per layer; callers get copies they may change
+        if template is None:
             att = self.model.encoder.layer[layer].attention
             with torch.inference_mode(False):  # ordinary tensors, even when called in inference mode
                 template = MultiHeadAttention(self.d_model, self.n_heads, "distinct", bias=True)
@@ -311,8 +355,7 @@ class LoadedBert:
                     ours.bias.copy_(theirs.bias)
             template.eval().requires_grad_(False)
             self._templates[layer] = template
-        with torch.inference_mode(False):
-            return copy.deepcopy(template)
+        return template
 
 
 def load_bert(name: str | None = None) -> LoadedBert:

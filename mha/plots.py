@@ -885,3 +885,29 @@ def loss_curve(losses: list[float], title: str) -> go.Figure:
         yaxis=dict(title="relative error", type="log"),
     )
     return fig
+
+
+def pruning_chart(curves: dict[str, tuple[list[int], list[float]]], base: float, tolerance: float = 0.02) -> go.Figure:
+    """Spearman against heads removed, one line per order: {name: (removed, spearman)}."""
+    fig = go.Figure()
+    for n, (name, (removed, scores)) in enumerate(curves.items()):
+        fig.add_trace(
+            go.Scatter(
+                x=removed, y=scores, name=name, mode="lines+markers", line=dict(color=HEAD_COLOURS[[3, 1, 11][n % 3]])
+            )
+        )
+    fig.add_hline(
+        y=base - tolerance,
+        line=dict(color="grey", dash="dash"),
+        annotation_text=f"full model - {tolerance}",
+        annotation_position="bottom left",
+    )
+    fig.update_layout(
+        title="Removing heads one after another",
+        height=380,
+        margin=dict(l=10, r=10, t=50, b=10),
+        xaxis=dict(title="heads removed"),
+        yaxis=dict(title="Spearman on the bundled pairs"),
+        legend=dict(orientation="h", y=-0.25),
+    )
+    return fig

@@ -426,3 +426,48 @@ def test_sharing_page_ladder_and_uptraining(bert):
     again.select_slider(key="sharing_steps").set_value(250).run()
     assert again.button(key="sharing_train").disabled
     assert table_with(again, "uptrained").iloc[0]["uptrained"] == fitted["uptrained"]
+
+
+def test_heads_needed_page_maps_curve_and_editor(bert):
+    from mha import task
+
+    at = app()
+    at.switch_page("app_pages/heads_needed.py").run()
+    no_exception(at)
+    maps = [f for f in figures(at) if f["layout"]["title"]["text"].startswith(("Spearman lost", "Gradient importance"))]
+    assert len(maps) == 2 and plotly_array(maps[0]["data"][0]["z"]).shape == (bert.n_layers, bert.n_heads)
+    curve = [f for f in figures(at) if f["layout"]["title"]["text"] == "Removing heads one after another"][0]
+    assert [t["name"] for t in curve["data"]] == ["least important first (by drop)", "random order"]
+    (said,) = [s.value for s in at.success if "heads can go" in s.value]
+    drop = plotly_array(maps[0]["data"][0]["z"])
+    curve_x, curve_y = plotly_array(curve["data"][0]["x"]), plotly_array(curve["data"][0]["y"])
+    expect = task.PruningCurve([int(x) for x in curve_x], list(curve_y)).can_go()
+    assert said.startswith(f"{expect} of 72 heads can go")
+    base = task.evaluate(bert).spearman
+    assert curve_y[0] == pytest.approx(base, abs=1e-6)
+    # the editor: remove the most needed head; the score is evaluate's for that mask
+    top = tuple(int(i) for i in np.unravel_index(np.argmax(drop), drop.shape))
+    at.multiselect(key="needed_remove").select(top).run()
+    no_exception(at)
+    metric = {m.label: m.value for m in at.metric}
+    mask = np.ones((bert.n_layers, bert.n_heads))
+    mask[top] = 0
+    assert float(metric["Spearman with 1 of 72 heads removed"]) == pytest.approx(
+        task.evaluate(bert, head_mask=mask).spearman, abs=5e-4
+    )
+    view = [f for f in figures(at) if f["layout"]["title"]["text"] == "All layers x heads"][0]
+    assert view["data"][0]["type"] == "heatmap"
+
+
+def test_collapse_page_scores_sharing_on_the_task(bert):
+    from mha import collapse, task
+
+    at = app(layer="1")
+    at.switch_page("app_pages/collapse.py").run()
+    at.toggle(key="collapse_shared").set_value(True).run()
+    no_exception(at)
+    metric = {m.label: m.value for m in at.metric}
+    shared = task.evaluate(bert, replace={1: collapse.interpolate(bert.scratch_layer(1), 1.0, 0)}).spearman
+    assert float(metric["Task: Spearman on the bundled pairs"]) == pytest.approx(shared, abs=5e-4)
+    answer = " ".join(m.value for m in at.markdown if "one head computed" in m.value)
+    assert f"Spearman on its own task from {task.evaluate(bert).spearman:.3f} to {shared:.3f}" in answer

@@ -15,11 +15,14 @@ from .cache import (
     cached_run,
     cached_spectra,
     cached_sweep,
+    cached_task,
+    cached_task_shared,
     cached_token_views,
     cached_whole_model,
     experiments,
     layer_inputs,
     load_model,
+    studies,
     uptrains,
 )
 from .state import MAX_CHARS, Inputs, inputs, kept, literal, notice, show_notices, sync_url
@@ -36,6 +39,9 @@ from .widgets import (
 )
 
 __all__ = [
+    "cached_task",
+    "cached_task_shared",
+    "studies",
     "cached_ladder",
     "cached_pool_runs",
     "layer_inputs",

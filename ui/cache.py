@@ -15,9 +15,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
+import numpy as np
 import streamlit as st
 
-from mha import atlas, bert, collapse, sharing, subspaces
+from mha import atlas, bert, collapse, sharing, subspaces, task
 
 from .state import Inputs
 
@@ -100,6 +101,13 @@ class SharedStore:
 
     def __init__(self, size: int = 16) -> None:
         self.size, self.items, self.lock = size, OrderedDict(), threading.Lock()
+        self.computing: dict[Hashable, threading.Lock] = {}
+
+    def lock_for(self, key: Hashable) -> threading.Lock:
+        """A lock per key: hold it while computing the value, so a second session waits for the
+        first one's result instead of computing it again."""
+        with self.lock:
+            return self.computing.setdefault(key, threading.Lock())
 
     def get(self, key: Hashable) -> Any:
         with self.lock:
@@ -174,3 +182,29 @@ def layer_inputs(model_name: str, layer: int) -> tuple:
 def uptrains() -> SharedStore:
     """Finished uptraining runs, kept per (model, layer, rung, steps, seed) for every session."""
     return SharedStore()
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_task(model_name: str, removed: tuple[tuple[int, int], ...] = ()) -> task.TaskScore:
+    """The model's Spearman on the bundled pairs with the `removed` (layer, head)s gone."""
+    model = load_model(model_name)
+    mask = np.ones((model.n_layers, model.n_heads))
+    for layer, head in removed:
+        mask[layer, head] = 0.0
+    return task.evaluate(model, head_mask=mask if removed else None)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_task_shared(
+    model_name: str, layers: tuple[int, ...], alpha: float, source: int | str, roles: tuple[str, ...]
+) -> task.TaskScore:
+    """The model's Spearman on the bundled pairs with `layers` pulled towards shared projections."""
+    model = load_model(model_name)
+    replace = {i: collapse.interpolate(model.scratch_layer(i), alpha, source, roles) for i in layers}
+    return task.evaluate(model, replace=replace)
+
+
+@st.cache_resource(show_spinner=False)
+def studies() -> SharedStore:
+    """The "Do we need every head?" study, once per model, for every session."""
+    return SharedStore(4)

@@ -38,5 +38,6 @@ PAGES = (
     PageSpec("sharing.py", "What may be shared", ":material/share:"),
     PageSpec("atlas.py", "Head atlas", ":material/map:"),
     PageSpec("why_heads.py", "Why many heads", ":material/model_training:"),
+    PageSpec("heads_needed.py", "Do we need every head?", ":material/content_cut:"),
 )
 DEFAULT = PAGES[0]

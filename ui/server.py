@@ -34,3 +34,17 @@ def timed(page: str) -> Iterator[None]:
         if path:
             with open(path, "a", encoding="utf-8") as f:
                 f.write(f"{page}\t{time.perf_counter() - started:.4f}\n")
+
+
+@contextlib.contextmanager
+def all_cores() -> Iterator[None]:
+    """Every core for one long, once-per-process computation (the heads study), then back to the
+    server's one thread per computation."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(os.cpu_count() or 1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

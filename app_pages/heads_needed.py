@@ -1,0 +1,111 @@
+"""Do we need every head? What each head is worth on the bundled model's own task, how many can go."""
+
+import numpy as np
+import streamlit as st
+
+import ui
+from mha import plots, task
+from ui import server
+
+st.title("Do we need every head?")
+st.markdown(
+    "Multi-head attention needs distinct heads to *learn* different relations (the training page shows "
+    "it). Once a model is trained, are all of them still needed? Michel et al. 2019 (*Are Sixteen Heads "
+    "Really Better than One?*) removed heads at test time and found many could go; Voita et al. 2019 "
+    "pruned 38 of 48 encoder heads for 0.15 BLEU. Here the yardstick is the bundled model's own task: "
+    "does it still rank sentence pairs by meaning? The score is Spearman's rank correlation between the "
+    "model's cosine and a graded similarity on the bundled set of "
+    f"{len(task.similarity_pairs())} pairs (written for this project). A removed head's output is "
+    "zero before W^O."
+)
+inp = ui.inputs()
+run = ui.run_or_stop(inp)
+model = ui.model(inp)
+L, H = model.n_layers, model.n_heads
+
+store = ui.studies()
+study = store.get(inp.model)
+if study is None:
+    lock = store.lock_for(inp.model)
+    if lock.locked():
+        with st.spinner("Another session is measuring every head: waiting for its result..."), lock:
+            study = store.get(inp.model)
+if study is None:
+    with store.lock_for(inp.model), server.all_cores():
+        bar = st.progress(0.0, text=f"Removing each of the {L * H} heads in turn (once per model)...")
+        study = task.heads_study(
+            model, progress=lambda done, total: bar.progress(done / total, text=f"{done} of {total} runs")
+        )
+        store.put(inp.model, study)
+        bar.empty()
+imp = study.importance
+
+st.subheader("What each head is worth")
+hover = [
+    [f"layer {l}, head {h}: drop {imp.drop[l, h]:+.4f}, gradient {imp.gradient[l, h]:.4f}" for h in range(H)]
+    for l in range(L)
+]
+c1, c2 = st.columns(2)
+c1.plotly_chart(
+    plots.atlas_heatmap(imp.drop, hover, "Spearman lost when the head alone is removed", diverging=True),
+    width="stretch",
+)
+c2.plotly_chart(plots.atlas_heatmap(imp.gradient, hover, "Gradient importance (Michel et al. 2019)"), width="stretch")
+top = np.unravel_index(np.argmax(imp.drop), imp.drop.shape)
+st.caption(
+    f"The full model's Spearman is {imp.base:.3f}. Left: the drop when one head is removed (red = the "
+    f"score falls; blue = it rises). The most needed head is layer {top[0]}, head {top[1]} "
+    f"({imp.drop[top]:+.3f}). Right: Michel et al.'s importance, the mean over pairs of |d loss / d gate| "
+    "with the loss a pair's squared distance from the model's own line of cosine against grade. The two "
+    f"rank the heads alike only loosely: Spearman {imp.agreement():.2f} between the gradient and |drop|."
+)
+
+st.subheader("How many can go?")
+curves = {
+    "least important first (by drop)": (study.pruned.removed, study.pruned.spearman),
+    "random order": (study.random.removed, study.random.spearman),
+}
+st.plotly_chart(plots.pruning_chart(curves, imp.base), width="stretch")
+st.success(
+    f"{study.pruned.can_go()} of {L * H} heads can go, least important first, before Spearman drops by "
+    f"0.02 ({imp.base:.3f} with every head); in random order {study.random.can_go()}. With none left at all, "
+    f"{study.pruned.spearman[-1]:.3f}: the embeddings and feed-forward layers still carry the words.",
+    icon=":material/content_cut:",
+)
+
+st.subheader("Remove heads yourself")
+options = [(l, h) for l in range(L) for h in range(H)]
+e1, e2 = st.columns([3, 1])
+picked = e1.multiselect(
+    "Heads to remove", options, key="needed_remove", format_func=lambda lh: f"layer {lh[0]}, head {lh[1]}"
+)
+least = int(
+    e2.number_input(
+        "and the least important", 0, L * H, 0, key="needed_least", help="Adds the heads with the smallest drop."
+    )
+)
+removed = tuple(sorted(set(picked) | set(task.order_by(imp.drop)[:least])))
+score = ui.cached_task(inp.model, removed)
+m1, m2 = st.columns(2)
+m1.metric(
+    f"Spearman with {len(removed)} of {L * H} heads removed",
+    f"{score.spearman:.3f}",
+    delta=f"{score.spearman - imp.base:+.3f}",
+    delta_color="normal",
+)
+m2.metric("Heads left", f"{L * H - len(removed)}")
+mask = np.ones((L, H))
+for layer, head in removed:
+    mask[layer, head] = 0.0
+_, attentions = model.attend_with(run, head_mask=mask)
+st.plotly_chart(plots.model_view(attentions * mask[:, :, None, None]), width="stretch")
+st.caption(
+    "Your sentence's attention in the heads that are left (removed heads are blank). Removing a head "
+    "also changes what later layers see, so the remaining maps move too."
+)
+st.markdown(
+    "The lesson's point holds both ways: heads with distinct projections are how a layer *learns* several "
+    "relations at once, and a trained model spreads its work so redundantly that many can be spared "
+    "afterwards. Sharing one projection removes the distinct lenses before training; pruning removes "
+    "heads whose work others already do."
+)
