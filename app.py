@@ -16,9 +16,10 @@ from ui.pages import DEFAULT, PAGES  # noqa: E402
 server.configure()
 st.set_page_config(page_title="Multi-Head Attention Explorer", page_icon=":material/hub:", layout="wide")
 page = st.navigation([st.Page(p.path, title=p.title, icon=p.icon, default=p is DEFAULT) for p in PAGES])
-with server.timed(page.url_path or DEFAULT.url_path):
+name = page.url_path or DEFAULT.url_path  # the default page's own path is ""
+with server.timed(name):
     inputs = ui.sidebar()  # this rerun's one Inputs: pages read it with ui.inputs()
-    ui.sync_url(inputs)  # before the page: a page may st.stop() (empty text, nothing trained yet)
+    ui.sync_url(inputs, name)  # before the page: a page may st.stop() (empty text, nothing trained yet)
     inputs = ui.ensure_model(inputs)  # loads the model once per process; falls back if it cannot
     page.run()
-ui.sync_url(inputs)  # after: the page may have corrected a value (layer or head out of range)
+ui.sync_url(inputs, name)  # after: the page may have corrected a value (layer or head out of range)

@@ -33,8 +33,8 @@ H = c3.selectbox(
     help=f"Only divisors of d_model = {C} split it evenly into heads of D = C / H.",
 )
 t1, t2, t3, t4 = st.columns(4)
-shared = t1.toggle("Shared Q/K/V", key="build_shared", help="Every head uses one W^Q, W^K, W^V (head 0's slice).")
-scale = t2.toggle("Divide by sqrt(d_k)", value=True, key="build_scale")
+shared = t1.toggle("Shared Q/K/V", key="build_shared", help="Every head uses one $W^Q, W^K, W^V$ (head 0's slice).")
+scale = t2.toggle(r"Divide by $\sqrt{d_k}$", value=True, key="build_scale")
 shuffle = t3.toggle(
     "Shuffle the words", key="build_shuffle", help="Permute the input tokens (no position information)."
 )
@@ -95,13 +95,13 @@ st.header(f"0. Input X ({T} x {C})")
 st.markdown(f"BERT's hidden states entering layer {layer}: one {C}-dimensional vector per token.")
 st.plotly_chart(plots.matrix_heatmap(tr.x[0, :MAX_SHOWN], shown, "X"), width="stretch")
 
-st.header(f"1. Project: Q_i, K_i, V_i ({T} x {D} per head)")
+st.header(f"1. Project: $Q_i, K_i, V_i$ ({T} x {D} per head)")
 st.markdown(
-    f"X W^Q is one {T} x {C} product; head {head} owns columns {lo}..{hi - 1} of it "
+    f"$X W^Q$ is one {T} x {C} product; head {head} owns columns {lo}..{hi - 1} of it "
     + (
         "(with **shared** projections every head reads the same C x D matrix)."
         if shared
-        else f"(its own W_{head}^Q: {C} x {D}). The lines mark the {H} slices."
+        else f"(its own $W_{{{head}}}^Q$: {C} x {D}). The lines mark the {H} slices."
     )
 )
 st.plotly_chart(
@@ -114,17 +114,17 @@ st.plotly_chart(
     width="stretch",
 )
 
-st.header(f"2. Scores Q_i K_i^T ({T} x {T}) and the softmax")
+st.header(f"2. Scores $Q_i K_i^\\top$ ({T} x {T}) and the softmax")
 s1, s2, s3 = st.columns(3)
 s1.metric("std of raw scores", f"{s.score_std[head]:.2f}")
-s2.metric("std after / sqrt(d_k)" if scale else "std (not scaled)", f"{s.scaled_std[head]:.2f}")
+s2.metric(r"std after / $\sqrt{d_k}$" if scale else "std (not scaled)", f"{s.scaled_std[head]:.2f}")
 s3.metric(
     "mean largest weight per row",
     f"{s.max_weight[head]:.2f}",
     help="Near 1 means the softmax saturates: each token reads one key only.",
 )
 st.markdown(
-    f"Dot products of {D}-dimensional vectors grow like sqrt(d_k) = {D**0.5:.1f}; dividing by it "
+    f"Dot products of {D}-dimensional vectors grow like $\\sqrt{{d_k}}$ = {D**0.5:.1f}; dividing by it "
     "keeps the softmax out of saturation (Vaswani et al. 2017, section 3.2.1). "
     + ("" if scale else "**Scaling is off**: watch the largest weight per row approach 1.")
 )
@@ -154,7 +154,7 @@ st.plotly_chart(
     width="stretch",
 )
 
-st.header(f"5. Mix with W^O ({C} x {C}) -> output ({T} x {C})")
+st.header(f"5. Mix with $W^O$ ({C} x {C}) -> output ({T} x {C})")
 st.plotly_chart(plots.matrix_heatmap(tr.output[0, :MAX_SHOWN], shown, "Output = Concat W^O + b"), width="stretch")
 
 if s.shuffle_error is not None:

@@ -8,10 +8,10 @@ from mha import collapse, plots
 
 st.title("Shared Q/K/V: watch the heads collapse")
 st.markdown(
-    "The check question: to *save parameters*, give every head the **same** W^Q, W^K and W^V. "
+    "The check question: to *save parameters*, give every head the **same** $W^Q$, $W^K$ and $W^V$. "
     "Here you do it on BERT's real weights, on BERT's real input to the layer, and measure what "
     "is left. alpha pulls every head's slice towards the shared one: "
-    "W_i(alpha) = (1 - alpha) W_i + alpha W_shared."
+    r"$W_i(\alpha) = (1 - \alpha)\, W_i + \alpha\, W_{shared}$."
 )
 inp = ui.inputs()
 run = ui.run_or_stop(inp)
@@ -23,11 +23,11 @@ layer, _ = ui.layer_head(run, head=False)
 sharing = ui.sharing_controls(H, "collapse")
 alpha, source, roles = sharing.alpha, sharing.source, sharing.roles
 if not roles:
-    st.info("Choose at least one of W^Q, W^K, W^V to share.")
+    st.info("Choose at least one of $W^Q, W^K, W^V$ to share.")
     st.stop()
 if roles == ("k", "q"):
     st.caption(
-        "Sharing only W^Q and W^K makes every head attend the same way, but the values stay "
+        "Sharing only $W^Q$ and $W^K$ makes every head attend the same way, but the values stay "
         "distinct, so the heads still write different things into their slices."
     )
 
@@ -123,12 +123,12 @@ st.caption(
 )
 
 st.subheader("The answer, in numbers")
-shared_names = ", ".join("W^" + r.upper() for r in ans.roles)
+shared_names = ", ".join(f"$W^{r.upper()}$" for r in ans.roles)
 st.markdown(
     f"With {shared_names} shared (alpha = 1) the {H} heads of layer {layer} "
     f"{'compute the same attention' if ans.same_attention else 'keep different attention'}: "
     f"mean divergence between heads {ans.diversity_shared:.1e}, against {ans.diversity_bert:.3f} for "
-    f"BERT's own heads; their W^Q subspaces overlap {ans.overlap_shared:.2f} (BERT: {ans.overlap_bert:.2f}); "
+    f"BERT's own heads; their $W^Q$ subspaces overlap {ans.overlap_shared:.2f} (BERT: {ans.overlap_bert:.2f}); "
     f"the heads' concatenated output has effective rank {ans.rank_shared:.1f} (BERT: {ans.rank_bert:.1f}"
     + (f", and at most D = {ans.rank_bound} once Q, K and V are shared). " if ans.rank_bound else "). ")
     + f"Sharing saves {ans.params_saved:,} of {ans.params_distinct:,} parameters per layer, "

@@ -16,7 +16,7 @@ st.markdown(
     "does it still rank sentence pairs by meaning? The score is Spearman's rank correlation between the "
     "model's cosine and a graded similarity on the bundled set of "
     f"{len(task.similarity_pairs())} pairs (written for this project). A removed head's output is "
-    "zero before W^O."
+    "zero before $W^O$."
 )
 inp = ui.inputs()
 run = ui.run_or_stop(inp)

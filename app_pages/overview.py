@@ -17,14 +17,14 @@ st.markdown(
     f"One attention head gives every token **one** weighted average over the sentence, so it must "
     f"blend grammar, meaning and position into a single view. Multi-head attention "
     f"(Vaswani et al. 2017, *Attention Is All You Need*) runs **{H} heads** side by side in "
-    f"**{model.name}** (d_model C = {C}, so each head works in D = C / H = {D} dimensions), "
+    f"**{model.name}** ($d_{{model}}$ = {C}, so each head works in $d_k = d_{{model}} / h$ = {D} dimensions), "
     f"shown here for your {T}-token input."
 )
 st.graphviz_chart(diagram.stages_dot(T, C, H), width="stretch")
 STAGES = [
     (
         "1. Project, per head",
-        f"Each head i has its own W_i^Q, W_i^K, W_i^V ({C} x {D}). They are different lenses: each maps the "
+        f"Each head i has its own $W_i^Q, W_i^K, W_i^V$ ({C} x {D}). They are different lenses: each maps the "
         f"{C}-dimensional token vectors into its own {D}-dimensional subspace. In practice one {C} x {C} "
         f"matrix is applied and its output split into {H} slices.",
         "app_pages/build.py",
@@ -33,16 +33,16 @@ STAGES = [
     ),
     (
         "2. Attend, in parallel",
-        f"Every head computes softmax(Q_i K_i^T / sqrt({D})) V_i at the same time: a {T} x {T} map of where "
-        f"each token reads, and a {T} x {D} output. Different heads learn different relations: the previous "
-        "word, the separator, a verb's object.",
+        f"Every head computes $\\mathrm{{softmax}}(Q_i K_i^\\top / \\sqrt{{{D}}})\\, V_i$ at the same time: "
+        f"a {T} x {T} map of where each token reads, and a {T} x {D} output. Different heads learn different "
+        "relations: the previous word, the separator, a verb's object.",
         "app_pages/bert_heads.py",
         "Inspect every head of the real BERT",
         ":material/grid_view:",
     ),
     (
         "3. Concatenate, then mix",
-        f"The {H} outputs ({T} x {D} each) are joined to {T} x {C} and multiplied by W^O ({C} x {C}), so the "
+        f"The {H} outputs ({T} x {D} each) are joined to {T} x {C} and multiplied by $W^O$ ({C} x {C}), so the "
         "next layer gets one representation informed by every head.",
         "app_pages/collapse.py",
         "What if every head shared one projection?",

@@ -7,10 +7,10 @@ from mha import plots, sharing
 
 st.title("What may be shared: multi-query and grouped-query attention")
 st.markdown(
-    "Sharing W^Q, W^K and W^V across heads collapses them into one head. Yet the models that run "
+    "Sharing $W^Q$, $W^K$ and $W^V$ across heads collapses them into one head. Yet the models that run "
     "in production *do* share across heads, only not the queries: **multi-query attention** (Shazeer "
     "2019) gives every head one K and one V; **grouped-query attention** (Ainslie et al. 2023) gives "
-    "each group of heads its own K and V. Each head keeps its own W_i^Q, its own lens, so the heads "
+    "each group of heads its own K and V. Each head keeps its own $W_i^Q$, its own lens, so the heads "
     "still look for different things, while a decoder caches far fewer keys and values per token. "
     "Below, one layer of the real BERT is converted rung by rung (each group's K/V heads mean-pooled, "
     "as Ainslie et al. do) and measured on your sentence."
@@ -75,7 +75,7 @@ g2.plotly_chart(
 st.subheader("K/V cache per token, if these were decoders")
 st.dataframe(sharing.cache_table(), hide_index=True)
 st.caption(
-    "A decoder keeps every past token's K and V of every layer: 2 x layers x K/V heads x d_k values. "
+    "A decoder keeps every past token's K and V of every layer: 2 x layers x K/V heads x $d_k$ values. "
     "GQA-8 on a 7B model of 32 heads keeps a quarter of MHA's cache; MQA a thirty-second."
 )
 

@@ -8,10 +8,10 @@ from mha import atlas, plots, subspaces
 
 st.title("Subspaces: each head's own view of your sentence")
 st.markdown(
-    "Each head i projects the token vectors with its own W_i^Q and W_i^K into a small D-dimensional "
+    "Each head i projects the token vectors with its own $W_i^Q$ and $W_i^K$ into a small D-dimensional "
     "space: its **representation subspace**. There a query meets the keys, and the closer their dot "
     "product, the more the token reads that key. Below, every head's space is drawn in 2-D: the "
-    "picture keeps as much of the head's scaled scores Q_i K_i^T / sqrt(d_k) as two dimensions can."
+    r"picture keeps as much of the head's scaled scores $Q_i K_i^\top / \sqrt{d_k}$ as two dimensions can."
 )
 inp = ui.inputs()
 run = ui.run_or_stop(inp)
@@ -20,7 +20,7 @@ H = model.n_heads
 layer, _ = ui.layer_head(run, head=False)
 sharing = ui.sharing_controls(H, "subspaces", default_alpha=0.0)
 if not sharing.roles:
-    st.info("Choose at least one of W^Q, W^K, W^V to share.")
+    st.info("Choose at least one of $W^Q, W^K, W^V$ to share.")
     st.stop()
 token = ui.token_picker("Token to follow", run.tokens, atlas.find_token(run.tokens, "mole", 1), "subspaces_token")
 
@@ -49,14 +49,14 @@ st.caption(
 spread = subspaces.max_map_difference(maps)
 if {"q", "k"} <= set(sharing.roles) and sharing.alpha == 1.0:
     st.success(
-        f"W^Q and W^K shared: all {H} panels are the same picture (max difference between panels "
+        f"$W^Q$ and $W^K$ shared: all {H} panels are the same picture (max difference between panels "
         f"{spread:.1e}). The heads look at the sentence through one lens, so they attend alike.",
         icon=":material/call_merge:",
     )
 else:
     st.info(
         f"{H} different pictures (max difference between panels {spread:.2f}): the same word lands in "
-        "different places, and reads different words, in each head. Turn on *Shared* with W^Q and W^K "
+        "different places, and reads different words, in each head. Turn on *Shared* with $W^Q$ and $W^K$ "
         "to fold them into one.",
         icon=":material/layers:",
     )
@@ -111,9 +111,9 @@ st.plotly_chart(
 )
 C, D = model.d_model, model.d_model // H
 st.caption(
-    f"Left: each head's W_i^Q W_i^K^T ({C} x {C}) has at most d_k = {D} directions. Right: stacked side by "
-    f"side, the {H} heads' W^Q need {spectra.energy_rank('query')} of {C} directions for 90 % of their "
-    f"energy, W^K {spectra.energy_rank('key')} (a random matrix: {spectra.energy_rank('reference')}). "
+    f"Left: each head's $W_i^Q {{W_i^K}}^\\top$ ({C} x {C}) has at most $d_k$ = {D} directions. Right: stacked side by "
+    f"side, the {H} heads' $W^Q$ need {spectra.energy_rank('query')} of {C} directions for 90 % of their "
+    f"energy, $W^K$ {spectra.energy_rank('key')} (a random matrix: {spectra.energy_rank('reference')}). "
     "The heads' subspaces are their own but partly shared (Cordonnier et al. 2020, *Multi-Head "
     "Attention: Collaborate Instead of Concatenate*)."
 )

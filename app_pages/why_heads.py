@@ -12,8 +12,8 @@ st.markdown(
     "positions back, and the first token of the sequence. One head gives each position a single "
     "weighted average, so it cannot fetch four different tokens at once. Five models of the "
     "same width are trained side by side on the same batches: **distinct** heads; heads that keep "
-    "their own W_i^Q but share K and V in 2 groups (**grouped**, Ainslie et al. 2023) or all together "
-    "(**mqa**, multi-query, Shazeer 2019); **shared** heads (one W^Q, W^K, W^V for all); and a "
+    "their own $W_i^Q$ but share K and V in 2 groups (**grouped**, Ainslie et al. 2023) or all together "
+    "(**mqa**, multi-query, Shazeer 2019); **shared** heads (one $W^Q, W^K, W^V$ for all); and a "
     "**single** full-width head. Vaswani et al. 2017 (Table 3, rows A) saw the same in translation: "
     "one head was 0.9 BLEU below the best number of heads."
 )

@@ -61,24 +61,24 @@ class ModelSpec:
 
 REGISTRY: dict[str, ModelSpec] = {
     DEFAULT_MODEL: ModelSpec(
-        DEFAULT_MODEL, "bundled", "6 layers x 12 heads, d_model 384, 23M parameters; bundled, offline"
+        DEFAULT_MODEL, "bundled", "6 layers x 12 heads, width 384, 23M parameters; bundled, offline"
     ),
     "bert-base-uncased": ModelSpec(
         "bert-base-uncased",
         "hub",
-        "12 layers x 12 heads, d_model 768, 110M; download ~440 MB",
+        "12 layers x 12 heads, width 768, 110M; download ~440 MB",
         "google-bert/bert-base-uncased",
     ),
     "bert-base-cased": ModelSpec(
         "bert-base-cased",
         "hub",
-        "12 layers x 12 heads, d_model 768, 108M; download ~430 MB",
+        "12 layers x 12 heads, width 768, 108M; download ~430 MB",
         "google-bert/bert-base-cased",
     ),
     "bert-base-multilingual-cased": ModelSpec(
         "bert-base-multilingual-cased",
         "hub",
-        "12 layers x 12 heads, d_model 768, 178M, 104 languages; download ~710 MB",
+        "12 layers x 12 heads, width 768, 178M, 104 languages; download ~710 MB",
         "google-bert/bert-base-multilingual-cased",
     ),
 }

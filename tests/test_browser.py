@@ -164,3 +164,57 @@ def test_subspaces_page_follows_a_token_and_folds_into_one_picture(server, brows
     assert page.get_by_text("are the same picture").count() == 1
     assert page.locator('[data-testid="stException"]').count() == 0 and dialogs == []
     page.screenshot(path=str(ARTIFACTS / "subspaces_shared.png"), full_page=False)
+
+
+def test_lesson_next_through_every_step_check_question_and_a_tool_link(server, browser, bert):
+    ARTIFACTS.mkdir(exist_ok=True)
+    text = "The mole on his arm was not a mole but a rare insect."
+    page, dialogs = open_and_type(browser, server, text)
+    page.locator('[data-testid="stSidebarNav"] a').nth(PAGES.index("lesson")).click()
+    wait_idle(page)
+    for step in range(1, 8):
+        page.wait_for_selector(f"text=Step {step} of 7", timeout=60_000)
+        assert f"step={step}" in page.url
+        assert page.locator('[data-testid="stException"]').count() == 0, step
+        if step == 6:  # the check question: predict, then do it, then see
+            page.get_by_text("Every head computes the same attention").click()
+            wait_idle(page)
+            page.get_by_test_id("stCheckbox").filter(has_text="Share").first.click()
+            wait_idle(page)
+            page.wait_for_selector("text=divergence between heads fell", timeout=60_000)
+            assert page.get_by_text("Right: the heads' attention").count() == 1
+        if step < 7:
+            page.get_by_role("button", name="Next →").click()
+            wait_idle(page)
+    score = page.get_by_test_id("stMetric").filter(has_text="Right at the first try").inner_text()
+    assert "1 of 1" in score  # the check question, predicted right
+    # step 5's link opens the atlas on the previous-token head, with the same sentence
+    page.get_by_role("button", name="← Back").click()
+    wait_idle(page)
+    page.get_by_role("button", name="← Back").click()
+    wait_idle(page)
+    page.wait_for_selector("text=Step 5 of 7", timeout=60_000)
+    from mha import lesson
+
+    _, best, _ = lesson.previous_token_question(bert.attend(text))
+    page.get_by_text("Every measure of every head: Head atlas").click()
+    wait_idle(page)
+    page.wait_for_selector("h1:has-text('Head atlas')", timeout=60_000)
+    assert "/atlas" in page.url and f"layer={best[0]}" in page.url and f"head={best[1]}" in page.url
+    assert page.locator('[data-testid="stSidebar"] textarea').first.input_value() == text
+    # the atlas describes the head it shows: the link's layer and head
+    page.wait_for_selector(f"text=Layer {best[0]}, head {best[1]} (", timeout=60_000)
+    assert dialogs == [] and page.locator('[data-testid="stException"]').count() == 0
+
+
+def test_lesson_on_a_narrow_screen(server, browser):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    page.goto(f"{server}/?step=1", wait_until="domcontentloaded")
+    wait_idle(page)
+    page.wait_for_selector("text=Step 1 of 7", timeout=60_000)
+    page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=60_000)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 400, width  # nothing wider than the phone's screen
+    page.screenshot(path=str(ARTIFACTS / "lesson_390px.png"), full_page=True)

@@ -28,10 +28,14 @@ from .cache import (
 from .state import MAX_CHARS, Inputs, inputs, kept, literal, notice, show_notices, sync_url
 from .widgets import (
     Sharing,
+    choice_question,
     current_run,
     ensure_model,
     layer_head,
+    lesson_score,
     model,
+    number_question,
+    reset_lesson,
     run_or_stop,
     sharing_controls,
     sidebar,
@@ -39,6 +43,10 @@ from .widgets import (
 )
 
 __all__ = [
+    "choice_question",
+    "lesson_score",
+    "number_question",
+    "reset_lesson",
     "cached_task",
     "cached_task_shared",
     "studies",

@@ -30,6 +30,7 @@ class PageSpec:
 
 
 PAGES = (
+    PageSpec("lesson.py", "Lesson", ":material/school:"),
     PageSpec("overview.py", "Overview", ":material/explore:"),
     PageSpec("build.py", "Build it from scratch", ":material/build:"),
     PageSpec("bert_heads.py", "BERT heads", ":material/grid_view:"),

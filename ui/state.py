@@ -16,7 +16,7 @@ from mha import bert
 from mha.examples import DEFAULT_TEXT
 
 MAX_CHARS = bert.MAX_CHARS
-URL_KEYS = ("model", "text", "text_b", "layer", "head")
+URL_KEYS = ("model", "text", "text_b", "layer", "head", "step")
 
 
 @dataclass(frozen=True)
@@ -82,13 +82,17 @@ def _int_param(params, name: str) -> int | None:
 
 
 def init_state() -> None:
-    """Defaults, then (once per session) the values a shared link carries in its query string."""
+    """Defaults once per session, then the values a link carries in its query string: a shared
+    link opening the app, or a link inside it (st.page_link with query_params, the browser's
+    back button). Parameters equal to what sync_url last wrote are the app's own: ignored."""
     ss = st.session_state
-    if ss.get("_initialised"):
+    if not ss.get("_initialised"):
+        ss["_initialised"] = True
+        ss.update(text=DEFAULT_TEXT, text_b="", model=bert.default_model_name(), layer=0, head=0, step=1)
+    params = {k: st.query_params.get(k) for k in URL_KEYS if k in st.query_params}
+    if not params or params == ss.get("_url_written"):
         return
-    ss["_initialised"] = True
-    ss.update(text=DEFAULT_TEXT, text_b="", model=bert.default_model_name(), layer=0, head=0)
-    params = st.query_params
+    ss["_url_written"] = params
     for name in ("text", "text_b"):
         if name in params:
             ss[name], cut = bert.clean_text(params[name])
@@ -103,21 +107,25 @@ def init_state() -> None:
                 f"The link asks for a model that is not on the list ({literal(params['model'])}): "
                 f"using {bert.DEFAULT_MODEL}. Available: {', '.join(names)}."
             )
-    for name in ("layer", "head"):
+    for name in ("layer", "head", "step"):
         value = _int_param(params, name)
         if value is not None:
-            ss[name] = value  # checked against the model by widgets.layer_head()
+            ss[name] = value  # checked against the model (or the lesson) where it is used
 
 
-def sync_url(inp: Inputs) -> None:
-    """Write the current view into the query string so the link reopens it."""
+def sync_url(inp: Inputs, page: str = "") -> None:
+    """Write the current view into the query string so the link reopens it (the lesson's step
+    only on the lesson page)."""
     ss = st.session_state
     want = {"model": inp.model, "text": inp.text, "layer": str(ss["layer"]), "head": str(ss["head"])}
     if inp.text_b:
         want["text_b"] = inp.text_b
-    current = {k: st.query_params.get(k) for k in URL_KEYS}
-    if {k: v for k, v in current.items() if v is not None} != want:
+    if page == "lesson":
+        want["step"] = str(ss["step"])
+    current = {k: st.query_params.get(k) for k in URL_KEYS if k in st.query_params}
+    if current != want:
         st.query_params.from_dict(want)
+    ss["_url_written"] = want
 
 
 def kept(kind: str, label: str, key: str, container: Any = None, **kwargs: Any) -> Any:

@@ -178,3 +178,51 @@ def sharing_controls(n_heads: int, prefix: str, default_alpha: float = 0.5) -> S
         "Share", ["q", "k", "v"], default=["q", "k", "v"], key=f"{prefix}_roles", format_func=lambda r: f"W^{r.upper()}"
     )
     return Sharing(1.0 if shared else float(alpha), source, tuple(sorted(roles)))
+
+
+def _first_try(qid: str, right: bool) -> None:
+    """Keep whether question `qid` was answered right the first time (in the session only)."""
+    st.session_state.setdefault("lesson_first", {}).setdefault(qid, right)
+
+
+def choice_question(qid: str, prompt: str, options: Sequence[str], answer: int, why: str) -> bool | None:
+    """A multiple-choice question checked against `answer`; feedback says why. None until answered."""
+    picked = st.radio(prompt, range(len(options)), index=None, key=f"q_{qid}", format_func=lambda i: options[i])
+    if picked is None:
+        return None
+    right = picked == answer
+    _first_try(qid, right)
+    (st.success if right else st.error)(("Right. " if right else f"Not quite: it is *{options[answer]}*. ") + why)
+    return right
+
+
+def number_question(qid: str, prompt: str, labels: Sequence[str], expected: Sequence[int], why: str) -> bool | None:
+    """Whole numbers to type (e.g. the two sides of a shape), checked against `expected`."""
+    st.markdown(prompt)
+    cols = st.columns(len(labels))
+    given = [
+        col.number_input(label, min_value=0, value=None, step=1, key=f"q_{qid}_{n}")
+        for n, (col, label) in enumerate(zip(cols, labels))
+    ]
+    if any(g is None for g in given):
+        return None
+    right = [int(g) for g in given] == list(expected)
+    _first_try(qid, right)
+    shape = " x ".join(str(e) for e in expected)
+    (st.success if right else st.error)(("Right: " if right else "Not quite: ") + f"{shape}. " + why)
+    return right
+
+
+def lesson_score() -> tuple[int, int]:
+    """(questions right at the first try, questions answered) in this session."""
+    first = st.session_state.get("lesson_first", {})
+    return sum(first.values()), len(first)
+
+
+def reset_lesson() -> None:
+    """Forget the answers and go back to step 1."""
+    ss = st.session_state
+    for key in [k for k in ss if str(k).startswith("q_")]:
+        del ss[key]
+    ss["lesson_first"] = {}
+    ss["step"] = 1

@@ -1,0 +1,261 @@
+"""The lesson: the seven points of multi-head attention in order, each done by the learner on the
+real model, with a question checked against the numbers the engine computed for their sentence."""
+
+import zlib
+
+import streamlit as st
+
+import ui
+from mha import atlas, build, collapse, diagram, lesson, metrics, plots
+
+N = len(lesson.STEPS)
+inp = ui.inputs()
+run = ui.run_or_stop(inp)
+model = ui.model(inp)
+T, C, H, L = run.n_tokens, model.d_model, model.n_heads, model.n_layers
+D = C // H
+ss = st.session_state
+if not 1 <= int(ss.get("step", 1)) <= N:
+    ui.notice(f"The lesson has steps 1 to {N}: starting at step 1.")
+    ss["step"] = 1
+ui.show_notices()
+step = int(ss["step"])
+tag = f"{step}-{zlib.crc32(f'{inp.model}|{inp.text}|{inp.text_b}'.encode()):08x}"  # new sentence, new questions
+
+
+def go(to: int) -> None:
+    st.session_state["step"] = to
+
+
+def tool(page: str, label: str, layer: int | None = None, head: int | None = None) -> None:
+    """A link that opens a tool page with the same sentence, layer and head."""
+    params = {"text": inp.text, "model": inp.model}
+    params |= {"layer": str(layer)} if layer is not None else {}
+    params |= {"head": str(head)} if head is not None else {}
+    st.page_link(page, label=label, icon=":material/open_in_new:", query_params=params)
+
+
+head_row = st.columns([3, 1.2, 0.8])
+head_row[0].title("Multi-head attention, step by step")
+right, answered = ui.lesson_score()
+head_row[1].metric("Right at the first try", f"{right} of {answered}")
+head_row[2].button("Reset lesson", on_click=ui.reset_lesson, key="lesson_reset")
+st.progress(step / N, text=f"Step {step} of {N}: {lesson.STEPS[step - 1]}")
+
+if step == 1:
+    st.markdown(
+        r"A head gives every token $i$ **one** set of weights over the sentence, "
+        r"$\alpha_{ij} = \mathrm{softmax}_j\big(q_i \cdot k_j / \sqrt{d_k}\big)$, and hands back **one** weighted "
+        r"average $\sum_j \alpha_{ij} v_j$. Whatever the token needs (its meaning, its grammar, its neighbours) "
+        "must share that single average. Below are two links in your sentence and how strongly each of the "
+        f"{L * H} heads of the real model makes them."
+    )
+    r = lesson.relations(run)
+    (mq, mk), (gq, gk) = r.meaning, r.grammar
+    names = (f"{run.tokens[mq]} → {run.tokens[mk]}", f"{run.tokens[gq]} → {run.tokens[gk]}")
+    st.plotly_chart(
+        plots.relation_scatter(run.attentions[:, :, mq, mk], run.attentions[:, :, gq, gk], names), width="stretch"
+    )
+    st.caption("Each dot is one head. No head sits in the top right corner: none makes both links strongly.")
+    layer, head = ui.layer_head(run)
+    c1, c2 = st.columns(2)
+    c1.metric(f"Layer {layer}, head {head}: {names[0]}", f"{run.attentions[layer, head, mq, mk]:.0%}")
+    c2.metric(f"Layer {layer}, head {head}: {names[1]}", f"{run.attentions[layer, head, gq, gk]:.0%}")
+    q = lesson.relation_question(run, r)
+    ui.choice_question(f"{tag}-best", f"Which head links {names[0]} most strongly?", q.options, q.answer, q.why)
+    tool("app_pages/atlas.py", "Rank every head for any two words: the link finder", *r.best_meaning[:2])
+
+elif step == 2:
+    st.markdown(
+        r"Multi-head attention runs $h$ heads side by side in three stages. **Project**: each head $i$ has its own "
+        r"$W_i^Q, W_i^K, W_i^V$ of size $d_{model} \times d_k$, with $d_k = d_{model}/h$: "
+        r"$Q_i = X W_i^Q,\ K_i = X W_i^K,\ V_i = X W_i^V$. **Attend**: every head at once, "
+        r"$\mathrm{head}_i = \mathrm{softmax}\big(Q_i K_i^\top / \sqrt{d_k}\big) V_i$. **Concatenate and mix**: "
+        r"$\mathrm{MultiHead}(X) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\, W^O$. "
+        f"Here $d_{{model}} = {C}$, $h = {H}$ and your sentence has $T = {T}$ tokens."
+    )
+    st.graphviz_chart(diagram.stages_dot(T, C, H), width="stretch")
+    shapes = lesson.stage_shapes(run, model)
+    ui.number_question(
+        f"{tag}-q",
+        r"How big is one head's $Q_i$ for your sentence? (rows $\times$ columns)",
+        ["rows", "columns"],
+        shapes["Q_i"],
+        f"One row per token (T = {T}) and $d_k = d_{{model}} / h$ = {C} / {H} = {D} columns: X ({T} x {C}) times "
+        f"$W_i^Q$ ({C} x {D}).",
+    )
+    tool("app_pages/build.py", "See every stage on your sentence: Build it from scratch")
+
+elif step == 3:
+    st.markdown(
+        r"Because each head has its **own** $W_i^Q$ and $W_i^K$, it maps the same token vectors into its own "
+        r"$d_k$-dimensional space, its representation subspace. There the dot product $q \cdot k$ decides who reads "
+        "whom. Pick two heads and compare where your tokens land (queries ●, keys ◇; the 2-D picture keeps as much "
+        "of each head's scores as two dimensions can)."
+    )
+    layer, _ = ui.layer_head(run, head=False)
+    c1, c2 = st.columns(2)
+    a = c1.selectbox("First head", range(H), index=0, key="lesson_head_a", format_func=lambda h: f"head {h}")
+    b = c2.selectbox(
+        "Second head", range(H), index=min(1, H - 1), key="lesson_head_b", format_func=lambda h: f"head {h}"
+    )
+    maps = ui.cached_layer_maps(inp, layer, 0.0, 0, ("k", "q", "v"))
+    pick = [a, b]
+    st.plotly_chart(
+        plots.subspace_panels(
+            maps.queries[pick], maps.keys[pick], maps.fidelity[pick], run.tokens, f"Layer {layer}: heads {a} and {b}"
+        ),
+        width="stretch",
+    )
+    q = lesson.subspace_question(model, run, layer, a, b)
+    ui.choice_question(
+        f"{tag}-sub-{layer}-{a}-{b}",
+        f"Do heads {a} and {b} see your sentence the same way?",
+        q.options,
+        q.answer,
+        q.why,
+    )
+    tool("app_pages/subspaces.py", "Every head's subspace, and how sharing folds them: Subspaces", layer)
+
+elif step == 4:
+    st.markdown(
+        r"Each head returns a $T \times d_k$ matrix. The $h$ of them are joined side by side, "
+        r"$T \times (h \cdot d_k) = T \times d_{model}$, and multiplied by $W^O$ ($d_{model} \times d_{model}$): every "
+        "output dimension is a weighted sum over **every** head's dimensions, so the next layer gets one "
+        "representation informed by all heads."
+    )
+    layer, _ = ui.layer_head(run, head=False)
+    mixed = st.toggle(r"Show the output after $W^O$", key="lesson_mixed")
+    s = build.build_stages(model, run, layer, H)
+    shown = s.tokens[:64]
+    if mixed:
+        st.plotly_chart(plots.matrix_heatmap(s.trace.output[0, :64], shown, "Output = Concat W^O + b"), width="stretch")
+    else:
+        st.plotly_chart(
+            plots.matrix_heatmap(
+                s.trace.concat[0, :64], shown, "Concat(head_1, ..., head_h)", boundaries=[h * D for h in range(1, H)]
+            ),
+            width="stretch",
+        )
+    st.caption("The lines mark where each head's slice starts; after $W^O$ there are no slices left.")
+    shapes = lesson.stage_shapes(run, model)
+    ui.number_question(
+        f"{tag}-out",
+        "What is the shape of the layer's output for your sentence? (rows x columns)",
+        ["rows", "columns"],
+        shapes["output"],
+        f"{H} heads x {D} columns = {C}, the width the layer started with, so layers can be stacked.",
+    )
+    tool("app_pages/build.py", "Every stage, step by step: Build it from scratch", layer)
+
+elif step == 5:
+    st.markdown(
+        "Heads learn whatever helps the task; we can only look and build intuition. Clark et al. 2019 (*What Does "
+        "BERT Look At?*) found heads that read the previous or the next token, heads that park their attention on "
+        "[CLS] or [SEP], and heads that follow syntax; Kovaleva et al. 2019 sorted their patterns into vertical, "
+        "diagonal and block shapes. Below, every head coloured by how much it reads the previous token."
+    )
+    m = ui.cached_measures(inp)
+    hover = atlas.hover_text(m)
+    st.plotly_chart(
+        plots.atlas_heatmap(m["to previous"], hover, "Share of attention to the previous token"), width="stretch"
+    )
+    q, best, vertical = lesson.previous_token_question(run)
+    ui.choice_question(f"{tag}-prev", "Which head reads the previous token most?", q.options, q.answer, q.why)
+    st.markdown("Now a head of your choice:")
+    layer, head = ui.layer_head(run)
+    st.info(metrics.describe(m, m["pattern"][layer, head], layer, head), icon=":material/psychology:")
+    st.plotly_chart(
+        plots.attention_heatmap(run.attentions[layer, head], run.tokens, f"Layer {layer}, head {head}", height=420),
+        width="stretch",
+    )
+    tool("app_pages/atlas.py", "Every measure of every head: Head atlas", *best)
+
+elif step == 6:
+    st.markdown(
+        r"Someone proposes to save parameters by giving every head the **same** $W^Q, W^K, W^V$. "
+        "Predict first, then try it on a real layer."
+    )
+    layer, _ = ui.layer_head(run, head=False)
+    prediction = st.radio(
+        "What will the heads do?",
+        range(len(lesson.PREDICTIONS)),
+        index=None,
+        key=f"q_{tag}-predict",
+        format_func=lambda i: lesson.PREDICTIONS[i],
+    )
+    shared = st.toggle(
+        f"Share $W^Q, W^K, W^V$ across the {H} heads of layer {layer}",
+        disabled=prediction is None,
+        key="lesson_share",
+        help="Predict first: the toggle unlocks once you have chosen.",
+    )
+    if prediction is not None and shared:
+        out = lesson.sharing_outcome(model, run, layer)
+        c = ui.cached_collapse(inp, layer, 1.0, "mean", ("k", "q", "v"))
+        g1, g2 = st.columns(2)
+        g1.plotly_chart(plots.head_grid(run.attentions[layer], f"Layer {layer}: BERT's own heads"), width="stretch")
+        g2.plotly_chart(plots.head_grid(c.weights, f"Layer {layer}: one shared W^Q, W^K, W^V"), width="stretch")
+        k1, k2, k3 = st.columns(3)
+        k1.metric(
+            "Head diversity (mean JS)",
+            f"{out['diversity after']:.1e}",
+            delta=f"BERT: {out['diversity before']:.3f}",
+            delta_color="off",
+        )
+        k2.metric("Largest difference between heads", f"{out['max difference between heads']:.1e}")
+        k3.metric(
+            "Parameters of the layer",
+            f"{out['parameters after']:,}",
+            delta=f"{out['parameters after'] - out['parameters before']:,}",
+            delta_color="off",
+        )
+        right, text = lesson.prediction_feedback(prediction, out)
+        st.session_state.setdefault("lesson_first", {}).setdefault(f"{tag}-predict-{layer}", right)
+        (st.success if right else st.error)(text)
+        st.markdown("**Deeper: which projections must differ for heads to differ?** Try subsets:")
+        roles = st.multiselect("Share", ["q", "k", "v"], default=["k", "v"], key="lesson_roles", format_func=str.upper)
+        if roles:
+            tried = collapse.collapse_layer(model, run, layer, 1.0, "mean", tuple(sorted(roles)), overlap_roles=())
+            st.metric(
+                f"Head diversity sharing {', '.join(f'$W^{r.upper()}$' for r in sorted(roles))}",
+                f"{metrics.mean_off_diagonal(tried.diversity):.1e}",
+            )
+        q, _div = lesson.which_roles_question(model, run, layer)
+        ui.choice_question(
+            f"{tag}-roles-{layer}", "Sharing which two makes every head attend identically?", q.options, q.answer, q.why
+        )
+    tool("app_pages/collapse.py", "The collapse in numbers and along alpha: Shared Q/K/V", layer)
+    tool("app_pages/sharing.py", "What production models share instead: multi-query and grouped-query attention", layer)
+
+else:
+    st.markdown(
+        r"Attention compares every token with every other, $q_i \cdot k_j$, and nothing in it says where a token "
+        "stands. Shuffle the words and each token meets the same others, so its output is the same, only "
+        "moved. That is why Transformers add positional encodings, the next lesson (BERT learns a position "
+        "embedding and adds it before layer 0)."
+    )
+    layer, _ = ui.layer_head(run, head=False)
+    shuffled = st.toggle("Shuffle the words", key="lesson_shuffle")
+    if shuffled:
+        s = build.build_stages(model, run, layer, H, shuffle=True, seed=1)
+        st.caption("Fed in this order: " + " ".join(plots.token_label(t) for t in s.tokens))
+        st.metric("Largest difference after undoing the shuffle", f"{s.shuffle_error:.1e}")
+    q, _err = lesson.shuffle_question(model, run, layer)
+    ui.choice_question(
+        f"{tag}-shuffle-{layer}", "After shuffling, the layer's outputs are:", q.options, q.answer, q.why
+    )
+    tool("app_pages/build.py", "Shuffle on any layer, with every stage: Build it from scratch", layer)
+
+b1, _, b2 = st.columns([1, 4, 1])
+b1.button("← Back", disabled=step == 1, on_click=go, args=(step - 1,), key="lesson_back", width="stretch")
+b2.button(
+    "Next →", disabled=step == N, on_click=go, args=(step + 1,), key="lesson_next", type="primary", width="stretch"
+)
+if step == N:
+    right, answered = ui.lesson_score()
+    st.success(
+        f"End of the lesson: {right} of {answered} questions right at the first try. Every tool is in the "
+        "sidebar; the sentence box works on all of them.",
+        icon=":material/school:",
+    )

@@ -1,0 +1,164 @@
+"""The lesson walked through AppTest on two sentences: every question answered right and wrong,
+the expected answers equal to what the engine computes for that sentence; maths typeset."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from livetest import ROOT
+from mha import atlas, build, collapse, lesson, metrics, subspaces
+
+SECOND = "Yesterday the old fisherman sold three silver fish to a hungry cat."
+PLAIN_MATHS = re.compile(r"W_\{?\w+\}?\^|W\^[QKVO]|\b[QKV]_i\b|\^T\b|sqrt\(|softmax\(|\bd_k\b|d_model")
+
+
+def app(**params) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    for k, v in params.items():
+        at.query_params[k] = v
+    return at.run()
+
+
+def question(at: AppTest):
+    """The step's multiple-choice question (its key starts with q_, as every lesson question's)."""
+    (radio,) = [r for r in at.radio if str(r.key).startswith("q_") and "predict" not in str(r.key)]
+    return radio
+
+
+def feedback(at: AppTest) -> str:
+    """The question's feedback (not step 6's prediction feedback, shown above it)."""
+    return " ".join(e.value for e in [*at.success, *at.error] if "fell from" not in e.value)
+
+
+def plain_maths(at: AppTest) -> list[str]:
+    found = []
+    for kind in ("markdown", "caption", "info", "success", "error", "warning", "header", "subheader"):
+        for e in at.get(kind):
+            text = re.sub(r"\$[^$]*\$", "", str(getattr(e, "value", "")))
+            found += PLAIN_MATHS.findall(text)
+    return found
+
+
+def answer(at: AppTest, option_text: str) -> str:
+    q = question(at)
+    q.set_value(q.options.index(option_text)).run()
+    return feedback(at)
+
+
+def wrong_option(options, right: str) -> str:
+    return next(o for o in options if o != right)
+
+
+@pytest.mark.parametrize("text,right_first", [(None, True), (SECOND, False)])
+def test_walk_the_lesson(bert, text, right_first):
+    at = app(**({"text": text} if text else {}))
+    assert not at.exception and at.get("progress")[0].proto.text.startswith("Step 1 of 7")
+    sentence = at.session_state["text"]
+    run = bert.attend(sentence)
+    order = (lambda right, wrong: (right, wrong)) if right_first else (lambda right, wrong: (wrong, right))
+    seen_right = 0
+
+    def ask(right: str, options) -> None:
+        nonlocal seen_right
+        first, second = order(right, wrong_option(options, right))
+        said = answer(at, first)
+        assert said.startswith("Right") == right_first, said
+        said = answer(at, second)
+        assert said.startswith("Right") != right_first, said
+        seen_right += right_first
+
+    # 1. one head must average: the right head is the argmax of the meaning link
+    r = lesson.relations(run)
+    q, k = r.meaning
+    if text is None:
+        assert (run.tokens[q], run.tokens[k]) == ("mole", "arm") and run.tokens[r.grammar[0]] == "was"
+    best = np.unravel_index(run.attentions[:, :, q, k].argmax(), run.attentions.shape[:2])
+    ask(f"layer {best[0]}, head {best[1]}", question(at).options)
+    assert r.both[2] < r.best_meaning[2] and r.both[3] < r.best_grammar[2] or r.both[:2] == r.best_meaning[:2]
+    assert not plain_maths(at)
+    at.button(key="lesson_next").click().run()
+    # 2. shapes: Q_i is T x d_k
+    T, D = run.n_tokens, bert.d_model // bert.n_heads
+    keys = sorted(k for k in (w.key for w in at.number_input) if str(k).startswith("q_"))
+    first, second = order((T, D), (T, bert.d_model))
+    for value, key in zip(first, keys):
+        at.number_input(key=key).set_value(value).run()
+    assert feedback(at).startswith("Right") == right_first
+    for value, key in zip(second, keys):
+        at.number_input(key=key).set_value(value).run()
+    assert feedback(at).startswith("Right") != right_first
+    seen_right += right_first
+    assert not plain_maths(at)
+    at.button(key="lesson_next").click().run()
+    # 3. two heads' pictures differ
+    m = subspaces.layer_maps(bert, run, 0)
+    differ = np.abs(np.concatenate([m.queries[0], m.keys[0]]) - np.concatenate([m.queries[1], m.keys[1]])).max()
+    assert differ > 1e-3
+    ask(question(at).options[1], question(at).options)
+    assert not plain_maths(at)
+    at.button(key="lesson_next").click().run()
+    # 4. the output is T x d_model
+    keys = sorted(k for k in (w.key for w in at.number_input) if str(k).startswith("q_"))
+    for value, key in zip((T, bert.d_model), keys):
+        at.number_input(key=key).set_value(value).run()
+    assert feedback(at).startswith("Right")
+    seen_right += 1
+    at.toggle(key="lesson_mixed").set_value(True).run()
+    assert not at.exception and not plain_maths(at)
+    at.button(key="lesson_next").click().run()
+    # 5. the previous-token head is the argmax of the measure
+    prev = atlas.measures(run)["to previous"]
+    lh = np.unravel_index(prev.argmax(), prev.shape)
+    ask(f"layer {lh[0]}, head {lh[1]}", question(at).options)
+    assert not plain_maths(at)
+    at.button(key="lesson_next").click().run()
+    # 6. predict, do, see; then which projections must be shared
+    assert at.toggle(key="lesson_share").disabled
+    predict = [r for r in at.radio if "predict" in str(r.key)][0]
+    predict.set_value(1 if right_first else 0).run()
+    at.toggle(key="lesson_share").set_value(True).run()
+    outcome = lesson.sharing_outcome(bert, run, 0)
+    assert outcome["max difference between heads"] < 1e-5
+    said = " ".join(e.value for e in [*at.success, *at.error] if "fell from" in e.value)
+    assert said.startswith("Right") == right_first and "divergence between heads fell" in said
+    seen_right += right_first
+    div_qk = metrics.mean_off_diagonal(collapse.collapse_layer(bert, run, 0, 1.0, "mean", ("k", "q")).diversity)
+    div_kv = metrics.mean_off_diagonal(collapse.collapse_layer(bert, run, 0, 1.0, "mean", ("k", "v")).diversity)
+    assert div_qk < 1e-9 < div_kv
+    ask("Q and K", question(at).options)
+    assert not plain_maths(at)
+    at.button(key="lesson_next").click().run()
+    # 7. shuffled words: the same outputs, reordered
+    assert build.build_stages(bert, run, 0, bert.n_heads, shuffle=True, seed=1).shuffle_error < 1e-4
+    ask(question(at).options[0], question(at).options)
+    at.toggle(key="lesson_shuffle").set_value(True).run()
+    assert not at.exception and not plain_maths(at)
+    assert at.button(key="lesson_next").disabled
+    score = {m.label: m.value for m in at.metric}["Right at the first try"]
+    assert score == f"{seen_right} of 8"  # seven steps, eight questions (step 6 asks two)
+    assert at.query_params["step"] in ("7", ["7"])
+    at.button(key="lesson_reset").click().run()
+    assert {m.label: m.value for m in at.metric}["Right at the first try"] == "0 of 0"
+    assert at.get("progress")[0].proto.text.startswith("Step 1 of 7")
+
+
+def test_a_link_opens_a_step_and_a_bad_step_gets_a_notice():
+    at = app(step="4")
+    assert at.get("progress")[0].proto.text.startswith("Step 4 of 7")
+    at = app(step="12")
+    assert any("steps 1 to 7" in w.value for w in at.warning)
+    assert at.get("progress")[0].proto.text.startswith("Step 1 of 7")
+    assert not at.exception
+
+
+def test_every_page_typesets_its_maths():
+    from ui.pages import PAGES
+
+    at = app()
+    for page in PAGES:
+        at.switch_page(page.path).run()
+        assert not plain_maths(at), (page.file, plain_maths(at))
