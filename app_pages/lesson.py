@@ -50,7 +50,12 @@ if step == 1:
         "must share that single average. Below are two links in your sentence and how strongly each of the "
         f"{L * H} heads of the real model makes them."
     )
-    r = lesson.relations(run)
+    try:
+        r = lesson.relations(run)
+    except ValueError as e:  # one word, or one [UNK]: nothing to link
+        st.info(f"This step compares two links between words: {e}. Type a longer sentence, or press *Next*.")
+        r = None
+if step == 1 and r is not None:
     (mq, mk), (gq, gk) = r.meaning, r.grammar
     names = (f"{run.tokens[mq]} → {run.tokens[mk]}", f"{run.tokens[gq]} → {run.tokens[gk]}")
     st.plotly_chart(
@@ -228,7 +233,7 @@ elif step == 6:
     tool("app_pages/collapse.py", "The collapse in numbers and along alpha: Shared Q/K/V", layer)
     tool("app_pages/sharing.py", "What production models share instead: multi-query and grouped-query attention", layer)
 
-else:
+elif step == 7:
     st.markdown(
         r"Attention compares every token with every other, $q_i \cdot k_j$, and nothing in it says where a token "
         "stands. Shuffle the words and each token meets the same others, so its output is the same, only "

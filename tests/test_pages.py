@@ -185,6 +185,7 @@ def test_build_page_other_head_counts_and_random_init():
 
 def test_overview_diagram_uses_the_model_shapes():
     at = app()
+    at.switch_page("app_pages/overview.py").run()
     no_exception(at)
     dot = at.get("graphviz_chart")[0].proto.spec
     assert "384 x 32" in dot and "12 heads" in " ".join(m.value for m in at.markdown)
