@@ -4,7 +4,7 @@ import numpy as np
 import streamlit as st
 
 import ui
-from mha import plots, task
+from mha import bert, plots, task
 from ui import server
 
 st.title("Do we need every head?")
@@ -30,6 +30,13 @@ if study is None:
     if lock.locked():
         with st.spinner("Another session is measuring every head: waiting for its result..."), lock:
             study = store.get(inp.model)
+if study is None and inp.model != bert.DEFAULT_MODEL:  # larger models: only when asked
+    st.info(
+        f"Measuring all {L * H} heads of {inp.model} removes each in turn and runs the whole model on "
+        f"{len(task.similarity_pairs())} sentence pairs each time: minutes for a large model."
+    )
+    if not st.button("Measure every head (once for this model, for everyone)", key="needed_measure"):
+        st.stop()
 if study is None:
     with store.lock_for(inp.model), server.all_cores():
         bar = st.progress(0.0, text=f"Removing each of the {L * H} heads in turn (once per model)...")

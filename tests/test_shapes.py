@@ -1,0 +1,58 @@
+"""Every page adapts to the model's shape: a randomly initialised BERT of bert-base's shape
+(12 layers, 12 heads, 768 wide) and an odd one (3 layers, 4 heads, 128 wide), each saved with the
+bundled tokenizer in a local directory at test time and opened as the "local" model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from livetest import ROOT
+from mha.attention import valid_head_counts
+from mha.bert import save_random_bert
+from ui.pages import PAGES
+
+SHAPES = {"bert-base": (12, 12, 768), "odd": (3, 4, 128)}
+
+
+@pytest.fixture(scope="module", params=list(SHAPES))
+def local_model(request, tmp_path_factory):
+    L, H, C = SHAPES[request.param]
+    path = save_random_bert(tmp_path_factory.mktemp(request.param), L, H, C)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MHA_MODEL_DIR", path)
+    st.cache_data.clear()  # results cached for "local" belong to the previous directory
+    st.cache_resource.clear()
+    yield request.param, (L, H, C)
+    mp.undo()
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def test_every_page_adapts_to_the_shape(local_model):
+    name, (L, H, C) = local_model
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    at.query_params["model"] = "local"
+    at.query_params["layer"] = str(L - 1)
+    at.run()
+    for page in PAGES:
+        at.switch_page(page.path).run()
+        assert not at.exception, (name, page.file, [e.value for e in at.exception])
+        assert at.session_state["model"] == "local", page.file
+        if page.file == "bert_heads.py":
+            view = [json.loads(c.proto.spec) for c in at.get("plotly_chart")][0]
+            assert len(view["layout"]["yaxis"]["ticktext"]) == L and len(view["layout"]["xaxis"]["ticktext"]) == H
+            assert at.selectbox(key="_w_layer").options == [f"layer {i}" for i in range(L)]
+            assert at.selectbox(key="_w_head").options == [f"head {i}" for i in range(H)]
+        if page.file == "build.py":
+            heads = [int(o) for o in at.selectbox(key="build_heads").options]
+            assert heads == [h for h in valid_head_counts(C) if h <= 48]
+            assert at.selectbox(key="build_heads").value == H
+        if page.file == "subspaces.py":
+            panels = json.loads(at.get("plotly_chart")[0].proto.spec)
+            assert len([t for t in panels["data"] if t.get("name") == "queries"]) == H
+        if page.file == "heads_needed.py":
+            assert at.button(key="needed_measure")  # a large model is measured only when asked
