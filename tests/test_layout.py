@@ -50,3 +50,15 @@ def test_one_list_of_pages_matches_the_folder():
     files = sorted(p.name for p in (ROOT / "app_pages").glob("*.py"))
     assert sorted(p.file for p in PAGES) == files
     assert not (ROOT / "pages").exists()  # would switch Streamlit to its legacy multipage mode
+
+
+def test_pyproject_lists_the_requirements():
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    lines = [line.split("#")[0].strip() for line in (ROOT / "requirements.txt").read_text().splitlines()]
+    runtime = {str(Requirement(line)) for line in lines if line and not line.startswith("-")}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert runtime == {str(Requirement(d)) for d in project}
+    assert any(line.startswith("--find-links https://download.pytorch.org/whl/cpu") for line in lines)
