@@ -10,9 +10,7 @@ from mha.build import build_stages
 MAX_SHOWN = 64  # token rows drawn per matrix; the computation always uses all tokens
 
 st.title("Build multi-head attention from scratch")
-inp = ui.inputs()
-run = ui.run_or_stop(inp)
-model = ui.model(inp)
+inp, run, model = ui.page_start()
 C, H_model = model.d_model, model.n_heads
 
 c1, c2, c3 = st.columns(3)

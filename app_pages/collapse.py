@@ -13,9 +13,7 @@ st.markdown(
     "is left. alpha pulls every head's slice towards the shared one: "
     r"$W_i(\alpha) = (1 - \alpha)\, W_i + \alpha\, W_{shared}$."
 )
-inp = ui.inputs()
-run = ui.run_or_stop(inp)
-model = ui.model(inp)
+inp, run, model = ui.page_start()
 C, H = model.d_model, model.n_heads
 D = C // H
 layer, _ = ui.layer_head(run, head=False)

@@ -18,9 +18,7 @@ st.markdown(
     f"{len(task.similarity_pairs())} pairs (written for this project). A removed head's output is "
     "zero before $W^O$."
 )
-inp = ui.inputs()
-run = ui.run_or_stop(inp)
-model = ui.model(inp)
+inp, run, model = ui.page_start()
 L, H = model.n_layers, model.n_heads
 
 store = ui.studies()

@@ -9,9 +9,7 @@ import ui
 from mha import atlas, build, collapse, diagram, lesson, metrics, plots
 
 N = len(lesson.STEPS)
-inp = ui.inputs()
-run = ui.run_or_stop(inp)
-model = ui.model(inp)
+inp, run, model = ui.page_start()
 T, C, H, L = run.n_tokens, model.d_model, model.n_heads, model.n_layers
 D = C // H
 ss = st.session_state

@@ -15,9 +15,7 @@ st.markdown(
     "Below, one layer of the real BERT is converted rung by rung (each group's K/V heads mean-pooled, "
     "as Ainslie et al. do) and measured on your sentence."
 )
-inp = ui.inputs()
-run = ui.run_or_stop(inp)
-model = ui.model(inp)
+inp, run, model = ui.page_start()
 H, D = model.n_heads, model.d_model // model.n_heads
 layer, _ = ui.layer_head(run, head=False)
 
@@ -100,13 +98,12 @@ steps = u2.select_slider("Steps", [250, 500, 1000, 2000], value=1000, key="shari
 seed = int(u3.number_input("Seed", 0, 9999, 0, key="sharing_seed"))
 key = (inp.model, layer, rung, steps, seed)
 store = ui.uptrains()
-outcome = store.get(key)
-go = st.button(
+outcome, go = ui.kept_result(
+    store,
+    key,
     "Uptrain",
-    type="primary",
-    disabled=outcome is not None,
-    key="sharing_train",
-    help="Results are kept per settings for everyone: a second visit shows them at once.",
+    "sharing_train",
+    "Results are kept per settings for everyone: a second visit shows them at once.",
 )
 bar = st.empty()
 if outcome is None and go:

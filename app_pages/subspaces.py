@@ -13,9 +13,7 @@ st.markdown(
     "product, the more the token reads that key. Below, every head's space is drawn in 2-D: the "
     r"picture keeps as much of the head's scaled scores $Q_i K_i^\top / \sqrt{d_k}$ as two dimensions can."
 )
-inp = ui.inputs()
-run = ui.run_or_stop(inp)
-model = ui.model(inp)
+inp, run, model = ui.page_start()
 H = model.n_heads
 layer, _ = ui.layer_head(run, head=False)
 sharing = ui.sharing_controls(H, "subspaces", default_alpha=0.0)

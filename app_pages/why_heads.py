@@ -29,13 +29,12 @@ if heads < n_rel:
     st.caption(f"With {heads} heads for {n_rel} relations, even distinct heads have to share the work.")
 
 store = ui.experiments()
-result = store.get(settings)
-train = st.button(
+result, train = ui.kept_result(
+    store,
+    settings,
     "Train the five models",
-    type="primary",
-    disabled=result is not None,
-    key="why_train",
-    help="Results are kept per settings: a second visit shows them at once.",
+    "why_train",
+    "Results are kept per settings: a second visit shows them at once.",
 )
 chart, bar = st.empty(), st.empty()
 chance = ex.chance_all_targets(settings)

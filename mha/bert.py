@@ -238,20 +238,9 @@ class LoadedBert:
             input_ids=ids,
         )
 
-    @torch.inference_mode()
-    def encode_with(
-        self,
-        run: BertRun,
-        replace: dict[int, MultiHeadAttention] | None = None,
-        head_mask: torch.Tensor | np.ndarray | None = None,
-    ) -> np.ndarray:
-        """BERT's forward pass on run's tokens, layer by layer, with the self-attention of the
-        layers in `replace` computed by the given from-scratch modules instead, and the heads
-        where head_mask (L, H) is 0 removed (see run_layers).
-
-        Returns hidden states (L + 1, T, C); with no change they equal run.hidden_states.
-        """
-        return self.attend_with(run, replace, head_mask)[0]
+    def encode_with(self, run: BertRun, **changes) -> np.ndarray:
+        """attend_with's hidden states only (L + 1, T, C): changes are replace= and head_mask=."""
+        return self.attend_with(run, **changes)[0]
 
     @torch.inference_mode()
     def attend_with(
@@ -260,7 +249,13 @@ class LoadedBert:
         replace: dict[int, MultiHeadAttention] | None = None,
         head_mask: torch.Tensor | np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """encode_with, and the attention of every head: (states (L+1, T, C), attentions (L, H, T, T))."""
+        """BERT's forward pass on run's tokens, layer by layer, with the self-attention of the
+        layers in `replace` computed by the given from-scratch modules instead, and the heads
+        where head_mask (L, H) is 0 removed (see run_layers).
+
+        Returns (hidden states (L + 1, T, C), attention of every head (L, H, T, T)); with no
+        change they equal run.hidden_states and run.attentions.
+        """
         ids = torch.tensor([run.input_ids])  # (1, T)
         types = torch.tensor([run.segment_ids])  # (1, T)
         h = self.model.embeddings(input_ids=ids, token_type_ids=types)  # (1, T, C)

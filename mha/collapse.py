@@ -210,7 +210,7 @@ def whole_model_effect(
     """
     roles = tuple(roles)
     replace = {i: _interpolate_in_place(bert.scratch_layer(i), alpha, source, roles) for i in layers}
-    new = bert.encode_with(run, replace)[-1]  # (T, C)
+    new = bert.encode_with(run, replace=replace)[-1]  # (T, C)
     old = run.hidden_states[-1]  # (T, C)
     per_token = _cosine(new, old)  # (T,)
     return {

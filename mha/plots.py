@@ -523,6 +523,46 @@ def _panel_grid(n: int, cols: int = 4) -> tuple[int, int]:
     return -(-n // cols), cols
 
 
+def _token_points(
+    points: np.ndarray, names: list[str], symbol: str, colour: dict, name: str, legend: bool, size: int = 7, **style
+) -> go.Scatter:
+    """One marker per token (points (T, 2)), its "position: token" on hover; style overrides."""
+    return go.Scatter(
+        **{
+            "x": points[:, 0],
+            "y": points[:, 1],
+            "mode": "markers",
+            "hovertext": names,
+            "hoverinfo": "text",
+            "marker": dict(symbol=symbol, size=size, line=dict(width=1.5), **colour),
+            "name": name,
+            "legendgroup": name,
+            "showlegend": legend,
+            **style,
+        }
+    )
+
+
+def _panel_layout(fig: go.Figure, title: str, rows: int, legend_y: float = 1.06) -> go.Figure:
+    """Title, height for `rows` rows of panels, no tick labels (the axes of a 2-D picture have no units)."""
+    fig.update_xaxes(showticklabels=False)
+    fig.update_yaxes(showticklabels=False)
+    fig.update_layout(
+        title=title,
+        height=60 + 260 * rows,
+        margin=dict(l=10, r=10, t=80, b=10),
+        legend=dict(orientation="h", y=legend_y, x=0),
+    )
+    return fig
+
+
+def _panels(rows: int, cols: int, titles: list[str]) -> go.Figure:
+    """A grid of 2-D panels, one per head."""
+    from plotly.subplots import make_subplots
+
+    return make_subplots(rows, cols, subplot_titles=titles, horizontal_spacing=0.04, vertical_spacing=0.08)
+
+
 def subspace_panels(
     queries: np.ndarray,
     keys: np.ndarray,
@@ -541,55 +581,20 @@ def subspace_panels(
     is ringed in every panel and joined to the top_k keys it attends to in that head (weights
     (H, T, T)). Labels are drawn for up to label_max tokens (hover shows them always).
     """
-    from plotly.subplots import make_subplots
 
     H, T = queries.shape[:2]
     rows, cols = _panel_grid(H)
-    fig = make_subplots(
-        rows,
-        cols,
-        subplot_titles=[f"head {h} · fidelity {fidelity[h]:.2f}" for h in range(H)],
-        horizontal_spacing=0.04,
-        vertical_spacing=0.08,
-    )
+    fig = _panels(rows, cols, [f"head {h} · fidelity {fidelity[h]:.2f}" for h in range(H)])
     names = [f"{i}: {token_label(t)}" for i, t in enumerate(tokens)]
     colour = dict(color=list(range(T)), colorscale=SCALE, cmin=0, cmax=max(T - 1, 1))
     text = [token_label(t) for t in tokens] if T <= label_max else None
     for h in range(H):
         r, c = h // cols + 1, h % cols + 1
+        query_text = dict(mode="markers+text", text=text, textposition="top center", textfont=dict(size=9))
         fig.add_trace(
-            go.Scatter(
-                x=queries[h, :, 0],
-                y=queries[h, :, 1],
-                mode="markers+text" if text else "markers",
-                text=text,
-                textposition="top center",
-                textfont=dict(size=9),
-                hovertext=names,
-                hoverinfo="text",
-                marker=dict(symbol="circle", size=7, **colour),
-                name="queries",
-                legendgroup="q",
-                showlegend=h == 0,
-            ),
-            r,
-            c,
+            _token_points(queries[h], names, "circle", colour, "queries", h == 0, **(query_text if text else {})), r, c
         )
-        fig.add_trace(
-            go.Scatter(
-                x=keys[h, :, 0],
-                y=keys[h, :, 1],
-                mode="markers",
-                hovertext=names,
-                hoverinfo="text",
-                marker=dict(symbol="diamond-open", size=7, line=dict(width=1.5), **colour),
-                name="keys",
-                legendgroup="k",
-                showlegend=h == 0,
-            ),
-            r,
-            c,
-        )
+        fig.add_trace(_token_points(keys[h], names, "diamond-open", colour, "keys", h == 0), r, c)
         if token is not None:
             top = [] if weights is None else np.argsort(weights[h, token])[::-1][:top_k]
             xs, ys = [], []
@@ -626,48 +631,25 @@ def subspace_panels(
                 r,
                 c,
             )
-    fig.update_xaxes(showticklabels=False, zeroline=True, zerolinecolor="#dddddd")
-    fig.update_yaxes(showticklabels=False, zeroline=True, zerolinecolor="#dddddd")
-    fig.update_layout(
-        title=title,
-        height=60 + 260 * rows,
-        margin=dict(l=10, r=10, t=80, b=10),
-        legend=dict(orientation="h", y=1.06, x=0),
-    )
-    return fig
+    fig.update_xaxes(zeroline=True, zerolinecolor="#dddddd")
+    fig.update_yaxes(zeroline=True, zerolinecolor="#dddddd")
+    return _panel_layout(fig, title, rows)
 
 
 def subspace_animation(frames: list[tuple[float, np.ndarray, np.ndarray]], tokens: list[str], title: str) -> go.Figure:
     """The panels along alpha, played in the browser: frames = [(alpha, queries (H, T, 2),
     keys (H, T, 2)), ...]. Axes are fixed to the range of every frame so that points move."""
-    from plotly.subplots import make_subplots
 
     H, T = frames[0][1].shape[:2]
     rows, cols = _panel_grid(H)
-    fig = make_subplots(
-        rows, cols, subplot_titles=[f"head {h}" for h in range(H)], horizontal_spacing=0.04, vertical_spacing=0.08
-    )
+    fig = _panels(rows, cols, [f"head {h}" for h in range(H)])
     names = [f"{i}: {token_label(t)}" for i, t in enumerate(tokens)]
     colour = dict(color=list(range(T)), colorscale=SCALE, cmin=0, cmax=max(T - 1, 1))
     _, q0, k0 = frames[0]
     for h in range(H):
         r, c = h // cols + 1, h % cols + 1
         for pts, symbol, name in ((q0, "circle", "queries"), (k0, "diamond-open", "keys")):
-            fig.add_trace(
-                go.Scatter(
-                    x=pts[h, :, 0],
-                    y=pts[h, :, 1],
-                    mode="markers",
-                    hovertext=names,
-                    hoverinfo="text",
-                    name=name,
-                    marker=dict(symbol=symbol, size=6, line=dict(width=1.5), **colour),
-                    showlegend=h == 0,
-                    legendgroup=name,
-                ),
-                r,
-                c,
-            )
+            fig.add_trace(_token_points(pts[h], names, symbol, colour, name, h == 0, size=6), r, c)
     fig.frames = [
         go.Frame(
             name=f"{alpha:.1f}", data=[go.Scatter(x=pts[h, :, 0], y=pts[h, :, 1]) for h in range(H) for pts in (q, k)]
@@ -745,17 +727,10 @@ def pool_panels(
     special tokens and punctuation have a colour each; the learner's tokens (own, (N,) bool)
     are drawn larger with their labels on hover.
     """
-    from plotly.subplots import make_subplots
 
     H = queries.shape[0]
     rows, cols = _panel_grid(H)
-    fig = make_subplots(
-        rows,
-        cols,
-        subplot_titles=[f"head {h} · fidelity {fidelity[h]:.2f}" for h in range(H)],
-        horizontal_spacing=0.04,
-        vertical_spacing=0.08,
-    )
+    fig = _panels(rows, cols, [f"head {h} · fidelity {fidelity[h]:.2f}" for h in range(H)])
     hover = [f"{token_label(t)} ({k}{', yours' if o else ''})" for t, k, o in zip(tokens, kinds, own)]
     kind = np.array(kinds)
     groups = [("words", kind == "word"), ("[CLS], [SEP]", kind == "special"), ("punctuation", kind == "punctuation")]
@@ -785,15 +760,7 @@ def pool_panels(
                     r,
                     c,
                 )
-    fig.update_xaxes(showticklabels=False)
-    fig.update_yaxes(showticklabels=False)
-    fig.update_layout(
-        title=title,
-        height=60 + 260 * rows,
-        margin=dict(l=10, r=10, t=80, b=10),
-        legend=dict(orientation="h", y=1.08, x=0),
-    )
-    return fig
+    return _panel_layout(fig, title, rows, legend_y=1.08)
 
 
 def spectra_chart(per_head: np.ndarray, stacked: dict[str, np.ndarray], reference: np.ndarray) -> go.Figure:

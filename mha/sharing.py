@@ -387,7 +387,7 @@ def rung_measures(
     with torch.inference_mode():
         out, w = m(x)
         ref_out, ref_w = original(x)
-    new_states = bert.encode_with(run, {layer: m})[-1]  # (T, C)
+    new_states = bert.encode_with(run, replace={layer: m})[-1]  # (T, C)
     old_states = run.hidden_states[-1]
     D = bert.d_model // bert.n_heads
     return RungMeasures(
@@ -411,7 +411,12 @@ def rung_attention(bert: LoadedBert, run: BertRun, layer: int, rung: Rung) -> np
 def held_out_cosine(bert: LoadedBert, runs: list[BertRun], layer: int, module: MultiHeadAttention) -> float:
     """Mean sentence-embedding cosine to BERT's own over `runs` with `layer` replaced by module."""
     return float(
-        np.mean([_cosine(bert.encode_with(r, {layer: module})[-1].mean(0), r.hidden_states[-1].mean(0)) for r in runs])
+        np.mean(
+            [
+                _cosine(bert.encode_with(r, replace={layer: module})[-1].mean(0), r.hidden_states[-1].mean(0))
+                for r in runs
+            ]
+        )
     )
 
 

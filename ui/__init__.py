@@ -31,10 +31,12 @@ from .widgets import (
     choice_question,
     current_run,
     ensure_model,
+    kept_result,
     layer_head,
     lesson_score,
     model,
     number_question,
+    page_start,
     reset_lesson,
     run_or_stop,
     sharing_controls,
@@ -43,6 +45,8 @@ from .widgets import (
 )
 
 __all__ = [
+    "kept_result",
+    "page_start",
     "choice_question",
     "lesson_score",
     "number_question",

@@ -226,3 +226,20 @@ def reset_lesson() -> None:
         del ss[key]
     ss["lesson_first"] = {}
     ss["step"] = 1
+
+
+def page_start() -> tuple[Inputs, bert.BertRun, bert.LoadedBert]:
+    """This rerun's inputs, the run of its sentence (or the end of the page, with a message) and
+    the model: the first line of a page that shows the model at work."""
+    from .state import inputs
+
+    inp = inputs()
+    return inp, run_or_stop(inp), model(inp)
+
+
+def kept_result(store, key, label: str, button_key: str, help: str) -> tuple[Any, bool]:
+    """A result kept in `store` for every session, and the primary button that asks for it
+    (disabled once it exists). Returns (the stored result or None, the button was pressed)."""
+    result = store.get(key)
+    pressed = st.button(label, type="primary", disabled=result is not None, key=button_key, help=help)
+    return result, pressed
