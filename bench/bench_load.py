@@ -5,7 +5,7 @@ Reports the server's peak RSS, the median and worst page-update latency and fail
 session types 200 distinct sentences of mixed lengths and the growth of the server's RSS is
 reported (target <= 300 MB: the caches are bounded).
 
-    python bench/bench_load.py [--sessions 8] [--rounds 2] [--sentences 200]
+    python bench/bench_load.py [--sessions 8] [--rounds 2] [--sentences 200] [--shape 12x12x768]
 Needs Debian's chromium and the playwright package (requirements-dev.txt).
 """
 
@@ -100,7 +100,19 @@ async def main_async(args) -> None:
     wrapper.write_text(f'#!/bin/sh\nexec nice -n 19 "{exe}" "$@"\n')
     wrapper.chmod(0o755)
     TIMING_LOG.unlink(missing_ok=True)
-    with streamlit_server(env={"MHA_TIMING_LOG": str(TIMING_LOG)}, timeout=120) as server:
+    env = {"MHA_TIMING_LOG": str(TIMING_LOG)}
+    if args.shape:  # a random BERT of that shape, made the default model of the server
+        import tempfile
+
+        from mha.bert import save_random_bert
+
+        L, H, C = (int(v) for v in args.shape.split("x"))
+        env |= {
+            "MHA_MODEL_DIR": save_random_bert(tempfile.mkdtemp(prefix="mha_bert_"), L, H, C),
+            "MHA_DEFAULT_MODEL": "local",
+        }
+        print(f"server model: a random BERT, {L} layers x {H} heads x {C} wide")
+    with streamlit_server(env=env, timeout=120) as server:
         url, proc = server.url, server.process
         async with async_playwright() as p:
             browser = await p.chromium.launch(executable_path=str(wrapper), args=CHROMIUM_FLAGS)
@@ -141,6 +153,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--sentences", type=int, default=200)
+    parser.add_argument("--shape", default="", help="LxHxC: serve a random BERT of that shape, e.g. 12x12x768")
     asyncio.run(main_async(parser.parse_args()))
 
 
