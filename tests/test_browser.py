@@ -218,3 +218,13 @@ def test_lesson_on_a_narrow_screen(server, browser):
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 400, width  # nothing wider than the phone's screen
     page.screenshot(path=str(ARTIFACTS / "lesson_390px.png"), full_page=True)
+
+
+def test_a_fresh_server_shows_a_message_while_the_model_loads(browser):
+    with streamlit_server() as fresh:  # its own process: the model is not loaded yet
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.goto(fresh.url, wait_until="domcontentloaded")
+        page.wait_for_selector("text=Loading all-MiniLM-L6-v2", timeout=30_000)  # not a blank area
+        page.wait_for_selector("text=Step 1 of 7", timeout=90_000)
+        assert page.locator('[data-testid="stException"]').count() == 0
+        page.close()
