@@ -197,15 +197,18 @@ class LoadedBert:
             raise ValueError("the sentence is empty: type at least one word")
         if text_b is not None and not text_b.strip():
             text_b = None
+        # split_special_tokens: a typed "[SEP]" is text (brackets and letters), not a separator
         with self._tokenizer_lock:
-            full = self.tokenizer(text, text_b, truncation=False, verbose=False)["input_ids"]
+            full = self.tokenizer(text, text_b, truncation=False, verbose=False, split_special_tokens=True)
             enc = self.tokenizer(
                 text,
                 text_b,
                 truncation="longest_first" if text_b else True,
                 max_length=self.max_length,
                 return_tensors="pt",
+                split_special_tokens=True,
             )
+            full = full["input_ids"]
         return enc, max(0, len(full) - enc["input_ids"].shape[1])
 
     @torch.inference_mode()

@@ -4,6 +4,7 @@ traceback; tokens that look like markup are shown literally."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -114,3 +115,25 @@ def test_markup_in_a_link_is_escaped_in_the_notice():
     at = open_app(model="**bold** $x$")
     (warning,) = [w.value for w in at.warning if "not on the list" in w.value]
     assert "\\*\\*bold\\*\\* \\$x\\$" in warning
+
+
+@pytest.mark.parametrize("value", ["1\n===\nx", "1\n---\nx", "# title", "`code`", "1\r\n===", "**b** ~~s~~ ="])
+def test_link_values_are_shown_literally_on_one_line(value):
+    at = open_app(layer=value, model=value)  # notices show on the first page a link opens
+    notices = [w.value for w in at.warning if "link" in w.value]
+    at.switch_page("app_pages/bert_heads.py").run()
+    assert not at.exception
+    assert len(notices) == 2, notices  # the layer and the model
+    for text in notices:
+        assert "\n" not in text and "\r" not in text
+        assert not re.search(r"(?<!\\)[=#`*~-]{2,}", text.split("(")[-1] if "model" in text else text), text
+
+
+def test_typed_special_tokens_are_text(bert):
+    run = bert.attend("[SEP] [CLS]")
+    assert run.tokens[0] == "[CLS]" and run.tokens[-1] == "[SEP]" and run.tokens.count("[SEP]") == 1
+    assert "sep" in run.tokens and run.n_tokens > 2
+    at = open_app(text="[SEP] [CLS]")
+    at.switch_page("app_pages/bert_heads.py").run()
+    assert not at.exception and not [i for i in at.info if "Nothing is left" in i.value]
+    assert len(at.get("plotly_chart")) >= 4

@@ -228,3 +228,18 @@ def test_a_fresh_server_shows_a_message_while_the_model_loads(browser):
         page.wait_for_selector("text=Step 1 of 7", timeout=90_000)
         assert page.locator('[data-testid="stException"]').count() == 0
         page.close()
+
+
+def test_no_request_leaves_the_machine_during_a_tour(server, browser):
+    from urllib.parse import urlparse
+
+    hosts = set()
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    page.on("request", lambda request: hosts.add(urlparse(request.url).hostname))
+    page.goto(server, wait_until="domcontentloaded")
+    page.wait_for_selector("text=Step 1 of 7", timeout=90_000)
+    for n in range(len(PAGES)):
+        page.locator('[data-testid="stSidebarNav"] a').nth(n).click()
+        wait_idle(page, 240_000)  # a fresh server measures every head on its first visit to that page
+    assert hosts and hosts <= {"127.0.0.1", "localhost"}, hosts  # favicon and icons included
+    page.close()

@@ -1,5 +1,5 @@
 """Once per server process: thread counts and imports that must not race in session threads;
-and the page-timing hook that bench/bench_load.py reads."""
+the page-timing hook that bench/bench_load.py reads; the app's icon (a local file)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ import functools
 import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
+
+ICON = str(Path(__file__).with_name("icon.png"))  # the favicon: four heads in the app's head colours
 
 
 @functools.cache

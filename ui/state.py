@@ -55,9 +55,11 @@ def inputs() -> Inputs:
 
 
 def literal(text: str, limit: int = 40) -> str:
-    """User text shown inside Markdown, as literal characters (no markup, no LaTeX, no links)."""
+    """User text shown inside Markdown, as literal characters on one line (no markup, headings,
+    LaTeX or links): line breaks become spaces, Markdown's punctuation is escaped."""
+    text = " ".join(text.split())  # no line break: no heading underline ("===", "---") can follow
     text = text[:limit] + ("..." if len(text) > limit else "")
-    return "".join("\\" + c if c in "\\`*_{}[]()#+-.!|<>$~:" else c for c in text)
+    return "".join("\\" + c if c in "\\`*_{}[]()#+-.!|<>$~:=" else c for c in text)
 
 
 def notice(message: str) -> None:
