@@ -49,3 +49,13 @@ def chromium_or_skip() -> str:
             pytest.fail("chromium is not installed: CI must install it (apt-get install -y chromium)")
         pytest.skip("chromium not found: apt-get install -y chromium to run the real-browser tests")
     return path
+
+
+def weights_digest(model) -> str:
+    """A SHA-256 of every weight of a torch module: equal digests, bit-identical weights."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for k, v in model.state_dict().items():
+        h.update(k.encode() + v.numpy().tobytes())
+    return h.hexdigest()

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import plotly_array
+from conftest import plotly_array, weights_digest
 from streamlit.testing.v1 import AppTest
 
 from livetest import ROOT
@@ -230,8 +230,6 @@ def test_collapse_page_measures_equal_the_engine(bert):
 
 
 def test_collapse_experiments_leave_no_trace_in_the_cached_model(bert):
-    import hashlib
-
     import ui
 
     at = app()
@@ -250,13 +248,7 @@ def test_collapse_experiments_leave_no_trace_in_the_cached_model(bert):
     text = at.session_state["text"]
     assert np.array_equal(cached.attend(text).attentions, bert.attend(text).attentions)
 
-    def digest(model):
-        h = hashlib.sha256()
-        for k, v in model.state_dict().items():
-            h.update(k.encode() + v.numpy().tobytes())
-        return h.hexdigest()
-
-    assert digest(cached.model) == digest(bert.model)
+    assert weights_digest(cached.model) == weights_digest(bert.model)
 
 
 def test_build_page_shows_the_collapse_measures():

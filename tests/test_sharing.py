@@ -3,12 +3,10 @@ uptraining, the ladder's measures; the cached model stays untouched."""
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import pytest
 import torch
-from conftest import SENTENCES
+from conftest import SENTENCES, weights_digest
 
 from mha import MultiHeadAttention, sharing
 
@@ -16,13 +14,6 @@ from mha import MultiHeadAttention, sharing
 @pytest.fixture(scope="module")
 def run(bert):
     return bert.attend(SENTENCES[0])
-
-
-def digest(model) -> str:
-    h = hashlib.sha256()
-    for k, v in model.state_dict().items():
-        h.update(k.encode() + v.numpy().tobytes())
-    return h.hexdigest()
 
 
 def test_group_kv_mean_pools_each_group_and_keeps_queries(bert):
@@ -55,7 +46,7 @@ def test_group_kv_of_heads_that_already_share_changes_nothing(bert, run):
 
 
 def test_uptraining_brings_the_layer_closer_and_is_deterministic(bert):
-    before_digest = digest(bert.model)
+    before_digest = weights_digest(bert.model)
     texts = sharing.generated_sentences(200, seed=1)
     assert texts == sharing.generated_sentences(200, seed=1) and len(set(texts)) > 150
     inputs = bert.layer_inputs(texts, 5)
@@ -69,7 +60,7 @@ def test_uptraining_brings_the_layer_closer_and_is_deterministic(bert):
     assert [p.step for p in seen] == list(range(1, 61)) and seen[-1].fraction == 1.0
     with torch.no_grad():  # the caller's converted module is not trained in place
         torch.testing.assert_close(converted.k_proj.weight, sharing.group_kv(original, 4).k_proj.weight)
-    assert digest(bert.model) == before_digest
+    assert weights_digest(bert.model) == before_digest
     with pytest.raises(ValueError, match="steps"):
         sharing.uptrain(original, converted, inputs, steps=0)
 

@@ -3,14 +3,12 @@ to the scores, different per head, and one picture when W^Q and W^K are shared."
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import pytest
 import scipy.linalg
 import scipy.special
 import torch
-from conftest import SENTENCES
+from conftest import SENTENCES, weights_digest
 from scipy.spatial import procrustes
 
 from mha import MultiHeadAttention, subspaces
@@ -19,13 +17,6 @@ from mha import MultiHeadAttention, subspaces
 @pytest.fixture(scope="module")
 def run(bert):
     return bert.attend(SENTENCES[0])
-
-
-def digest(model) -> str:
-    h = hashlib.sha256()
-    for k, v in model.state_dict().items():
-        h.update(k.encode() + v.numpy().tobytes())
-    return h.hexdigest()
 
 
 def test_head_spaces_are_the_trace_queries_and_keys(bert, run):
@@ -140,9 +131,9 @@ def test_pool_of_bundled_sentences(bert, run):
 
 
 def test_the_cached_model_is_untouched(bert, run):
-    before = digest(bert.model)
+    before = weights_digest(bert.model)
     subspaces.alpha_frames(bert, run, 0, 0, ("q", "k"))
     subspaces.layer_maps(bert, run, 5, 1.0, "mean")
     subspaces.weight_spectra(bert.scratch_layer(5))
     subspaces.pool(bert, [run], 3)
-    assert digest(bert.model) == before
+    assert weights_digest(bert.model) == before

@@ -4,22 +4,15 @@ the Hugging Face model, head removal and importance behave as defined, nothing i
 from __future__ import annotations
 
 import copy
-import hashlib
 
 import numpy as np
 import pytest
 import torch
+from conftest import weights_digest
 from scipy.stats import spearmanr
 
 from mha import collapse, task
 from mha.bert import LoadedBert
-
-
-def digest(model) -> str:
-    h = hashlib.sha256()
-    for k, v in model.state_dict().items():
-        h.update(k.encode() + v.numpy().tobytes())
-    return h.hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +94,7 @@ def test_pruning_curves_and_orders(bert, score):
 
 
 def test_the_cached_model_is_untouched(bert):
-    before = digest(bert.model)
+    before = weights_digest(bert.model)
     task.evaluate(bert, head_mask=np.zeros((6, 12)))
     task.gradient_importance(bert, task.similarity_pairs()[::13])
-    assert digest(bert.model) == before
+    assert weights_digest(bert.model) == before
