@@ -55,11 +55,12 @@ for col, (l, h, w) in zip(cols, ranking[:3]):
     )
 
 st.subheader("Compare two sentences")
-other = st.text_input(
-    "Compare with", "The mole dug a tunnel under the garden.", max_chars=ui.MAX_CHARS, key="compare_text"
-)
+other = st.text_input("Compare with", "The mole dug a tunnel under the garden.", key="compare_text")
 if other.strip():
-    m_b = ui.cached_measures(inp.with_text(other))
+    inp_b = inp.with_text(other)
+    if inp_b.cut:
+        st.warning(f"The sentence to compare was cut to its first {ui.MAX_CHARS:,} characters.")
+    m_b = ui.cached_measures(inp_b)
     cmp_measure = st.selectbox(
         "Measure to compare", MEASURES[:8], index=MEASURES.index("entropy"), key="compare_measure"
     )

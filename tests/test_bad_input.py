@@ -137,3 +137,19 @@ def test_typed_special_tokens_are_text(bert):
     at.switch_page("app_pages/bert_heads.py").run()
     assert not at.exception and not [i for i in at.info if "Nothing is left" in i.value]
     assert len(at.get("plotly_chart")) >= 4
+
+
+def test_a_long_paste_is_cut_and_said_until_the_text_changes():
+    at = open_app()
+    at.switch_page("app_pages/bert_heads.py").run()
+    at.text_area(key="_w_text").input("y" * 12_345).run()
+    assert not at.exception
+    assert at.text_area(key="_w_text").value == "y" * 10_000  # the box shows what is analysed
+    assert at.session_state["text"] == "y" * 10_000
+    assert any("2,345 characters dropped" in w.value for w in at.warning)
+    at.switch_page("app_pages/atlas.py").run()  # said on every page while the text is the cut paste
+    assert any("2,345 characters dropped" in w.value for w in at.warning)
+    at.text_area(key="_w_text").input("A short sentence.").run()
+    assert not any("dropped" in w.value and "characters" in w.value for w in at.warning)
+    at.text_input(key="compare_text").input("z " * 6_000).run()  # the atlas's own box
+    assert any("compare was cut" in w.value for w in at.warning) and not at.exception

@@ -244,3 +244,22 @@ def test_no_request_leaves_the_machine_during_a_tour(server, browser):
         wait_idle(page)
     assert hosts and hosts <= {"127.0.0.1", "localhost"}, hosts  # favicon and icons included
     page.close()
+
+
+def test_a_paste_longer_than_the_limit_is_cut_with_a_notice(server, browser):
+    from ui import MAX_CHARS
+
+    long_text = "Zebras graze near the river. " * 450  # 13,050 characters
+    page, dialogs = open_and_type(browser, server, "A short sentence first.")
+    page.locator('[data-testid="stSidebarNav"] a').nth(PAGES.index("bert_heads")).click()
+    wait_idle(page)
+    box = page.locator('[data-testid="stSidebar"] textarea').first
+    box.fill(long_text)  # one edit, as a paste is
+    box.press("Control+Enter")
+    wait_idle(page)
+    # the box holds what is analysed: the first MAX_CHARS characters of the paste
+    assert box.input_value() == long_text[:MAX_CHARS]
+    page.wait_for_selector(f"text=cut to its first {MAX_CHARS:,} characters", timeout=30_000)
+    page.wait_for_selector("text=maximum of 512 tokens", timeout=30_000)  # the long text is what runs
+    assert "Zebras" in page.url
+    assert dialogs == [] and page.locator('[data-testid="stException"]').count() == 0

@@ -7,6 +7,7 @@ session_state keys; each widget gets its value from there and writes back in `on
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -30,11 +31,12 @@ class Inputs:
     cut: int = 0
 
     @classmethod
-    def from_raw(cls, model: str, text: str, text_b: str = "") -> Inputs:
-        """Clean the typed text (control characters out, cut to MAX_CHARS)."""
+    def from_raw(cls, model: str, text: str, text_b: str = "", cut: int = 0) -> Inputs:
+        """Clean the typed text (control characters out, cut to MAX_CHARS); `cut` counts
+        characters already cut off before (a long paste)."""
         text, cut_a = bert.clean_text(text or "")
         text_b, cut_b = bert.clean_text(text_b or "")
-        return cls(model, text, text_b.strip() or None, cut_a + cut_b)
+        return cls(model, text, text_b.strip() or None, cut + cut_a + cut_b)
 
     def with_text(self, text: str) -> Inputs:
         """The same model with another sentence (no second sentence)."""
@@ -60,6 +62,24 @@ def literal(text: str, limit: int = 40) -> str:
     text = " ".join(text.split())  # no line break: no heading underline ("===", "---") can follow
     text = text[:limit] + ("..." if len(text) > limit else "")
     return "".join("\\" + c if c in "\\`*_{}[]()#+-.!|<>$~:=" else c for c in text)
+
+
+def cut_paste(key: str) -> Callable[[str], str]:
+    """A `clean` for kept text widgets: a paste longer than MAX_CHARS keeps its first MAX_CHARS
+    characters (the browser box has no limit: a limit there silently drops the whole paste);
+    pasted_cut(key) says how many were cut while the text is unchanged."""
+
+    def clean(value: str) -> str:
+        st.session_state[f"_cut_{key}"] = (value[:MAX_CHARS], max(0, len(value) - MAX_CHARS))
+        return value[:MAX_CHARS]
+
+    return clean
+
+
+def pasted_cut(key: str) -> int:
+    """Characters cut off the last paste into text widget `key`, if the text is still that paste."""
+    text, cut = st.session_state.get(f"_cut_{key}", ("", 0))
+    return cut if st.session_state.get(key) == text else 0
 
 
 def notice(message: str) -> None:
@@ -130,18 +150,21 @@ def sync_url(inp: Inputs, page: str = "") -> None:
     ss["_url_written"] = want
 
 
-def kept(kind: str, label: str, key: str, container: Any = None, **kwargs: Any) -> Any:
+def kept(
+    kind: str, label: str, key: str, container: Any = None, clean: Callable[[Any], Any] | None = None, **kwargs: Any
+) -> Any:
     """Widget `kind` (e.g. "selectbox") whose value lives in st.session_state[key].
 
     The widget's own state (key "_w_<key>") follows st.session_state[key] when that was changed
-    elsewhere (a link, an example button, a fallback), and writes back through on_change.
+    elsewhere (a link, an example button, a fallback), and writes back through on_change, passed
+    through `clean` if given (the widget then shows the cleaned value).
     """
     ss = st.session_state
     wkey = f"_w_{key}"
 
     def _store() -> None:
         if wkey in ss:  # a change that arrives after a page switch finds the widget gone
-            ss[key] = ss[wkey]
+            ss[key] = clean(ss[wkey]) if clean else ss[wkey]
 
     if "options" in kwargs:
         options = list(kwargs["options"])

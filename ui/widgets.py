@@ -14,7 +14,7 @@ from mha import bert
 from mha.examples import EXAMPLES
 
 from .cache import cached_run, load_model
-from .state import MAX_CHARS, Inputs, init_state, kept, notice, show_notices
+from .state import MAX_CHARS, Inputs, cut_paste, init_state, kept, notice, pasted_cut, show_notices
 
 
 def _use_example(text: str) -> None:
@@ -35,10 +35,13 @@ def sidebar() -> Inputs:
         "text",
         container=sb,
         height=110,
-        max_chars=MAX_CHARS,
-        help="Any text; beyond the model's 512 tokens it is truncated, with a notice.",
+        clean=cut_paste("text"),
+        help=f"Any text up to {MAX_CHARS:,} characters (a longer paste is cut, with a notice); "
+        "beyond the model's 512 tokens it is truncated, with a notice.",
     )
-    kept("text_input", "Second sentence (optional: BERT's segment B)", "text_b", container=sb, max_chars=MAX_CHARS)
+    kept(
+        "text_input", "Second sentence (optional: BERT's segment B)", "text_b", container=sb, clean=cut_paste("text_b")
+    )
     sb.caption("Examples")
     cols = sb.columns(2)
     for n, (name, text) in enumerate(EXAMPLES.items()):
@@ -55,7 +58,8 @@ def sidebar() -> Inputs:
     )
     sb.caption(specs[st.session_state["model"]].description)
     ss = st.session_state
-    ss["_inputs"] = Inputs.from_raw(ss["model"], ss["text"], ss.get("text_b") or "")
+    cut = pasted_cut("text") + pasted_cut("text_b")
+    ss["_inputs"] = Inputs.from_raw(ss["model"], ss["text"], ss.get("text_b") or "", cut=cut)
     return ss["_inputs"]
 
 
@@ -88,7 +92,7 @@ def model(inp: Inputs) -> bert.LoadedBert:
 def current_run(inp: Inputs) -> bert.BertRun | None:
     """The run for the sidebar sentence(s), or None (with a message in the page)."""
     if inp.cut:
-        st.warning(f"The text was cut to its first {MAX_CHARS:,} characters.")
+        st.warning(f"The text was cut to its first {MAX_CHARS:,} characters ({inp.cut:,} characters dropped).")
     if not inp.text.strip():
         st.info("The sentence is empty: type one in the sidebar, or pick an example.")
         return None
