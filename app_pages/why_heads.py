@@ -17,13 +17,30 @@ st.markdown(
     "**single** full-width head. Vaswani et al. 2017 (Table 3, rows A) saw the same in translation: "
     "one head was 0.9 BLEU below the best number of heads."
 )
-c1, c2, c3, c4 = st.columns(4)
-n_rel = c1.slider("Relations to report", 1, 4, 4, key="why_relations", help="1 = only the previous token: the control.")
-heads = c2.selectbox(
-    "Heads (distinct / shared)", [2, 4, 8], index=1, key="why_heads", help="d_model is 32: D = 32 / H."
+c1, c2, c3, c4 = st.columns(4)  # kept in the session: a visit to another page does not reset them
+n_rel = ui.kept(
+    "slider",
+    "Relations to report",
+    "why_relations",
+    c1,
+    default=4,
+    min_value=1,
+    max_value=4,
+    help="1 = only the previous token: the control.",
 )
-steps = c3.select_slider("Training steps", [100, 200, 300, 500, 1000, 1500, 2000], value=1000, key="why_steps")
-seed = int(c4.number_input("Seed", 0, 9999, 0, key="why_seed"))
+heads = ui.kept(
+    "selectbox",
+    "Heads (distinct / shared)",
+    "why_heads",
+    c2,
+    default=4,
+    options=[2, 4, 8],
+    help="d_model is 32: D = 32 / H.",
+)
+steps = ui.kept(
+    "select_slider", "Training steps", "why_steps", c3, default=1000, options=[100, 200, 300, 500, 1000, 1500, 2000]
+)
+seed = int(ui.kept("number_input", "Seed", "why_seed", c4, default=0, min_value=0, max_value=9999))
 settings = ex.Settings(n_relations=n_rel, n_heads=heads, steps=steps, seed=seed)
 if heads < n_rel:
     st.caption(f"With {heads} heads for {n_rel} relations, even distinct heads have to share the work.")
@@ -36,11 +53,21 @@ result, train = ui.kept_result(
     "why_train",
     "Results are kept per settings: a second visit shows them at once.",
 )
+interrupted = st.session_state.pop("_why_training", None)  # (settings, step) of a run that did not finish
+if interrupted and not train and store.get(interrupted[0]) is None:
+    was, step = interrupted
+    st.warning(
+        f"The training run with {was.n_relations} relations, {was.n_heads} heads, {was.steps:,} steps and seed "
+        f"{was.seed} was interrupted at step {step:,} (the page was left or a setting changed while it "
+        "trained), so it has no result. Press **Train** to run it again.",
+        icon=":material/pause_circle:",
+    )
 chart, bar = st.empty(), st.empty()
 chance = ex.chance_all_targets(settings)
 
 
 def show(p: ex.Progress) -> None:
+    st.session_state["_why_training"] = (settings, p.step)  # cleared when the result is kept
     bar.progress(p.fraction, text=f"step {p.step} of {p.steps}; still training: {', '.join(p.training)}")
     chart.plotly_chart(plots.training_curves(p.curves, chance, f"Training, live: step {p.step}"), width="stretch")
 
@@ -49,6 +76,7 @@ if result is None and train:
     bar.progress(0.0, text="Starting (the first run of the server imports part of PyTorch: ~1 s)...")
     result = ex.run(settings, show, every=0.5)
     store.put(settings, result)
+    st.session_state.pop("_why_training", None)
     bar.empty()
 if result is None:
     st.info("Press **Train** (about 15-25 s with the defaults on a laptop CPU).")

@@ -263,3 +263,25 @@ def test_a_paste_longer_than_the_limit_is_cut_with_a_notice(server, browser):
     page.wait_for_selector("text=maximum of 512 tokens", timeout=30_000)  # the long text is what runs
     assert "Zebras" in page.url
     assert dialogs == [] and page.locator('[data-testid="stException"]').count() == 0
+
+
+def test_why_heads_keeps_its_settings_and_says_when_training_was_interrupted(server, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{server}/why_heads", wait_until="domcontentloaded")
+    wait_idle(page)
+    seed = page.get_by_label("Seed")
+    seed.fill("5")
+    seed.press("Enter")
+    wait_idle(page)
+    page.get_by_role("button", name="Train the five models").click()
+    page.wait_for_selector("text=still training", timeout=60_000)  # it is training
+    page.locator('[data-testid="stSidebarNav"] a').nth(PAGES.index("bert_heads")).click()  # leave mid-run
+    wait_idle(page)
+    page.wait_for_selector("h1:has-text('BERT')", timeout=60_000)
+    page.locator('[data-testid="stSidebarNav"] a').nth(PAGES.index("why_heads")).click()
+    wait_idle(page)
+    page.wait_for_selector("text=was interrupted at step", timeout=30_000)
+    assert "seed 5" in page.locator('[data-testid="stAlert"]').first.inner_text()
+    assert page.get_by_label("Seed").input_value() == "5"  # the setting survived both switches
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.close()

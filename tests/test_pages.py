@@ -320,7 +320,7 @@ def test_why_heads_page_trains_and_shows_curves_and_table():
     at = app()
     at.switch_page("app_pages/why_heads.py").run()
     no_exception(at)
-    at.select_slider(key="why_steps").set_value(100).run()
+    at.select_slider(key="_w_why_steps").set_value(100).run()
     at.button(key="why_train").click().run()
     no_exception(at)
     curves = [f for f in figures(at) if f["layout"]["title"]["text"] == "Training curves"]
@@ -333,7 +333,7 @@ def test_why_heads_page_trains_and_shows_curves_and_table():
     # a second visit with the same settings shows the result at once (train button disabled)
     again = app()
     again.switch_page("app_pages/why_heads.py").run()
-    again.select_slider(key="why_steps").set_value(100).run()
+    again.select_slider(key="_w_why_steps").set_value(100).run()
     assert again.dataframe and again.button(key="why_train").disabled
 
 
@@ -464,3 +464,22 @@ def test_collapse_page_scores_sharing_on_the_task(bert):
     assert float(metric["Task: Spearman on the bundled pairs"]) == pytest.approx(shared, abs=5e-4)
     answer = " ".join(m.value for m in at.markdown if "one head computed" in m.value)
     assert f"Spearman on its own task from {task.evaluate(bert).spearman:.3f} to {shared:.3f}" in answer
+
+
+def test_why_heads_settings_survive_a_page_switch():
+    at = app()
+    at.switch_page("app_pages/why_heads.py").run()
+    by_label = {w.label: w for kind in ("slider", "select_slider", "selectbox", "number_input") for w in at.get(kind)}
+    by_label["Relations to report"].set_value(2)
+    by_label["Heads (distinct / shared)"].set_value(8)
+    by_label["Training steps"].set_value(300)
+    by_label["Seed"].set_value(7)
+    at.run()
+    at.switch_page("app_pages/bert_heads.py").run()
+    at.switch_page("app_pages/why_heads.py").run()
+    no_exception(at)
+    values = {
+        w.label: w.value for kind in ("slider", "select_slider", "selectbox", "number_input") for w in at.get(kind)
+    }
+    assert values["Relations to report"] == 2 and values["Heads (distinct / shared)"] == 8
+    assert values["Training steps"] == 300 and values["Seed"] == 7

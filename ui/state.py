@@ -151,9 +151,16 @@ def sync_url(inp: Inputs, page: str = "") -> None:
 
 
 def kept(
-    kind: str, label: str, key: str, container: Any = None, clean: Callable[[Any], Any] | None = None, **kwargs: Any
+    kind: str,
+    label: str,
+    key: str,
+    container: Any = None,
+    clean: Callable[[Any], Any] | None = None,
+    default: Any = None,
+    **kwargs: Any,
 ) -> Any:
-    """Widget `kind` (e.g. "selectbox") whose value lives in st.session_state[key].
+    """Widget `kind` (e.g. "selectbox") whose value lives in st.session_state[key] (starting at
+    `default`, if given), so it survives page switches.
 
     The widget's own state (key "_w_<key>") follows st.session_state[key] when that was changed
     elsewhere (a link, an example button, a fallback), and writes back through on_change, passed
@@ -161,6 +168,8 @@ def kept(
     """
     ss = st.session_state
     wkey = f"_w_{key}"
+    if default is not None:
+        ss.setdefault(key, default)
 
     def _store() -> None:
         if wkey in ss:  # a change that arrives after a page switch finds the widget gone
@@ -170,7 +179,10 @@ def kept(
         options = list(kwargs["options"])
         if ss.get(key) not in options:
             ss[key] = options[0]
-        kwargs["index"] = options.index(ss[key])
+        if kind == "select_slider":
+            kwargs["value"] = ss[key]
+        else:
+            kwargs["index"] = options.index(ss[key])
     else:
         kwargs["value"] = ss[key]
     if wkey in ss and ss[wkey] != ss[key]:
