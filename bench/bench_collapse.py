@@ -1,40 +1,108 @@
-"""Budget of the collapse page at 128 tokens on the bundled model (model loaded, no cache).
+"""Budget of the collapse page on the bundled model (model loaded, no cache), at 128 and 512 tokens.
 
-- one layer recomputed with shared Q/K/V plus every measure: target <= 0.3 s
-- the alpha sweep (11 points): target <= 2 s
-- the whole-model effect (shared in every layer), for reference
+Parts, median of --runs:
+- one layer recomputed with shared Q/K/V plus every measure: target <= 0.3 s at 128 tokens
+- the alpha sweep (11 points), one thread and one thread per core: target <= 2 s
+- head diversity (Jensen-Shannon between every two heads) against scipy's jensenshannon, the
+  reference, on the same attention: the ratio
+- the whole-model effect (one layer shared, every layer shared)
+The page: a new sentence on the collapse page, through Streamlit's AppTest (server-side time of
+the whole script, every cache cold for that sentence): target <= 2 s at 512 tokens.
 
-    python bench/bench_collapse.py [--runs 7]
+    python bench/bench_collapse.py [--runs 5]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
+import time
 
+import numpy as np
 from common import median_seconds, sentence, server_threads
 
 server_threads()
-from mha import collapse  # noqa: E402
+from mha import collapse, metrics  # noqa: E402
 from mha.bert import load_bert  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def scipy_diversity(w: np.ndarray) -> np.ndarray:
+    """The reference: scipy's jensenshannon per pair of heads (what metrics.head_diversity was)."""
+    from scipy.spatial.distance import jensenshannon
+
+    H = w.shape[0]
+    i, j = np.triu_indices(H, 1)
+    out = np.zeros((H, H))
+    out[i, j] = out[j, i] = np.nan_to_num(jensenshannon(w[i], w[j], axis=-1) ** 2, nan=0.0).mean(-1)
+    return out
+
+
+def parts(bert, run, cores: int) -> list:
+    """(name, budget or None, function) of every part the page computes for a new sentence."""
+    w = run.attentions[2]
+    L = bert.n_layers
+    return [
+        (
+            "one layer, shared, all measures",
+            0.3 if run.n_tokens == 128 else None,
+            lambda: collapse.collapse_layer(bert, run, 2, 1.0),
+        ),
+        ("alpha sweep, 11 points, 1 thread", None, lambda: collapse.alpha_sweep(bert, run, 2)),
+        (f"alpha sweep, {cores} threads (the page)", 2.0, lambda: collapse.alpha_sweep(bert, run, 2, workers=cores)),
+        ("head diversity (ours)", None, lambda: metrics.head_diversity(w)),
+        ("head diversity (scipy reference)", None, lambda: scipy_diversity(w)),
+        ("whole model, layer 2 shared", None, lambda: collapse.whole_model_effect(bert, run, [2])),
+        ("whole model, every layer shared", None, lambda: collapse.whole_model_effect(bert, run, range(L))),
+    ]
+
+
+def page_seconds(T: int, runs: int) -> list[float]:
+    """Server-side time of the collapse page for `runs` new sentences of T tokens."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(os.path.join(ROOT, "app.py"), default_timeout=300)
+    at.run()
+    at.switch_page("app_pages/collapse.py").run()
+    times = []
+    for r in range(runs):
+        at.text_area(key="_w_text").input(sentence(T, 100 + r))
+        t0 = time.perf_counter()
+        at.run()
+        times.append(time.perf_counter() - t0)
+        assert not at.exception and len(at.get("plotly_chart")) >= 7, "the page did not draw"
+    return times
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     bert = load_bert()
-    run = bert.attend(sentence(128, 1))
-    assert run.n_tokens == 128
-    rows = [
-        ("one layer, shared, all measures", 0.3, lambda: collapse.collapse_layer(bert, run, 2, 1.0)),
-        ("alpha sweep, 11 points", 2.0, lambda: collapse.alpha_sweep(bert, run, 2)),
-        ("whole model, every layer shared", None, lambda: collapse.whole_model_effect(bert, run, range(bert.n_layers))),
-    ]
-    print(f"128 tokens, median of {args.runs} runs")
-    for name, budget, fn in rows:
-        t = median_seconds(fn, args.runs)
-        verdict = "" if budget is None else ("OK" if t <= budget else "OVER")
-        print(f"{name:<34} {t:7.3f} s  budget {budget if budget else '-':>4}  {verdict}")
+    cores = min(4, os.cpu_count() or 1)
+    for T in (128, 512):
+        run = bert.attend(sentence(T, 1))
+        assert run.n_tokens == T
+        w = run.attentions[2]
+        rows = parts(bert, run, cores)
+        print(f"{T} tokens, median of {args.runs} runs")
+        measured = {}
+        for name, budget, fn in rows:
+            measured[name] = t = median_seconds(fn, args.runs)
+            verdict = "" if budget is None else ("OK" if t <= budget else "OVER")
+            print(f"  {name:<40} {t:7.3f} s  budget {budget if budget else '-':>4}  {verdict}")
+        ours, ref = measured["head diversity (ours)"], measured["head diversity (scipy reference)"]
+        err = np.abs(metrics.head_diversity(w) - scipy_diversity(w)).max()
+        print(f"  head diversity: {ref / ours:.1f}x faster than scipy, max difference {err:.1e}")
+    for T, budget in ((128, 1.0), (512, 2.0)):
+        times = page_seconds(T, args.runs)
+        med = statistics.median(times)
+        print(
+            f"collapse page, new {T}-token sentence (AppTest, server side): median {med:.2f} s, "
+            f"worst {max(times):.2f} s, budget {budget} s {'OK' if med <= budget else 'OVER'}"
+        )
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import torch
 
 from . import metrics
 
@@ -65,7 +64,7 @@ def token_views(bert: LoadedBert, run: BertRun, token: int) -> dict[str, np.ndar
     roll = metrics.rollout(run.attentions)[:, token, :]  # (L, T)
     vw = []
     for l in range(run.n_layers):
-        x = torch.from_numpy(run.hidden_states[l]).unsqueeze(0)  # (1, T, C)
+        x = run.layer_input(l)  # (1, T, C)
         row = metrics.value_weighted_row(bert.scratch_layer(l), x, token)  # (T,)
         vw.append(row / row.sum())
     return {"raw attention": raw, "rollout": roll, "value-weighted": np.stack(vw)}

@@ -168,6 +168,11 @@ class BertRun:
     def n_layers(self) -> int:
         return self.attentions.shape[0]
 
+    def layer_input(self, layer: int) -> torch.Tensor:
+        """(1, T, C) the hidden states entering `layer`, as a new tensor (the run is not shared
+        with it: a cached run's arrays are read-only)."""
+        return torch.tensor(self.hidden_states[layer]).unsqueeze(0)
+
     @property
     def n_heads(self) -> int:
         return self.attentions.shape[1]

@@ -106,7 +106,7 @@ def build_stages(
 ) -> Stages:
     """Run the module built by build_module on BERT's input to `layer`, stage by stage."""
     m = build_module(bert, layer, n_heads, weights, seed, shared)
-    x = torch.from_numpy(run.hidden_states[layer]).unsqueeze(0)  # (1, T, C)
+    x = run.layer_input(layer)  # (1, T, C)
     T = x.shape[1]
     perm = np.random.default_rng(seed).permutation(T) if shuffle else np.arange(T)
     with torch.inference_mode():

@@ -383,7 +383,7 @@ def rung_measures(
     """The measures of a rung for one layer (module: an uptrained version of the rung, if any)."""
     original = bert.scratch_layer(layer)
     m = module if module is not None else rung.module(original)
-    x = torch.from_numpy(run.hidden_states[layer]).unsqueeze(0)  # (1, T, C)
+    x = run.layer_input(layer)  # (1, T, C)
     with torch.inference_mode():
         out, w = m(x)
         ref_out, ref_w = original(x)
@@ -405,7 +405,7 @@ def rung_attention(bert: LoadedBert, run: BertRun, layer: int, rung: Rung) -> np
     """The rung's attention (H, T, T) in one layer on the run's input to it."""
     m = rung.module(bert.scratch_layer(layer))
     with torch.inference_mode():
-        return m(torch.from_numpy(run.hidden_states[layer]).unsqueeze(0))[1][0].numpy()
+        return m(run.layer_input(layer))[1][0].numpy()
 
 
 def held_out_cosine(bert: LoadedBert, runs: list[BertRun], layer: int, module: MultiHeadAttention) -> float:

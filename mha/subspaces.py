@@ -58,7 +58,8 @@ def head_spaces(module: MultiHeadAttention, x: torch.Tensor | np.ndarray) -> Hea
 
 
 def _spaces_and_weights(module: MultiHeadAttention, x: torch.Tensor | np.ndarray) -> tuple[HeadSpaces, np.ndarray]:
-    x = torch.as_tensor(x, dtype=torch.float32)
+    # a copy of an array: it may be a cached run's, read-only
+    x = torch.tensor(x, dtype=torch.float32) if isinstance(x, np.ndarray) else x.float()
     if x.dim() == 2:
         x = x.unsqueeze(0)  # (1, T, C)
     if x.dim() != 3 or x.shape[0] != 1:

@@ -122,6 +122,25 @@ def test_head_diversity_matches_scipy_and_is_symmetric():
     assert metrics.head_diversity(one_hot)[0, 1] == pytest.approx(np.log(2), rel=1e-5)
 
 
+def test_head_diversity_equals_scipy_on_real_attention_at_512_tokens(bert):
+    from scipy.spatial.distance import jensenshannon
+
+    from mha.examples import DEFAULT_TEXT
+
+    run = bert.attend(" ".join([DEFAULT_TEXT] * 40))  # truncated to 512 tokens
+    assert run.n_tokens == 512
+    w = run.attentions[2].copy()
+    w[:, 5] = 0.0  # a masked query row: no attention at all
+    w[1, 7] *= 3.0  # a row that does not sum to 1: normalised, as scipy does
+    H = w.shape[0]
+    expect = np.zeros((H, H))
+    for a in range(H):
+        for b in range(H):
+            d = jensenshannon(w[a].astype(np.float64), w[b].astype(np.float64), axis=-1) ** 2  # (T,)
+            expect[a, b] = np.nan_to_num(d, nan=0.0).mean()
+    np.testing.assert_allclose(metrics.head_diversity(w), expect, atol=1e-6)
+
+
 def test_subspace_overlap_matches_scipy_subspace_angles():
     rng = np.random.default_rng(1)
     H, D, C = 3, 4, 12
@@ -163,3 +182,39 @@ def test_answer_numbers_and_csv(bert, run):
     table = pd.read_csv(io.BytesIO(collapse.sweep_csv(sweep)))
     assert list(table.columns) == list(sweep[0]) and len(table) == 3
     np.testing.assert_allclose(table["head diversity (JS)"], [r["head diversity (JS)"] for r in sweep], rtol=1e-5)
+
+
+@pytest.mark.parametrize("layers", [[3], [1, 4], range(6)])
+def test_whole_model_effect_equals_the_full_forward_pass(bert, run, layers):
+    """Starting at the first changed layer from the run's own states = running BERT from its
+    embeddings with the changed layers (encode_with, checked against Transformers above)."""
+    got = collapse.whole_model_effect(bert, run, layers, 0.7, "mean", ("q", "v"))
+    replace = {i: collapse.interpolate(bert.scratch_layer(i), 0.7, "mean", ("q", "v")) for i in layers}
+    new, old = bert.encode_with(run, replace=replace)[-1], run.hidden_states[-1]  # (T, C) each
+    cos = (new * old).sum(-1) / np.linalg.norm(new, axis=-1) / np.linalg.norm(old, axis=-1)
+    emb = new.mean(0) @ old.mean(0) / np.linalg.norm(new.mean(0)) / np.linalg.norm(old.mean(0))
+    assert got["sentence embedding cosine"] == pytest.approx(emb, abs=2e-5)
+    assert got["mean token cosine"] == pytest.approx(cos.mean(), abs=2e-5)
+    assert got["min token cosine"] == pytest.approx(cos.min(), abs=2e-5)
+
+
+def test_the_sweep_in_threads_gives_the_same_numbers(bert, run):
+    one = collapse.alpha_sweep(bert, run, 4, "mean", ("k", "q"), steps=5)
+    two = collapse.alpha_sweep(bert, run, 4, "mean", ("k", "q"), steps=5, workers=2)
+    assert [d["alpha"] for d in two] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert one == two
+
+
+def test_whole_model_effect_runs_only_the_layers_from_the_first_changed_one(bert, run):
+    ran = []
+    hooks = [
+        layer.intermediate.register_forward_hook(lambda *_, i=i: ran.append(i))
+        for i, layer in enumerate(bert.model.encoder.layer)
+    ]
+    try:
+        collapse.whole_model_effect(bert, run, [5], 1.0)
+        collapse.whole_model_effect(bert, run, [4, 2], 1.0)
+    finally:
+        for h in hooks:
+            h.remove()
+    assert ran == [5, 2, 3, 4, 5]  # the layers before are the run's own hidden states

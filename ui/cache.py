@@ -1,13 +1,17 @@
-"""Cached engine calls: the model once per process, results by value, every cache bounded.
+"""Cached engine calls: the model once per process, results shared read-only, every cache bounded.
 
 The model is loaded once per process (st.cache_resource) and shared read-only by every
-session; per-sentence results are cached by value (st.cache_data) in caches bounded by the
-length of the input, so that a few long inputs cannot push out, or pile up beside, many short
-ones. Every call takes the rerun's `Inputs` first.
+session. Per-sentence results (every call that takes the rerun's `Inputs` first) live in one
+store shared by every session, bounded by the bytes of their arrays (least recently used out
+first): no copy per read, and a fixed ceiling however many sentences come. Their numpy arrays
+are made read-only, so no page can change what another session sees.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import os
 import sys
 import threading
 import time
@@ -32,75 +36,33 @@ def load_model(name: str) -> bert.LoadedBert:
     return model
 
 
-TIERS = ((300, 64), (1500, 4), (None, 2))  # (up to this many characters, cache entries)
+RESULTS_MB = int(os.environ.get("MHA_CACHE_MB", "192"))  # one 512-token run of the bundled model: 81 MB
 
 
-def _tiered(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Cache fn(inputs, *rest) by value in three bounded caches by input length (about 75 MB of
-    attention for one input at 512 tokens)."""
-    caches = []
-    for n, (_, entries) in enumerate(TIERS):
-
-        def tier(*args, _fn=fn):
-            return _fn(*args)
-
-        tier.__qualname__ = tier.__name__ = f"{fn.__name__}_tier{n}"
-        caches.append(st.cache_data(show_spinner=False, max_entries=entries)(tier))
-
-    def call(inp: Inputs, *rest):
-        n = next(i for i, (limit, _) in enumerate(TIERS) if limit is None or inp.size <= limit)
-        return caches[n](inp, *rest)
-
-    call.__doc__, call.__name__ = fn.__doc__, fn.__name__
-    call.clear = lambda: [c.clear() for c in caches]
-    return call
-
-
-@_tiered
-def cached_run(inp: Inputs) -> bert.BertRun:
-    """BERT's attentions and hidden states for one sentence (or pair), cached by value."""
-    return load_model(inp.model).attend(inp.text, inp.text_b)
-
-
-@_tiered
-def cached_collapse(
-    inp: Inputs, layer: int, alpha: float, source: int | str, roles: tuple[str, ...]
-) -> collapse.LayerCollapse:
-    """One layer on the path to shared projections, with its measures (copies of the weights)."""
-    return collapse.collapse_layer(load_model(inp.model), cached_run(inp), layer, alpha, source, roles)
-
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def cached_sweep(inp: Inputs, layer: int, source: int | str, roles: tuple[str, ...]) -> list[dict[str, float]]:
-    """The measures at alpha = 0, 0.1, ..., 1 for one layer."""
-    return collapse.alpha_sweep(load_model(inp.model), cached_run(inp), layer, source, roles)
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def cached_whole_model(
-    inp: Inputs, layers: tuple[int, ...], alpha: float, source: int | str, roles: tuple[str, ...]
-) -> dict[str, float]:
-    """How much the final hidden states move when `layers` share projections."""
-    return collapse.whole_model_effect(load_model(inp.model), cached_run(inp), layers, alpha, source, roles)
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def cached_measures(inp: Inputs) -> dict:
-    """Every per-head measure of the run, (L, H) each, with pattern labels."""
-    return atlas.measures(cached_run(inp))
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def cached_token_views(inp: Inputs, token: int) -> dict:
-    """Raw attention, rollout and value-weighted attention of one token across layers."""
-    return atlas.token_views(load_model(inp.model), cached_run(inp), token)
+def read_only(value: Any) -> int:
+    """Make every numpy array inside `value` (dataclasses, dicts, lists, tuples) read-only;
+    returns the bytes the value holds (arrays exactly, other objects roughly)."""
+    if isinstance(value, np.ndarray):
+        value.setflags(write=False)
+        return value.nbytes
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return 64 + sum(read_only(getattr(value, f.name)) for f in dataclasses.fields(value))
+    if isinstance(value, dict):
+        return 64 + sum(read_only(k) + read_only(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return 64 + sum(read_only(v) for v in value)
+    return sys.getsizeof(value)
 
 
 class SharedStore:
-    """A small store shared by every session: the `size` most recently used values by key."""
+    """Values shared by every session, by key: the least recently used go first once there are
+    more than `size` of them or they hold more than `budget_mb` MB. Values are made read-only
+    (read_only) as they come in."""
 
-    def __init__(self, size: int = 16) -> None:
-        self.size, self.items, self.lock = size, OrderedDict(), threading.Lock()
+    def __init__(self, size: int | None = 16, budget_mb: float | None = None) -> None:
+        self.size, self.budget = size, None if budget_mb is None else budget_mb * 2**20
+        self.items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()  # key -> (value, bytes)
+        self.bytes, self.lock = 0, threading.Lock()
         self.computing: dict[Hashable, threading.Lock] = {}
 
     def lock_for(self, key: Hashable) -> threading.Lock:
@@ -111,15 +73,93 @@ class SharedStore:
 
     def get(self, key: Hashable) -> Any:
         with self.lock:
-            if key in self.items:
-                self.items.move_to_end(key)
-            return self.items.get(key)
+            if key not in self.items:
+                return None
+            self.items.move_to_end(key)
+            return self.items[key][0]
 
     def put(self, key: Hashable, value: Any) -> None:
+        size = read_only(value)
         with self.lock:
-            self.items[key] = value
-            while len(self.items) > self.size:
-                self.items.popitem(last=False)
+            if key in self.items:
+                self.bytes -= self.items.pop(key)[1]
+            self.items[key] = (value, size)
+            self.bytes += size
+            while len(self.items) > 1 and (
+                (self.size is not None and len(self.items) > self.size)
+                or (self.budget is not None and self.bytes > self.budget)
+            ):
+                self.bytes -= self.items.popitem(last=False)[1][1]
+
+    def get_or_compute(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """The value of `key`, computed (once, whoever asks meanwhile waits) if it is not here."""
+        value = self.get(key)
+        if value is None:
+            with self.lock_for(key):
+                value = self.get(key)
+                if value is None:
+                    value = compute()
+                    self.put(key, value)
+            with self.lock:
+                self.computing.pop(key, None)
+        return value
+
+
+@st.cache_resource(show_spinner=False)
+def results() -> SharedStore:
+    """Every session's per-sentence results, at most RESULTS_MB MB (MHA_CACHE_MB to change it)."""
+    return SharedStore(size=None, budget_mb=RESULTS_MB)
+
+
+def per_sentence(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Cache fn(inputs, *rest) in results(), by the value of its arguments (all hashable)."""
+
+    @functools.wraps(fn)
+    def call(inp: Inputs, *rest: Any) -> Any:
+        return results().get_or_compute((fn.__name__, inp, *rest), lambda: fn(inp, *rest))
+
+    return call
+
+
+@per_sentence
+def cached_run(inp: Inputs) -> bert.BertRun:
+    """BERT's attentions and hidden states for one sentence (or pair), cached by value."""
+    return load_model(inp.model).attend(inp.text, inp.text_b)
+
+
+@per_sentence
+def cached_collapse(
+    inp: Inputs, layer: int, alpha: float, source: int | str, roles: tuple[str, ...]
+) -> collapse.LayerCollapse:
+    """One layer on the path to shared projections, with its measures (copies of the weights)."""
+    return collapse.collapse_layer(load_model(inp.model), cached_run(inp), layer, alpha, source, roles)
+
+
+@per_sentence
+def cached_sweep(inp: Inputs, layer: int, source: int | str, roles: tuple[str, ...]) -> list[dict[str, float]]:
+    """The measures at alpha = 0, 0.1, ..., 1 for one layer."""
+    workers = min(4, os.cpu_count() or 1)  # 11 independent alphas: one per core
+    return collapse.alpha_sweep(load_model(inp.model), cached_run(inp), layer, source, roles, workers=workers)
+
+
+@per_sentence
+def cached_whole_model(
+    inp: Inputs, layers: tuple[int, ...], alpha: float, source: int | str, roles: tuple[str, ...]
+) -> dict[str, float]:
+    """How much the final hidden states move when `layers` share projections."""
+    return collapse.whole_model_effect(load_model(inp.model), cached_run(inp), layers, alpha, source, roles)
+
+
+@per_sentence
+def cached_measures(inp: Inputs) -> dict:
+    """Every per-head measure of the run, (L, H) each, with pattern labels."""
+    return atlas.measures(cached_run(inp))
+
+
+@per_sentence
+def cached_token_views(inp: Inputs, token: int) -> dict:
+    """Raw attention, rollout and value-weighted attention of one token across layers."""
+    return atlas.token_views(load_model(inp.model), cached_run(inp), token)
 
 
 @st.cache_resource(show_spinner=False)
@@ -128,7 +168,7 @@ def experiments() -> SharedStore:
     return SharedStore()
 
 
-@_tiered
+@per_sentence
 def cached_layer_maps(
     inp: Inputs, layer: int, alpha: float, source: int | str, roles: tuple[str, ...]
 ) -> subspaces.HeadMaps:
@@ -136,7 +176,7 @@ def cached_layer_maps(
     return subspaces.layer_maps(load_model(inp.model), cached_run(inp), layer, alpha, source, roles)
 
 
-@_tiered
+@per_sentence
 def cached_alpha_frames(
     inp: Inputs, layer: int, source: int | str, roles: tuple[str, ...]
 ) -> list[tuple[float, subspaces.HeadMaps]]:
@@ -144,14 +184,16 @@ def cached_alpha_frames(
     return subspaces.alpha_frames(load_model(inp.model), cached_run(inp), layer, source, roles)
 
 
-@st.cache_data(show_spinner=False, max_entries=2)
+@st.cache_resource(show_spinner=False, max_entries=2)
 def cached_pool_runs(model_name: str) -> list[bert.BertRun]:
     """The bundled pool of short sentences through the model (once per model)."""
     model = load_model(model_name)
-    return [model.attend(text) for text in subspaces.pool_sentences()]
+    runs = [model.attend(text) for text in subspaces.pool_sentences()]
+    read_only(runs)  # shared by every session
+    return runs
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+@per_sentence
 def cached_pool(inp: Inputs, layer: int) -> tuple[subspaces.Pool, subspaces.HeadMaps]:
     """The learner's sentence (first) and the bundled ones, pooled at one layer, with their pictures."""
     p = subspaces.pool(load_model(inp.model), [cached_run(inp), *cached_pool_runs(inp.model)], layer)
@@ -164,7 +206,7 @@ def cached_spectra(model_name: str, layer: int) -> subspaces.WeightSpectra:
     return subspaces.weight_spectra(load_model(model_name).scratch_layer(layer))
 
 
-@_tiered
+@per_sentence
 def cached_ladder(inp: Inputs, layer: int) -> list[sharing.RungMeasures]:
     """Every rung of the ladder MHA -> GQA -> MQA -> shared for one layer, measured."""
     model = load_model(inp.model)

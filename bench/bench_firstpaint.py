@@ -1,0 +1,100 @@
+"""First paint of a fresh visit: a new browser (empty cache) opens the BERT heads page of a server
+that already has the model and the sentence's result. Median of --runs visits.
+
+For each visit, from navigation start: the HTML, the first contentful paint, the page title, the
+first chart drawn, every chart drawn and the script idle; and what came over the wire: the
+frontend's scripts (count, MB), the rest of the HTTP responses, and the app's own messages on
+the websocket (MB). Time to the first chart minus time to the title is what the charts cost.
+
+    python bench/bench_firstpaint.py [--runs 5] [--page bert_heads]
+Needs Debian's chromium and the playwright package (requirements-dev.txt).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from urllib.parse import quote
+
+from livetest import CHROMIUM_FLAGS, IDLE, chromium, streamlit_server
+
+TEXT = "The mole on his arm was not a mole but a rare insect."
+
+CHARTS_DRAWN = """() => {
+  const charts = document.querySelectorAll('[data-testid="stPlotlyChart"]');
+  const drawn = [...charts].filter(c => c.querySelector('.main-svg')).length;
+  return [charts.length, drawn];
+}"""
+
+
+def visit(browser, url: str, title: str) -> dict[str, float]:
+    """One fresh visit (new context: nothing cached in the browser); times in seconds."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    frames = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda f: frames.append(len(f) if f else 0)))
+    t0 = time.perf_counter()
+    page.goto(url, wait_until="commit")
+    marks = {}
+    page.wait_for_selector(f"h1:has-text('{title}')", timeout=120_000)
+    marks["title"] = time.perf_counter() - t0
+    while True:
+        total, drawn = page.evaluate(CHARTS_DRAWN)
+        if drawn and "first chart" not in marks:
+            marks["first chart"] = time.perf_counter() - t0
+        if total and drawn == total and page.locator(IDLE).count():
+            marks["every chart"] = time.perf_counter() - t0
+            break
+        if time.perf_counter() - t0 > 120:
+            raise RuntimeError(f"charts not drawn: {drawn} of {total}")
+        page.wait_for_timeout(20)
+    marks["charts"] = float(total)
+    timing = page.evaluate(
+        """() => {
+      const nav = performance.getEntriesByType('navigation')[0];
+      const fcp = performance.getEntriesByName('first-contentful-paint')[0];
+      const res = performance.getEntriesByType('resource');
+      const js = res.filter(r => r.name.endsWith('.js'));
+      return {html: nav.responseEnd / 1000, fcp: fcp ? fcp.startTime / 1000 : null,
+              js_n: js.length, js_bytes: js.reduce((s, r) => s + r.encodedBodySize, 0),
+              js_end: Math.max(0, ...js.map(r => r.responseEnd)) / 1000,
+              other_bytes: res.filter(r => !r.name.endsWith('.js')).reduce((s, r) => s + r.encodedBodySize, 0)};
+    }"""
+    )
+    context.close()
+    return {
+        **marks,
+        "html": timing["html"],
+        "first paint": timing["fcp"] or float("nan"),
+        "scripts loaded": timing["js_end"],
+        "scripts": timing["js_n"],
+        "scripts MB": timing["js_bytes"] / 1e6,
+        "other MB": timing["other_bytes"] / 1e6,
+        "websocket MB": sum(frames) / 1e6,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--page", default="bert_heads")
+    parser.add_argument("--title", default="BERT heads")
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    with streamlit_server() as server, sync_playwright() as p:
+        url = f"{server.url}/{args.page}?text={quote(TEXT)}"
+        browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
+        visit(browser, url, args.title)  # the server loads the model and caches the result
+        visits = [visit(browser, url, args.title) for _ in range(args.runs)]
+        browser.close()
+    print(f"{args.page}, fresh browser per visit, server warm: median of {args.runs} visits")
+    for name in visits[0]:
+        values = [v[name] for v in visits]
+        unit = "" if name in ("charts", "scripts") or "MB" in name else " s"
+        print(f"  {name:<16} {statistics.median(values):8.2f}{unit}   (min {min(values):.2f}, max {max(values):.2f})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""The shared result store: bounded by bytes, least recently used out first, computed once per key,
+read-only for every session; and the real cached runs through it."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from ui import Inputs, cache
+
+MB = 2**20
+
+
+def block(mb: float) -> np.ndarray:
+    return np.zeros(int(mb * MB), dtype=np.uint8)
+
+
+def test_the_store_keeps_its_bytes_under_the_budget_least_recently_used_out_first():
+    store = cache.SharedStore(size=None, budget_mb=10)
+    for key in "abcd":
+        store.put(key, block(3))
+    assert store.bytes <= 10 * MB and list(store.items) == ["b", "c", "d"]  # "a" went first
+    store.get("b")  # used: now the most recent
+    store.put("e", block(3))
+    assert list(store.items) == ["d", "b", "e"]
+    store.put("big", block(25))  # larger than the budget: kept alone, the newest
+    assert list(store.items) == ["big"] and store.bytes == 25 * MB + 0
+    counted = cache.read_only({"x": [block(1), (block(2), "text")], "y": 1.5})
+    assert 3 * MB <= counted < 3 * MB + 2000
+
+
+def test_values_in_the_store_are_read_only():
+    store = cache.SharedStore(size=4)
+    value = {"weights": np.ones((2, 3)), "parts": [np.zeros(4)]}
+    store.put("k", value)
+    with pytest.raises(ValueError, match="read-only"):
+        store.get("k")["weights"][0, 0] = 5.0
+    with pytest.raises(ValueError, match="read-only"):
+        store.get("k")["parts"][0] += 1
+
+
+def test_a_value_is_computed_once_while_others_wait():
+    store = cache.SharedStore(size=None, budget_mb=1)
+    calls, got = [], []
+
+    def compute():
+        calls.append(1)
+        time.sleep(0.2)
+        return np.arange(3)
+
+    threads = [threading.Thread(target=lambda: got.append(store.get_or_compute("k", compute))) for _ in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and all(g is got[0] for g in got)
+    assert store.computing == {}  # no lock left behind per key
+
+
+def test_cached_runs_are_shared_read_only_and_equal_to_a_fresh_run(bert):
+    inp = Inputs.from_raw(bert.name, "A cached run is shared by every session, never copied.")
+    run = cache.cached_run(inp)
+    assert cache.cached_run(inp) is run  # no copy per read (st.cache_data unpickled one each time)
+    with pytest.raises(ValueError, match="read-only"):
+        run.attentions[0, 0, 0, 0] = 1.0
+    fresh = bert.attend(inp.text)
+    np.testing.assert_array_equal(run.attentions, fresh.attentions)
+    np.testing.assert_array_equal(run.hidden_states, fresh.hidden_states)
+    # the engine reads a cached run without copying it into a warning or a write
+    c = cache.cached_collapse(inp, 1, 0.5, 0, ("k", "q", "v"))
+    assert not c.weights.flags.writeable and c.weights.shape == (bert.n_heads, run.n_tokens, run.n_tokens)
+
+
+def test_long_runs_stay_within_the_results_budget(bert):
+    from mha.examples import DEFAULT_TEXT
+
+    store = cache.results()
+    for n in range(4):  # four 512-token runs: 81 MB each, more than the 192 MB budget
+        cache.cached_run(Inputs.from_raw(bert.name, f"{n} " + " ".join([DEFAULT_TEXT] * 40)))
+    assert 0 < store.bytes <= cache.RESULTS_MB * MB
+    assert store.bytes >= 2 * 75 * MB  # two long runs fit: a page and the one before stay cached
