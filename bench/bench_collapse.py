@@ -2,7 +2,7 @@
 
 Parts, median of --runs:
 - one layer recomputed with shared Q/K/V plus every measure: target <= 0.3 s at 128 tokens
-- the alpha sweep (11 points), one thread and one thread per core: target <= 2 s
+- the alpha sweep (11 points): target <= 2 s
 - head diversity (Jensen-Shannon between every two heads) against scipy's jensenshannon, the
   reference, on the same attention: the ratio
 - the whole-model effect (one layer shared, every layer shared)
@@ -40,7 +40,7 @@ def scipy_diversity(w: np.ndarray) -> np.ndarray:
     return out
 
 
-def parts(bert, run, cores: int) -> list:
+def parts(bert, run) -> list:
     """(name, budget or None, function) of every part the page computes for a new sentence."""
     w = run.attentions[2]
     L = bert.n_layers
@@ -50,8 +50,7 @@ def parts(bert, run, cores: int) -> list:
             0.3 if run.n_tokens == 128 else None,
             lambda: collapse.collapse_layer(bert, run, 2, 1.0),
         ),
-        ("alpha sweep, 11 points, 1 thread", None, lambda: collapse.alpha_sweep(bert, run, 2)),
-        (f"alpha sweep, {cores} threads (the page)", 2.0, lambda: collapse.alpha_sweep(bert, run, 2, workers=cores)),
+        ("alpha sweep, 11 points", 2.0, lambda: collapse.alpha_sweep(bert, run, 2)),
         ("head diversity (ours)", None, lambda: metrics.head_diversity(w)),
         ("head diversity (scipy reference)", None, lambda: scipy_diversity(w)),
         ("whole model, layer 2 shared", None, lambda: collapse.whole_model_effect(bert, run, [2])),
@@ -81,12 +80,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     bert = load_bert()
-    cores = min(4, os.cpu_count() or 1)
     for T in (128, 512):
         run = bert.attend(sentence(T, 1))
         assert run.n_tokens == T
         w = run.attentions[2]
-        rows = parts(bert, run, cores)
+        rows = parts(bert, run)
         print(f"{T} tokens, median of {args.runs} runs")
         measured = {}
         for name, budget, fn in rows:

@@ -178,26 +178,17 @@ def alpha_sweep(
     source: Source = 0,
     roles: Iterable[str] = ROLES,
     steps: int = 11,
-    workers: int = 1,
 ) -> list[dict[str, float]]:
     """The scalar measures at `steps` evenly spaced alphas from 0 (distinct) to 1 (shared).
 
     Subspace overlap is followed for W^Q only (W^K and W^V move the same way along the path);
-    collapse_layer gives all three at one alpha. workers > 1 measures that many alphas at once
-    in threads (torch and numpy release the GIL): the same numbers, sooner on several cores.
+    collapse_layer gives all three at one alpha.
     """
     roles = tuple(roles)
-
-    def point(alpha: float) -> dict[str, float]:
-        return collapse_layer(bert, run, layer, float(alpha), source, roles, overlap_roles=("q",)).summary()
-
-    alphas = np.linspace(0.0, 1.0, steps)
-    if workers <= 1:
-        return [point(a) for a in alphas]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(workers) as pool:
-        return list(pool.map(point, alphas))
+    return [
+        collapse_layer(bert, run, layer, float(a), source, roles, overlap_roles=("q",)).summary()
+        for a in np.linspace(0.0, 1.0, steps)
+    ]
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:

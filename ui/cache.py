@@ -138,8 +138,7 @@ def cached_collapse(
 @per_sentence
 def cached_sweep(inp: Inputs, layer: int, source: int | str, roles: tuple[str, ...]) -> list[dict[str, float]]:
     """The measures at alpha = 0, 0.1, ..., 1 for one layer."""
-    workers = min(4, os.cpu_count() or 1)  # 11 independent alphas: one per core
-    return collapse.alpha_sweep(load_model(inp.model), cached_run(inp), layer, source, roles, workers=workers)
+    return collapse.alpha_sweep(load_model(inp.model), cached_run(inp), layer, source, roles)
 
 
 @per_sentence
