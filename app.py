@@ -22,5 +22,8 @@ with server.timed(name):
     inputs = ui.sidebar()  # this rerun's one Inputs: pages read it with ui.inputs()
     ui.sync_url(inputs, name)  # before the page: a page may st.stop() (empty text, nothing trained yet)
     inputs = ui.ensure_model(inputs)  # loads the model once per process; falls back if it cannot
-    page.run()
+    try:
+        page.run()
+    finally:
+        server.release_memory()  # what this run freed goes back to the system, not to a thread's arena
 ui.sync_url(inputs, name)  # after: the page may have corrected a value (layer or head out of range)

@@ -78,7 +78,7 @@ def test_long_runs_stay_within_the_results_budget(bert):
     from mha.examples import DEFAULT_TEXT
 
     store = cache.results()
-    for n in range(4):  # four 512-token runs: 81 MB each, more than the 192 MB budget
+    for n in range(4):  # four 512-token runs: 81 MB each, more than the 128 MB budget
         cache.cached_run(Inputs.from_raw(bert.name, f"{n} " + " ".join([DEFAULT_TEXT] * 40)))
     assert 0 < store.bytes <= cache.RESULTS_MB * MB
-    assert store.bytes >= 2 * 75 * MB  # two long runs fit: a page and the one before stay cached
+    assert store.bytes >= 75 * MB  # the last long run stays cached
