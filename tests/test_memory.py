@@ -1,0 +1,51 @@
+"""The server's memory stays bounded however many sentences come: per-sentence results are capped
+by bytes, and what a script run frees goes back to the system (glibc keeps it otherwise)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from mha import plots, views
+from ui import Inputs, cache, server
+
+WORDS = "river violin planet garden engine castle forest rocket letter window thunder pencil".split()
+
+
+def rss_mb() -> float:
+    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    return int(fields["VmRSS"].split()[0]) / 1024
+
+
+def visit(model: str, k: int) -> None:
+    """What the BERT heads page and the atlas compute for sentence k (5-305 words), in a new
+    thread and followed by release_memory, as a Streamlit script run is."""
+    words = 5 + (k * 37) % 300
+    inp = Inputs.from_raw(model, " ".join(WORDS[(k * 7 + j) % 12] for j in range(words)) + f" {k}.")
+    run = cache.cached_run(inp)
+    att, labels, _ = views.view(run.attentions[0], run.tokens, run.word_ids, run.segment_ids)
+    for fig in (plots.model_view(run.attentions), plots.attention_heatmap(att[0], labels, "x")):
+        fig.to_json()
+    cache.cached_measures(inp)
+    cache.cached_token_views(inp, 1)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads RSS from /proc (Linux)")
+def test_memory_growth_over_many_sentences_is_bounded(bert):
+    def script_run(k: int) -> None:
+        t = threading.Thread(target=visit, args=(bert.name, k))
+        t.start()
+        t.join()
+        server.release_memory()
+
+    for k in range(8):  # warm-up: first-time allocations of torch, plotly, pandas
+        script_run(1000 + k)
+    before = rss_mb()
+    for k in range(24):
+        script_run(k)
+    growth = rss_mb() - before
+    assert cache.results().bytes <= cache.RESULTS_MB * 2**20
+    # without release_memory: +276 MB over 30 sentences here; with it: +58 MB
+    assert growth <= cache.RESULTS_MB + 40, f"RSS grew {growth:.0f} MB over 24 sentences"
