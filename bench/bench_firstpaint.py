@@ -6,7 +6,7 @@ first chart drawn, every chart drawn and the script idle; and what came over the
 frontend's scripts (count, MB), the rest of the HTTP responses, and the app's own messages on
 the websocket (MB). Time to the first chart minus time to the title is what the charts cost.
 
-    python bench/bench_firstpaint.py [--runs 5] [--page bert_heads]
+    python bench/bench_firstpaint.py [--runs 5] [--page bert_heads] [--tokens 512]
 Needs Debian's chromium and the playwright package (requirements-dev.txt).
 """
 
@@ -16,6 +16,8 @@ import argparse
 import statistics
 import time
 from urllib.parse import quote
+
+from common import sentence
 
 from livetest import CHROMIUM_FLAGS, IDLE, chromium, streamlit_server
 
@@ -80,16 +82,19 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--page", default="bert_heads")
     parser.add_argument("--title", default="BERT heads")
+    parser.add_argument("--tokens", type=int, default=0, help="a text of this many tokens (default: a short sentence)")
     args = parser.parse_args()
+    text = sentence(args.tokens, 1) if args.tokens else TEXT
     from playwright.sync_api import sync_playwright
 
     with streamlit_server() as server, sync_playwright() as p:
-        url = f"{server.url}/{args.page}?text={quote(TEXT)}"
+        url = f"{server.url}/{args.page}?text={quote(text)}"
         browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
         visit(browser, url, args.title)  # the server loads the model and caches the result
         visits = [visit(browser, url, args.title) for _ in range(args.runs)]
         browser.close()
-    print(f"{args.page}, fresh browser per visit, server warm: median of {args.runs} visits")
+    length = f"{args.tokens} tokens" if args.tokens else "a 16-token sentence"
+    print(f"{args.page}, {length}, fresh browser per visit, server warm: median of {args.runs} visits")
     for name in visits[0]:
         values = [v[name] for v in visits]
         unit = "" if name in ("charts", "scripts") or "MB" in name else " s"

@@ -285,3 +285,37 @@ def test_why_heads_keeps_its_settings_and_says_when_training_was_interrupted(ser
     assert page.get_by_label("Seed").input_value() == "5"  # the setting survived both switches
     assert page.locator('[data-testid="stException"]').count() == 0
     page.close()
+
+
+def test_a_fresh_visit_draws_the_heads_page_from_a_small_payload(server, browser):
+    """The measurement of bench/bench_firstpaint.py, once: a new browser (nothing cached) on a warm
+    server. What the app sends for a short sentence stays small; every chart is drawn."""
+    import time
+    from urllib.parse import quote
+
+    url = f"{server}/bert_heads?text={quote('The mole on his arm was not a mole but a rare insect.')}"
+    warm = browser.new_page()
+    warm.goto(url)
+    warm.wait_for_selector(".js-plotly-plot .main-svg", timeout=120_000)
+    warm.close()
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    frames = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda f: frames.append(len(f) if f else 0)))
+    t0 = time.perf_counter()
+    page.goto(url, wait_until="commit")
+    page.wait_for_selector("h1:has-text('BERT heads')", timeout=60_000)
+    title = time.perf_counter() - t0
+    page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
+    first_chart = time.perf_counter() - t0
+    page.mouse.wheel(0, 3000)  # charts below the fold are drawn when scrolled to
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 4", timeout=60_000)
+    wait_idle(page)
+    assert page.locator('[data-testid="stPlotlyChart"]').count() == 4
+    payload = sum(frames) / 1e6
+    assert payload < 0.2, f"{payload:.2f} MB sent for a 16-token sentence"  # 0.06 MB measured
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "first_paint.txt").write_text(
+        f"title {title:.2f} s, first chart {first_chart:.2f} s, app payload {payload:.3f} MB\n"
+    )
+    context.close()
