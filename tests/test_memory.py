@@ -38,7 +38,7 @@ def test_memory_growth_over_many_sentences_is_bounded(bert):
         t = threading.Thread(target=visit, args=(bert.name, k))
         t.start()
         t.join()
-        server.release_memory()
+        server.release_memory(every=0)
 
     for k in range(8):  # warm-up: first-time allocations of torch, plotly, pandas
         script_run(1000 + k)
@@ -49,3 +49,20 @@ def test_memory_growth_over_many_sentences_is_bounded(bert):
     assert cache.results().bytes <= cache.RESULTS_MB * 2**20
     # without release_memory: +276 MB over 30 sentences here; with it: +58 MB
     assert growth <= cache.RESULTS_MB + 40, f"RSS grew {growth:.0f} MB over 24 sentences"
+
+
+def test_memory_is_released_at_most_once_per_interval(monkeypatch):
+    calls = []
+
+    class FakeLibc:
+        def malloc_trim(self, pad: int) -> int:
+            calls.append(pad)
+            return 1
+
+    monkeypatch.setattr(server, "_libc", lambda: FakeLibc())
+    monkeypatch.setitem(server._trimmed, "at", 0.0)
+    for _ in range(5):  # five script runs ending within a second: one trim
+        server.release_memory(every=10.0)
+    assert calls == [0]
+    server.release_memory(every=0.0)
+    assert calls == [0, 0]

@@ -8,6 +8,7 @@ import contextlib
 import ctypes
 import functools
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,14 +64,28 @@ def _libc() -> ctypes.CDLL | None:
         return None
 
 
-def release_memory() -> None:
-    """Give the memory freed by a script run back to the system (glibc's malloc_trim, ~3 ms).
+_trimmed = {"at": 0.0}
+_trim_lock = threading.Lock()
+
+
+def release_memory(every: float = 10.0) -> None:
+    """Give the memory freed by script runs back to the system (glibc's malloc_trim), at most
+    once per `every` seconds and never in two threads at once.
 
     glibc keeps freed blocks of big arrays in its per-thread arenas, and every script run is a
     new thread: over 120 sentences the server's RSS grew ~200 MB more without this
-    (bench/bench_load.py). A fixed mmap threshold did the same but slowed BERT's forward pass by
-    half (a page fault for every large temporary). Elsewhere than glibc: nothing to do.
+    (bench/bench_load.py). A trim takes ~3 ms alone, but locks the arenas: after every run, 8
+    busy sessions saw their median page update go from 0.10 s to 0.52 s, hence the spacing. A
+    fixed mmap threshold returned the memory too but slowed BERT's forward pass by half (a page
+    fault for every large temporary). Elsewhere than glibc: nothing to do.
     """
     libc = _libc()
-    if libc is not None and hasattr(libc, "malloc_trim"):
-        libc.malloc_trim(0)
+    now = time.monotonic()
+    if libc is None or not hasattr(libc, "malloc_trim") or now - _trimmed["at"] < every:
+        return
+    if _trim_lock.acquire(blocking=False):
+        try:
+            libc.malloc_trim(0)
+            _trimmed["at"] = time.monotonic()
+        finally:
+            _trim_lock.release()
