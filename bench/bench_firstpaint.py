@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from common import sentence
 
-from livetest import CHROMIUM_FLAGS, IDLE, chromium, streamlit_server
+from livetest import CHROMIUM_FLAGS, IDLE, chromium, fresh_page, streamlit_server
 
 TEXT = "The mole on his arm was not a mole but a rare insect."
 
@@ -32,10 +32,7 @@ CHARTS_DRAWN = """() => {
 
 def visit(browser, url: str, title: str) -> dict[str, float]:
     """One fresh visit (new context: nothing cached in the browser); times in seconds."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    frames = []
-    page.on("websocket", lambda ws: ws.on("framereceived", lambda f: frames.append(len(f) if f else 0)))
+    page, frames = fresh_page(browser)
     t0 = time.perf_counter()
     page.goto(url, wait_until="commit")
     marks = {}
@@ -64,7 +61,7 @@ def visit(browser, url: str, title: str) -> dict[str, float]:
               other_bytes: res.filter(r => !r.name.endsWith('.js')).reduce((s, r) => s + r.encodedBodySize, 0)};
     }"""
     )
-    context.close()
+    page.context.close()
     return {
         **marks,
         "html": timing["html"],

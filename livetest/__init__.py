@@ -95,6 +95,16 @@ def streamlit_server(env: dict[str, str] | None = None, timeout: float = 90) -> 
             proc.kill()
 
 
+def fresh_page(browser, viewport: dict | None = None) -> tuple:
+    """A page in a new browser context (nothing cached: a first visit), and the list that the
+    sizes of the app's websocket messages to it are appended to (bytes)."""
+    context = browser.new_context(viewport=viewport or {"width": 1400, "height": 1000})
+    page = context.new_page()
+    frames: list[int] = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda f: frames.append(len(f) if f else 0)))
+    return page, frames
+
+
 def wait_idle(page, timeout: float = 90_000) -> float:
     """Seconds until the run the last action started (if it is seen starting) has finished."""
     t0 = time.perf_counter()

@@ -298,10 +298,7 @@ def test_a_fresh_visit_draws_the_heads_page_from_a_small_payload(server, browser
     warm.goto(url)
     warm.wait_for_selector(".js-plotly-plot .main-svg", timeout=120_000)
     warm.close()
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    frames = []
-    page.on("websocket", lambda ws: ws.on("framereceived", lambda f: frames.append(len(f) if f else 0)))
+    page, frames = livetest.fresh_page(browser)
     t0 = time.perf_counter()
     page.goto(url, wait_until="commit")
     page.wait_for_selector("h1:has-text('BERT heads')", timeout=60_000)
@@ -318,4 +315,4 @@ def test_a_fresh_visit_draws_the_heads_page_from_a_small_payload(server, browser
     (ARTIFACTS / "first_paint.txt").write_text(
         f"title {title:.2f} s, first chart {first_chart:.2f} s, app payload {payload:.3f} MB\n"
     )
-    context.close()
+    page.context.close()

@@ -32,6 +32,20 @@ def test_the_store_keeps_its_bytes_under_the_budget_least_recently_used_out_firs
     assert 3 * MB <= counted < 3 * MB + 2000
 
 
+def test_a_new_value_never_pushes_out_its_own_sentence():
+    """A long sentence's run and what the page derives from it stay together, even past the
+    budget (else every rerun would compute the run again); other sentences go first."""
+    store = cache.SharedStore(size=None, budget_mb=10, group=lambda key: key[1])
+    store.put(("run", "short"), block(2))
+    store.put(("run", "long"), block(8))
+    store.put(("measures", "long"), block(3))  # over budget: the short sentence goes, not the run
+    assert list(store.items) == [("run", "long"), ("measures", "long")]
+    store.put(("collapse", "long"), block(1))
+    assert len(store.items) == 3 and store.bytes == 12 * MB  # one sentence alone may pass the budget
+    store.put(("run", "other"), block(1))  # a new sentence: the long one's results go, oldest first
+    assert store.bytes <= 10 * MB and ("run", "other") in store.items
+
+
 def test_values_in_the_store_are_read_only():
     store = cache.SharedStore(size=4)
     value = {"weights": np.ones((2, 3)), "parts": [np.zeros(4)]}

@@ -56,11 +56,16 @@ def read_only(value: Any) -> int:
 
 class SharedStore:
     """Values shared by every session, by key: the least recently used go first once there are
-    more than `size` of them or they hold more than `budget_mb` MB. Values are made read-only
+    more than `size` of them or they hold more than `budget_mb` MB. With `group` (key -> group),
+    a new value never pushes out values of its own group (the results of the sentence a page is
+    showing stay together, even if they alone pass the budget). Values are made read-only
     (read_only) as they come in."""
 
-    def __init__(self, size: int | None = 16, budget_mb: float | None = None) -> None:
+    def __init__(
+        self, size: int | None = 16, budget_mb: float | None = None, group: Callable[[Hashable], Any] | None = None
+    ) -> None:
         self.size, self.budget = size, None if budget_mb is None else budget_mb * 2**20
+        self.group = group
         self.items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()  # key -> (value, bytes)
         self.bytes, self.lock = 0, threading.Lock()
         self.computing: dict[Hashable, threading.Lock] = {}
@@ -85,11 +90,16 @@ class SharedStore:
                 self.bytes -= self.items.pop(key)[1]
             self.items[key] = (value, size)
             self.bytes += size
-            while len(self.items) > 1 and (
-                (self.size is not None and len(self.items) > self.size)
-                or (self.budget is not None and self.bytes > self.budget)
+            while (self.size is not None and len(self.items) > self.size) or (
+                self.budget is not None and self.bytes > self.budget
             ):
-                self.bytes -= self.items.popitem(last=False)[1][1]
+                old = next((k for k in self.items if k != key and not self._same_group(k, key)), None)
+                if old is None:
+                    break
+                self.bytes -= self.items.pop(old)[1]
+
+    def _same_group(self, a: Hashable, b: Hashable) -> bool:
+        return self.group is not None and self.group(a) == self.group(b)
 
     def get_or_compute(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         """The value of `key`, computed (once, whoever asks meanwhile waits) if it is not here."""
@@ -107,8 +117,9 @@ class SharedStore:
 
 @st.cache_resource(show_spinner=False)
 def results() -> SharedStore:
-    """Every session's per-sentence results, at most RESULTS_MB MB (MHA_CACHE_MB to change it)."""
-    return SharedStore(size=None, budget_mb=RESULTS_MB)
+    """Every session's per-sentence results: at most RESULTS_MB MB (MHA_CACHE_MB to change it),
+    or the results of one sentence if they alone are more (a 512-token run of bert-base: 151 MB)."""
+    return SharedStore(size=None, budget_mb=RESULTS_MB, group=lambda key: key[1])  # key[1]: the Inputs
 
 
 def per_sentence(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -68,9 +68,13 @@ _trimmed = {"at": 0.0}
 _trim_lock = threading.Lock()
 
 
-def release_memory(every: float = 10.0) -> None:
+TRIM_SECONDS = float(os.environ.get("MHA_TRIM_SECONDS", "10"))
+
+
+def release_memory(every: float | None = None) -> None:
     """Give the memory freed by script runs back to the system (glibc's malloc_trim), at most
-    once per `every` seconds and never in two threads at once.
+    once per `every` seconds (TRIM_SECONDS: $MHA_TRIM_SECONDS, default 10) and never in two
+    threads at once.
 
     glibc keeps freed blocks of big arrays in its per-thread arenas, and every script run is a
     new thread: over 120 sentences the server's RSS grew ~200 MB more without this
@@ -79,6 +83,7 @@ def release_memory(every: float = 10.0) -> None:
     fixed mmap threshold returned the memory too but slowed BERT's forward pass by half (a page
     fault for every large temporary). Elsewhere than glibc: nothing to do.
     """
+    every = TRIM_SECONDS if every is None else every
     libc = _libc()
     now = time.monotonic()
     if libc is None or not hasattr(libc, "malloc_trim") or now - _trimmed["at"] < every:
