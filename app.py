@@ -25,5 +25,5 @@ with server.timed(name):
     try:
         page.run()
     finally:
-        server.release_memory()  # what script runs freed goes back to the system (at most every 10 s)
+        server.release_memory()  # what script runs freed goes back to the system (at most every 2 s)
 ui.sync_url(inputs, name)  # after: the page may have corrected a value (layer or head out of range)
