@@ -15,7 +15,6 @@ from pathlib import Path
 
 ICON = str(Path(__file__).with_name("icon.png"))  # the favicon: four heads in the app's head colours
 TRIM_SECONDS = float(os.environ.get("MHA_TRIM_SECONDS", "2"))  # see release_memory
-M_ARENA_MAX = -8  # glibc's mallopt parameter
 
 
 @functools.cache
@@ -29,11 +28,6 @@ def configure() -> None:
 
     torch.set_num_threads(int(os.environ.get("MHA_TORCH_THREADS", "1")))
     plotly.io.to_json({"data": [], "layout": {}})
-    libc = _libc()
-    if libc is not None and hasattr(libc, "mallopt"):
-        # glibc: two malloc arenas for all session threads (not 8 per core): less freed memory
-        # stranded in idle arenas; 200 sentences grew RSS ~100 MB less (bench/bench_load.py)
-        libc.mallopt(M_ARENA_MAX, 2)
 
 
 @contextlib.contextmanager
@@ -83,8 +77,9 @@ def release_memory(every: float | None = None) -> None:
     glibc keeps freed blocks of big arrays in its per-thread arenas, and every script run is a
     new thread: over 120 sentences the server's RSS grew ~200 MB more without this
     (bench/bench_load.py). A trim takes ~3 ms alone, but locks the arenas: after every run, 8
-    busy sessions saw their median page update go from 0.10 s to 0.52 s, hence the spacing
-    (every 2 s with two arenas: 200 sentences +NEWGROWTH MB; every 10 s with 8 arenas: ~100 MB more). A
+    busy sessions saw their median page update go from 0.10 s to 0.52 s, hence the spacing.
+    Capping glibc at two arenas saved memory too but slowed 8 busy sessions (241 s against 155 s
+    for the same tour). A
     fixed mmap threshold returned the memory too but slowed BERT's forward pass by half (a page
     fault for every large temporary). Elsewhere than glibc: nothing to do.
     """
