@@ -16,7 +16,6 @@ the whole script, every cache cold for that sentence): target <= 2 s at 512 toke
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 
@@ -24,10 +23,9 @@ import numpy as np
 from common import median_seconds, sentence, server_threads
 
 server_threads()
+from livetest import ROOT  # noqa: E402
 from mha import collapse, metrics  # noqa: E402
 from mha.bert import load_bert  # noqa: E402
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def scipy_diversity(w: np.ndarray) -> np.ndarray:
@@ -63,7 +61,7 @@ def page_seconds(T: int, runs: int) -> list[float]:
     """Server-side time of the collapse page for `runs` new sentences of T tokens."""
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(os.path.join(ROOT, "app.py"), default_timeout=300)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
     at.run()
     at.switch_page("app_pages/collapse.py").run()
     times = []

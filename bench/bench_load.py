@@ -18,17 +18,11 @@ import statistics
 import time
 from pathlib import Path
 
-from livetest import CHROMIUM_FLAGS, chromium, settle, streamlit_server
+from livetest import CHROMIUM_FLAGS, chromium, memory_mb, settle, streamlit_server
 from ui.pages import PAGES
 
 WORDS = "river violin planet garden engine castle forest rocket letter window thunder pencil".split()
 TIMING_LOG = Path("/tmp/mha_bench_timing.tsv")
-
-
-def memory_mb(pid: int) -> tuple[float, float]:
-    """(current RSS, peak RSS) of a process in MB, from /proc."""
-    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
-    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
 
 def server_times() -> list[float]:

@@ -95,6 +95,12 @@ def streamlit_server(env: dict[str, str] | None = None, timeout: float = 90) -> 
             proc.kill()
 
 
+def memory_mb(pid: int) -> tuple[float, float]:
+    """(current RSS, peak RSS) of a process in MB, from /proc (Linux)."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
 def fresh_page(browser, viewport: dict | None = None) -> tuple:
     """A page in a new browser context (nothing cached: a first visit), and the list that the
     sizes of the app's websocket messages to it are appended to (bytes)."""

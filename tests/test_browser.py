@@ -38,6 +38,12 @@ def wait_idle(page, timeout=240_000):
     page.wait_for_timeout(300)
 
 
+def go(page, name: str) -> None:
+    """Click page `name` in the sidebar's navigation and wait for it to be drawn."""
+    page.locator('[data-testid="stSidebarNav"] a').nth(PAGES.index(name)).click()
+    wait_idle(page)
+
+
 def open_and_type(browser, server: str, text: str):
     """A new page on the app with `text` typed into the sidebar; returns (page, dialogs seen)."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -57,9 +63,8 @@ def test_type_switch_pages_and_screenshot(server, browser):
     ARTIFACTS.mkdir(exist_ok=True)
     text = "The cat chased the other cat across the garden."
     page, dialogs = open_and_type(browser, server, text)
-    for n, name in enumerate(PAGES):
-        page.locator('[data-testid="stSidebarNav"] a').nth(n).click()
-        wait_idle(page)
+    for name in PAGES:
+        go(page, name)
         page.wait_for_selector("h1", timeout=60_000)
         # the typed sentence survives every page switch
         assert page.locator('[data-testid="stSidebar"] textarea').first.input_value() == text, name
@@ -79,8 +84,7 @@ MARKUP = "<img src=x onerror=alert(1)> <script>alert(2)</script> **bold** $x$"
 def test_markup_and_script_are_shown_literally_and_never_run(server, browser):
     ARTIFACTS.mkdir(exist_ok=True)
     page, dialogs = open_and_type(browser, server, MARKUP)
-    page.locator('[data-testid="stSidebarNav"] a').nth(PAGES.index("bert_heads")).click()
-    wait_idle(page)
+    go(page, "bert_heads")
     page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=60_000)
     page.wait_for_timeout(1000)
     assert dialogs == []
@@ -94,8 +98,7 @@ def test_markup_and_script_are_shown_literally_and_never_run(server, browser):
     assert "<" in labels and ">" in labels and "script" in labels  # tokens, as literal text
     assert page.locator('[data-testid="stException"]').count() == 0
     for name in ("atlas", "collapse", "build"):
-        page.locator('[data-testid="stSidebarNav"] a').nth(PAGES.index(name)).click()
-        wait_idle(page)
+        go(page, name)
         assert dialogs == [] and page.locator('img[src="x"]').count() == 0, name
         assert page.locator('[data-testid="stException"]').count() == 0, name
     page.screenshot(path=str(ARTIFACTS / "markup.png"))
@@ -113,13 +116,17 @@ READ_PANELS = """() => {
 }"""
 
 
-def read_panels(page):
+def read_panels(page, until=lambda got: True):
+    """The subspace panels' points, once `until(panels)` holds (or the last ones read, after 15 s)."""
+    got = None
     for _ in range(60):
         got = page.evaluate(READ_PANELS)
-        if got is not None:
+        if got is not None and until(got):
             return got
         page.wait_for_timeout(250)
-    raise AssertionError("no subspace panels on the page")
+    if got is None:
+        raise AssertionError("no subspace panels on the page")
+    return got
 
 
 def test_subspaces_page_follows_a_token_and_folds_into_one_picture(server, browser, bert):
@@ -130,8 +137,7 @@ def test_subspaces_page_follows_a_token_and_folds_into_one_picture(server, brows
     ARTIFACTS.mkdir(exist_ok=True)
     text = "The mole on his arm was not a mole but a rare insect."
     page, dialogs = open_and_type(browser, server, text)
-    page.locator('[data-testid="stSidebarNav"] a').nth(PAGES.index("subspaces")).click()
-    wait_idle(page)
+    go(page, "subspaces")
     got = read_panels(page)
     run = bert.attend(text)
     expect = subspaces.layer_maps(bert, run, 0)
@@ -142,22 +148,14 @@ def test_subspaces_page_follows_a_token_and_folds_into_one_picture(server, brows
     page.get_by_test_id("stSelectbox").filter(has_text="Token to follow").click()
     page.get_by_role("option", name=f"{arm}: arm").click()
     wait_idle(page)
-    for _ in range(40):
-        got = read_panels(page)
-        if got["rings"] and got["rings"][0][2] == "arm":
-            break
-        page.wait_for_timeout(250)
+    got = read_panels(page, until=lambda got: got["rings"] and got["rings"][0][2] == "arm")
     assert [r[2] for r in got["rings"]] == ["arm"] * bert.n_heads
     np.testing.assert_allclose([r[0] for r in got["rings"]], expect.queries[:, arm, 0], atol=1e-4)
     page.screenshot(path=str(ARTIFACTS / "subspaces.png"), full_page=False)
     # shared Q, K and V (alpha = 1): every panel draws the same points
     page.get_by_test_id("stCheckbox").get_by_text("Shared (alpha = 1)").click()
     wait_idle(page)
-    for _ in range(40):
-        got = read_panels(page)
-        if "alpha = 1.00" in got["title"]:
-            break
-        page.wait_for_timeout(250)
+    got = read_panels(page, until=lambda got: "alpha = 1.00" in got["title"])
     queries = np.array(got["queries"])  # (H, 2, T)
     keys = np.array(got["keys"])
     assert "alpha = 1.00" in got["title"]
@@ -171,8 +169,7 @@ def test_lesson_next_through_every_step_check_question_and_a_tool_link(server, b
     ARTIFACTS.mkdir(exist_ok=True)
     text = "The mole on his arm was not a mole but a rare insect."
     page, dialogs = open_and_type(browser, server, text)
-    page.locator('[data-testid="stSidebarNav"] a').nth(PAGES.index("lesson")).click()
-    wait_idle(page)
+    go(page, "lesson")
     for step in range(1, 8):
         page.wait_for_selector(f"text=Step {step} of 7", timeout=60_000)
         assert f"step={step}" in page.url
@@ -239,9 +236,8 @@ def test_no_request_leaves_the_machine_during_a_tour(server, browser):
     page.on("request", lambda request: hosts.add(urlparse(request.url).hostname))
     page.goto(server, wait_until="domcontentloaded")
     page.wait_for_selector("text=Step 1 of 7", timeout=90_000)
-    for n in range(len(PAGES)):
-        page.locator('[data-testid="stSidebarNav"] a').nth(n).click()
-        wait_idle(page)
+    for name in PAGES:
+        go(page, name)
     assert hosts and hosts <= {"127.0.0.1", "localhost"}, hosts  # favicon and icons included
     page.close()
 
@@ -251,8 +247,7 @@ def test_a_paste_longer_than_the_limit_is_cut_with_a_notice(server, browser):
 
     long_text = "Zebras graze near the river. " * 450  # 13,050 characters
     page, dialogs = open_and_type(browser, server, "A short sentence first.")
-    page.locator('[data-testid="stSidebarNav"] a').nth(PAGES.index("bert_heads")).click()
-    wait_idle(page)
+    go(page, "bert_heads")
     box = page.locator('[data-testid="stSidebar"] textarea').first
     box.fill(long_text)  # one edit, as a paste is
     box.press("Control+Enter")
@@ -275,11 +270,9 @@ def test_why_heads_keeps_its_settings_and_says_when_training_was_interrupted(ser
     wait_idle(page)
     page.get_by_role("button", name="Train the five models").click()
     page.wait_for_selector("text=still training", timeout=60_000)  # it is training
-    page.locator('[data-testid="stSidebarNav"] a').nth(PAGES.index("bert_heads")).click()  # leave mid-run
-    wait_idle(page)
+    go(page, "bert_heads")  # leave mid-run
     page.wait_for_selector("h1:has-text('BERT')", timeout=60_000)
-    page.locator('[data-testid="stSidebarNav"] a').nth(PAGES.index("why_heads")).click()
-    wait_idle(page)
+    go(page, "why_heads")
     page.wait_for_selector("text=was interrupted at step", timeout=30_000)
     assert "seed 5" in page.locator('[data-testid="stAlert"]').first.inner_text()
     assert page.get_by_label("Seed").input_value() == "5"  # the setting survived both switches

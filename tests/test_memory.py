@@ -3,11 +3,13 @@ by bytes, and what a script run frees goes back to the system (glibc keeps it ot
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
 import pytest
 
+from livetest import memory_mb
 from mha import plots, views
 from ui import Inputs, cache, server
 
@@ -15,8 +17,7 @@ WORDS = "river violin planet garden engine castle forest rocket letter window th
 
 
 def rss_mb() -> float:
-    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
-    return int(fields["VmRSS"].split()[0]) / 1024
+    return memory_mb(os.getpid())[0]
 
 
 def visit(model: str, k: int) -> None:

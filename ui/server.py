@@ -75,13 +75,12 @@ def release_memory(every: float | None = None) -> None:
     threads at once.
 
     glibc keeps freed blocks of big arrays in its per-thread arenas, and every script run is a
-    new thread: over 120 sentences the server's RSS grew ~200 MB more without this
-    (bench/bench_load.py). A trim takes ~3 ms alone, but locks the arenas: after every run, 8
-    busy sessions saw their median page update go from 0.10 s to 0.52 s, hence the spacing.
-    Capping glibc at two arenas saved memory too but slowed 8 busy sessions (241 s against 155 s
-    for the same tour). A
-    fixed mmap threshold returned the memory too but slowed BERT's forward pass by half (a page
-    fault for every large temporary). Elsewhere than glibc: nothing to do.
+    new thread: over 120 sentences (in one process) RSS grew ~200 MB more without this. A trim
+    takes ~3 ms alone, but locks the arenas: after every run, 8 busy sessions saw their median
+    page update go from 0.10 s to 0.52 s (bench/bench_load.py), hence the spacing. Capping
+    glibc at two arenas saved memory too but slowed the same 8 sessions (241 s against 155 s for
+    the tour); a fixed mmap threshold slowed BERT's forward pass by half (a page fault for every
+    large temporary). Elsewhere than glibc: nothing to do.
     """
     every = TRIM_SECONDS if every is None else every
     libc = _libc()
