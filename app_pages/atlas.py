@@ -15,7 +15,9 @@ inp = ui.inputs()
 run = ui.run_or_stop(inp)
 m = ui.cached_measures(inp)
 hover = atlas.hover_text(m)
-MEASURES = [*atlas.SHARES, "entropy", "confidence"] + (["within sentence"] if "within sentence" in m else [])
+MEASURES = [*atlas.SHARES, "entropy", "entropy / ln T", "confidence"] + (
+    ["within sentence"] if "within sentence" in m else []
+)
 
 st.subheader("Every head, coloured by one measure")
 measure = st.selectbox("Measure", MEASURES, index=MEASURES.index("to previous"), key="atlas_measure")
@@ -31,7 +33,7 @@ st.caption(
     f"Kovaleva et al. 2019, thresholds {metrics.PATTERN_THRESHOLDS}."
 )
 layer, head = ui.layer_head(run)
-st.info(metrics.describe(m, m["pattern"][layer, head], layer, head), icon=":material/psychology:")
+st.info(metrics.describe(m, m["pattern"][layer, head], layer, head, run.n_tokens), icon=":material/psychology:")
 st.plotly_chart(
     plots.attention_heatmap(run.attentions[layer, head], run.tokens, f"Layer {layer}, head {head}"), width="stretch"
 )
@@ -62,11 +64,20 @@ if other.strip():
         st.warning(f"The sentence to compare was cut to its first {ui.MAX_CHARS:,} characters.")
     m_b = ui.cached_measures(inp_b)
     cmp_measure = st.selectbox(
-        "Measure to compare", MEASURES[:8], index=MEASURES.index("entropy"), key="compare_measure"
+        "Measure to compare", MEASURES[:9], index=MEASURES.index("entropy / ln T"), key="compare_measure"
     )
     diff, top = atlas.compare(m, m_b, cmp_measure)
     st.plotly_chart(
         plots.atlas_heatmap(diff, hover, f"{cmp_measure}: compared minus yours", diverging=True), width="stretch"
+    )
+    T_b = len(ui.cached_run(inp_b).tokens)
+    st.caption(
+        f"Yours has {run.n_tokens} tokens, the compared sentence {T_b}. The measures depend on length as well as on "
+        "the head: uniform attention gives each key 1/T and an entropy of ln T "
+        f"({np.log(run.n_tokens):.2f} against {np.log(T_b):.2f} nats here), so part of a change in a share or in "
+        "the raw entropy is the length. 'entropy / ln T' divides that part out."
+        if T_b != run.n_tokens
+        else f"Both have {T_b} tokens: the length is the same, so the change is the heads'."
     )
     st.dataframe(
         [

@@ -14,7 +14,7 @@ st.markdown(
     r"$W_i(\alpha) = (1 - \alpha)\, W_i + \alpha\, W_{shared}$."
 )
 inp, run, model = ui.page_start()
-C, H = model.d_model, model.n_heads
+C, H, T = model.d_model, model.n_heads, run.n_tokens
 D = C // H
 layer, _ = ui.layer_head(run, head=False)
 
@@ -23,43 +23,55 @@ alpha, source, roles = sharing.alpha, sharing.source, sharing.roles
 if not roles:
     st.info("Choose at least one of $W^Q, W^K, W^V$ to share.")
     st.stop()
-if roles == ("k", "q"):
-    st.caption(
-        "Sharing only $W^Q$ and $W^K$ makes every head attend the same way, but the values stay "
-        "distinct, so the heads still write different things into their slices."
+names = ", ".join(f"$W^{r.upper()}$" for r in "qkv" if r in roles)
+st.caption(
+    f"The shared projection is {sharing.source_name}. Below alpha = 1 every head still has its own {names} (pulled "
+    f"towards the shared one); at alpha = 1 each of {names} is one matrix for all {H} heads."
+    + (
+        " Sharing only $W^Q$ and $W^K$ makes every head attend the same way, but the values stay distinct, so the "
+        "heads still write different things into their slices."
+        if roles == ("k", "q")
+        else ""
     )
+)
 
 with st.spinner("Recomputing the layer along the path from distinct to shared..."):
     sweep = ui.cached_sweep(inp, layer, source, roles)  # does not depend on alpha: cached
     now = ui.cached_collapse(inp, layer, alpha, source, roles)
 summary, before = now.summary(), sweep[0]
-
-ans = collapse.answer(sweep, C, H, roles)
+ans = collapse.answer(sweep, C, H, roles, T)
+first_role = roles[0] if "q" not in roles else "q"
+overlap_key = f"subspace overlap W^{first_role.upper()}"
 
 p1, p2, p3, p4 = st.columns(4)
 p1.metric(
-    "Head diversity (mean JS)",
+    f"Head diversity (mean JS) at alpha = {alpha:.2f}",
     f"{summary['head diversity (JS)']:.3f}",
-    delta=f"{summary['head diversity (JS)'] - before['head diversity (JS)']:+.3f} vs BERT",
+    delta=f"{summary['head diversity (JS)'] - before['head diversity (JS)']:+.3f} vs BERT's "
+    f"{before['head diversity (JS)']:.3f}",
     delta_color="off",
 )
 p2.metric(
-    "Subspace overlap W^Q",
-    f"{summary['subspace overlap W^Q']:.2f}",
-    delta=f"{summary['subspace overlap W^Q'] - before['subspace overlap W^Q']:+.2f} vs BERT",
+    f"Subspace overlap of $W^{first_role.upper()}$",
+    f"{summary[overlap_key]:.2f}",
+    delta=f"{summary[overlap_key] - before[overlap_key]:+.2f} vs BERT's {before[overlap_key]:.2f}",
     delta_color="off",
 )
 p3.metric(
     "Effective rank of the heads' output",
     f"{now.effective_rank:.1f}",
-    delta=f"bound D = {D} when Q, K, V are shared",
+    delta=f"{now.effective_rank - before['effective rank']:+.1f} vs BERT's {before['effective rank']:.1f}",
     delta_color="off",
+    help=f"With $W^Q, W^K, W^V$ all shared (alpha = 1) every head outputs the same {T} x {D} matrix, so the "
+    f"rank is at most min(T, $d_k$) = {min(T, D)} for this sentence.",
 )
 p4.metric(
-    f"Parameters per layer, {'/'.join('W^' + r.upper() for r in roles)} shared",
-    f"{ans.params_shared:,}",
-    delta=f"{-ans.params_saved:,} vs {ans.params_distinct:,}",
+    f"Parameters of the layer at alpha = {alpha:.2f}",
+    f"{now.parameters:,}",
+    delta=f"{now.parameters - ans.params_distinct:+,} vs {ans.params_distinct:,}" if alpha == 1.0 else None,
     delta_color="off",
+    help="Below alpha = 1 every head still has its own weights: only the shared structure at alpha = 1 "
+    f"drops them ({ans.params_shared:,} parameters with {', '.join('W^' + r.upper() for r in roles)} shared).",
 )
 
 g1, g2 = st.columns(2)
@@ -73,7 +85,8 @@ m1.plotly_chart(
 )
 for col, role in zip((m2, m3, m4), "qkv"):
     col.plotly_chart(
-        plots.head_matrix(now.overlap[role], f"Subspace overlap W^{role.upper()}", label="cos²"), width="stretch"
+        plots.head_matrix(now.overlap[role], f"Subspace overlap W<sup>{role.upper()}</sup>", label="cos²"),
+        width="stretch",
     )
 st.caption(
     "Diversity: Jensen-Shannon divergence between two heads' attention, averaged over tokens "
@@ -97,49 +110,58 @@ st.page_link(
 st.subheader("Along the path")
 st.plotly_chart(plots.sweep_chart(sweep, alpha), width="stretch")
 
-st.subheader("What it costs the whole model")
+st.subheader(f"What it costs the whole model, at alpha = {alpha:.2f}")
 scope = st.radio("Share in", ["this layer", "every layer"], horizontal=True, key="collapse_scope")
 layers = (layer,) if scope == "this layer" else tuple(range(run.n_layers))
 with st.spinner("Running the whole model with shared projections..."):
     effect = ui.cached_whole_model(inp, layers, alpha, source, roles)
+    effect_shared = effect if alpha == 1.0 else ui.cached_whole_model(inp, layers, 1.0, source, roles)
 with st.spinner("Scoring the model on its own task (sentence similarity)..."):
     task_now = ui.cached_task_shared(inp.model, layers, alpha, source, roles)
+    task_shared = task_now if alpha == 1.0 else ui.cached_task_shared(inp.model, layers, 1.0, source, roles)
     task_base = ui.cached_task(inp.model)
 e1, e2, e3, e4 = st.columns(4)
 e1.metric(
     "Task: Spearman on the bundled pairs",
     f"{task_now.spearman:.3f}",
-    delta=f"{task_now.spearman - task_base.spearman:+.3f} vs BERT ({task_base.spearman:.3f})",
+    delta=f"{task_now.spearman - task_base.spearman:+.3f} vs BERT's {task_base.spearman:.3f}",
 )
 e2.metric("Sentence embedding cosine to BERT", f"{effect['sentence embedding cosine']:.3f}")
 e3.metric("Mean token cosine", f"{effect['mean token cosine']:.3f}")
 e4.metric("Worst token cosine", f"{effect['min token cosine']:.3f}")
 st.caption(
-    "The cosines say how far the representation moved; the task says whether the model still does its "
-    "job: rank the bundled sentence pairs by similarity (Spearman's rho against graded similarity). A "
-    "cosine near 1 can still hide a real loss."
+    f"{names} pulled to alpha = {alpha:.2f} in {scope}. The cosines say how far the representation moved; the "
+    "task says whether the model still does its job: rank the bundled sentence pairs by similarity (Spearman's "
+    "rho against graded similarity). A cosine near 1 can still hide a real loss."
 )
 
-st.subheader("The answer, in numbers")
-shared_names = ", ".join(f"$W^{r.upper()}$" for r in ans.roles)
+st.subheader("The answer, in numbers: alpha = 1")
+same = ans.diversity_shared < collapse.SAME_TOLERANCE
+overlaps = ", ".join(
+    f"$W^{r.upper()}$ {ans.overlap_shared[r]:.2f} (BERT: {ans.overlap_bert[r]:.2f})" for r in "qkv" if r in roles
+)
 st.markdown(
-    f"With {shared_names} shared (alpha = 1) the {H} heads of layer {layer} "
-    f"{'compute the same attention' if ans.same_attention else 'keep different attention'}: "
-    f"mean divergence between heads {ans.diversity_shared:.1e}, against {ans.diversity_bert:.3f} for "
-    f"BERT's own heads; their $W^Q$ subspaces overlap {ans.overlap_shared:.2f} (BERT: {ans.overlap_bert:.2f}); "
-    f"the heads' concatenated output has effective rank {ans.rank_shared:.1f} (BERT: {ans.rank_bert:.1f}"
-    + (f", and at most D = {ans.rank_bound} once Q, K and V are shared). " if ans.rank_bound else "). ")
-    + f"Sharing saves {ans.params_saved:,} of {ans.params_distinct:,} parameters per layer, "
+    f"With {names} shared ({sharing.source_name}: one matrix for every head) the {H} heads of layer {layer} "
+    + (
+        f"compute the same attention: the mean divergence between heads is {ans.diversity_shared:.1e}"
+        if same
+        else f"still attend differently: the mean divergence between heads is {ans.diversity_shared:.3f}"
+    )
+    + f", against {ans.diversity_bert:.3f} for BERT's own heads. The heads' subspaces overlap {overlaps}. "
+    f"The heads' concatenated output has effective rank {ans.rank_shared:.1f} (BERT: {ans.rank_bert:.1f}"
+    + (f"; at most min(T, $d_k$) = {ans.rank_bound} once Q, K and V are shared). " if ans.rank_bound else "). ")
+    + f"The layer has {ans.params_shared:,} parameters instead of {ans.params_distinct:,} ({ans.params_saved:,} "
+    "saved), "
     + (
         f"but what remains is one head computed {H} times: a single-head attention that costs more. "
-        if ans.one_head
+        if ans.one_head and same
+        else "and the heads attend alike but still write different values. "
+        if same
         else "and the heads still differ where their projections do. "
-        if not ans.same_attention
-        else "the heads attend alike but still write different values. "
     )
-    + f"Done in {'this layer' if len(layers) == 1 else 'every layer'} at alpha = {alpha:.2f}, it moves the "
-    f"sentence embedding to cosine {effect['sentence embedding cosine']:.3f} of the original, and the model's "
-    f"Spearman on its own task from {task_base.spearman:.3f} to {task_now.spearman:.3f}."
+    + f"Shared in {scope}, it moves the sentence embedding to cosine "
+    f"{effect_shared['sentence embedding cosine']:.3f} of the original, and the model's Spearman on its own task "
+    f"from {task_base.spearman:.3f} to {task_shared.spearman:.3f}."
 )
 st.download_button(
     "Measures along alpha (.csv)",

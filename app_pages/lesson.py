@@ -59,7 +59,16 @@ if step == 1 and r is not None:
     st.plotly_chart(
         plots.relation_scatter(run.attentions[:, :, mq, mk], run.attentions[:, :, gq, gk], names), width="stretch"
     )
-    st.caption("Each dot is one head. No head sits in the top right corner: none makes both links strongly.")
+    both = r.both[2:]
+    st.caption(
+        "Each dot is one head. "
+        + (
+            f"No head sits in the top right corner: the one that does best at both (layer {r.both[0]}, head "
+            f"{r.both[1]}) makes them at {both[0]:.0%} and {both[1]:.0%}."
+            if min(both) < 0.5
+            else f"Layer {r.both[0]}, head {r.both[1]} makes both links at {min(both):.0%} or more."
+        )
+    )
     layer, head = ui.layer_head(run)
     c1, c2 = st.columns(2)
     c1.metric(f"Layer {layer}, head {head}: {names[0]}", f"{run.attentions[layer, head, mq, mk]:.0%}")
@@ -167,7 +176,7 @@ elif step == 5:
     ui.choice_question(f"{tag}-prev", "Which head reads the previous token most?", q.options, q.answer, q.why)
     st.markdown("Now a head of your choice:")
     layer, head = ui.layer_head(run)
-    st.info(metrics.describe(m, m["pattern"][layer, head], layer, head), icon=":material/psychology:")
+    st.info(metrics.describe(m, m["pattern"][layer, head], layer, head, run.n_tokens), icon=":material/psychology:")
     st.plotly_chart(
         plots.attention_heatmap(run.attentions[layer, head], run.tokens, f"Layer {layer}, head {head}", height=420),
         width="stretch",
@@ -191,14 +200,16 @@ elif step == 6:
         f"Share $W^Q, W^K, W^V$ across the {H} heads of layer {layer}",
         disabled=prediction is None,
         key="lesson_share",
-        help="Predict first: the toggle unlocks once you have chosen.",
+        help="Predict first: the toggle unlocks once you have chosen. The shared projection is "
+        f"{ui.source_name(collapse.DEFAULT_SOURCE)}, as on the collapse page.",
     )
     if prediction is not None and shared:
         out = lesson.sharing_outcome(model, run, layer)
-        c = ui.cached_collapse(inp, layer, 1.0, "mean", ("k", "q", "v"))
+        c = ui.cached_collapse(inp, layer, 1.0, collapse.DEFAULT_SOURCE, ("k", "q", "v"))
         g1, g2 = st.columns(2)
         g1.plotly_chart(plots.head_grid(run.attentions[layer], f"Layer {layer}: BERT's own heads"), width="stretch")
-        g2.plotly_chart(plots.head_grid(c.weights, f"Layer {layer}: one shared W^Q, W^K, W^V"), width="stretch")
+        shared_title = f"Layer {layer}: one shared W<sup>Q</sup>, W<sup>K</sup>, W<sup>V</sup>"
+        g2.plotly_chart(plots.head_grid(c.weights, shared_title), width="stretch")
         k1, k2, k3 = st.columns(3)
         k1.metric(
             "Head diversity (mean JS)",
@@ -219,7 +230,9 @@ elif step == 6:
         st.markdown("**Deeper: which projections must differ for heads to differ?** Try subsets:")
         roles = st.multiselect("Share", ["q", "k", "v"], default=["k", "v"], key="lesson_roles", format_func=str.upper)
         if roles:
-            tried = collapse.collapse_layer(model, run, layer, 1.0, "mean", tuple(sorted(roles)), overlap_roles=())
+            tried = collapse.collapse_layer(
+                model, run, layer, 1.0, collapse.DEFAULT_SOURCE, tuple(sorted(roles)), overlap_roles=()
+            )
             st.metric(
                 f"Head diversity sharing {', '.join(f'$W^{r.upper()}$' for r in sorted(roles))}",
                 f"{metrics.mean_off_diagonal(tried.diversity):.1e}",

@@ -1,22 +1,25 @@
-"""What may be shared: keys and values across heads (MQA, GQA) work; queries must stay distinct."""
+"""What may be shared: keys and values across heads (MQA, GQA); which projections must differ for heads to differ."""
+
+import statistics
 
 import streamlit as st
 
 import ui
-from mha import plots, sharing
+from mha import collapse, plots, sharing
 
 st.title("What may be shared: multi-query and grouped-query attention")
 st.markdown(
     "Sharing $W^Q$, $W^K$ and $W^V$ across heads collapses them into one head. Yet the models that run "
-    "in production *do* share across heads, only not the queries: **multi-query attention** (Shazeer "
+    "in production *do* share across heads, only not everything: **multi-query attention** (Shazeer "
     "2019) gives every head one K and one V; **grouped-query attention** (Ainslie et al. 2023) gives "
-    "each group of heads its own K and V. Each head keeps its own $W_i^Q$, its own lens, so the heads "
-    "still look for different things, while a decoder caches far fewer keys and values per token. "
-    "Below, one layer of the real BERT is converted rung by rung (each group's K/V heads mean-pooled, "
-    "as Ainslie et al. do) and measured on your sentence."
+    "each group of heads its own K and V. Each head keeps its own $W_i^Q$, so each head can still attend "
+    "in its own way, while a decoder caches far fewer keys and values per token. Below, one layer of the "
+    "real BERT is converted rung by rung (each group's heads mean-pooled into one projection, as Ainslie "
+    "et al. do for K and V; a shared projection is one matrix, not equal copies) and measured on your sentence."
 )
 inp, run, model = ui.page_start()
-H, D = model.n_heads, model.d_model // model.n_heads
+H, C = model.n_heads, model.d_model
+D = C // H
 layer, _ = ui.layer_head(run, head=False)
 
 with st.spinner("Converting the layer rung by rung..."):
@@ -27,10 +30,11 @@ st.dataframe(
         {
             "rung": m.rung.name,
             "shared across heads": m.rung.shares,
+            "projections of Q, K, V": " / ".join(str(g) for g in m.rung.heads),
             "parameters (layer)": m.parameters,
             "K/V cache per token, fp16 (whole model, as a decoder)": f"{m.kv_cache / 1024:.1f} KiB",
             "attention drift (JS)": round(m.drift, 3),
-            "head diversity (JS)": round(m.diversity, 3),
+            "head diversity (JS)": float(f"{m.diversity:.3g}"),
             "layer output cosine": round(m.layer_cosine, 3),
             "sentence cosine": round(m.sentence_cosine, 3),
         }
@@ -40,41 +44,61 @@ st.dataframe(
 )
 st.plotly_chart(plots.ladder_chart(ladder), width="stretch")
 st.caption(
-    "Drift: Jensen-Shannon divergence between a head's new and BERT's own attention, averaged over heads and "
-    "tokens. Head diversity: the mean divergence between the rung's heads (Clark et al. 2019's distance; "
-    "0 = every head the same map). Cosines: the attention sub-layer's output per token, and the whole "
-    "model's sentence embedding (mean pooling), against BERT's own. No training yet: the rows show the "
-    "bare conversion."
+    "Projections: how many distinct $W^Q$, $W^K$, $W^V$ the layer has (each $d_{model} \\times d_k$); head $i$ "
+    "reads its group's. Drift: Jensen-Shannon divergence between a head's new and BERT's own attention, averaged "
+    "over heads and tokens. Head diversity: the mean divergence between the rung's heads (Clark et al. 2019's "
+    "distance; 0 = every head the same map). Cosines: the attention sub-layer's output per token, and the whole "
+    "model's sentence embedding (mean pooling), against BERT's own. No training yet: the rows show the bare "
+    "conversion, each group's heads mean-pooled."
 )
 
-mqa = next(m for m in ladder if m.rung.shares == "K, V") if H > 1 else None
-qk = next(m for m in ladder if m.rung.shares == "Q, K")
 st.subheader("Which of Q, K, V must differ for heads to differ?")
-if mqa is not None:
+if H > 1:
+    by_heads = {m.rung.heads: m for m in ladder}
+    bert_div = ladder[0].diversity
+    identical = [m for m in ladder if m.diversity < collapse.SAME_TOLERANCE]
+    share_qk = [m for m in ladder if m.rung.same_attention]
+    mqa, q_only, qk = by_heads[(H, 1, 1)], by_heads[(1, H, H)], by_heads[(1, 1, H)]
+    exact = {m.rung.name for m in identical} == {m.rung.name for m in share_qk}
     st.markdown(
-        f"Share **K and V** (MQA) and the {H} heads still attend differently: head diversity "
-        f"{mqa.diversity:.3f} (BERT: {ladder[0].diversity:.3f}), because each head's query still asks its own "
-        f"question. Share **Q and K** and every head computes the same map: diversity {qk.diversity:.1e}, "
-        "whatever the values do. The queries are the lens that must stay distinct."
+        f"On your sentence, BERT's {H} heads in layer {layer} differ by {bert_div:.3f} (mean JS). Sharing **K and "
+        f"V** (MQA) leaves {mqa.diversity:.3f} ({mqa.diversity / bert_div:.0%} of it); sharing **Q alone** leaves "
+        f"{q_only.diversity:.3f} ({q_only.diversity / bert_div:.0%}). "
+        + (
+            f"Only the rungs that share **both Q and K** ({', '.join(m.rung.name for m in share_qk)}) make every "
+            f"head compute the same map (diversity below {collapse.SAME_TOLERANCE:.0e}): a head's map is "
+            r"$\mathrm{softmax}(Q_i K_i^\top / \sqrt{d_k})$, so one distinct $W_i^Q$ *or* one distinct $W_i^K$ per "
+            "head is enough to keep the maps apart. How far apart depends on which one stays and on the shared "
+            "matrix (here the mean of the heads' slices)."
+            if exact
+            else "Identical maps (diversity below "
+            f"{collapse.SAME_TOLERANCE:.0e}): {', '.join(m.rung.name for m in identical) or 'none'}."
+        )
     )
-g1, g2 = st.columns(2)
-if mqa is not None:
+    g1, g2 = st.columns(2)
     g1.plotly_chart(
         plots.head_grid(
-            sharing.rung_attention(model, run, layer, mqa.rung), f"K and V shared (MQA): {H} different maps"
+            sharing.rung_attention(model, run, layer, mqa.rung),
+            f"K and V shared (MQA): diversity {mqa.diversity:.3f}",
         ),
         width="stretch",
     )
-g2.plotly_chart(
-    plots.head_grid(sharing.rung_attention(model, run, layer, qk.rung), f"Q and K shared: {H} copies of one map"),
-    width="stretch",
-)
+    g2.plotly_chart(
+        plots.head_grid(
+            sharing.rung_attention(model, run, layer, qk.rung), f"Q and K shared: diversity {qk.diversity:.1e}"
+        ),
+        width="stretch",
+    )
+else:
+    st.info("This model has one head per layer: there is nothing to share between heads.")
 
 st.subheader("K/V cache per token, if these were decoders")
-st.dataframe(sharing.cache_table(), hide_index=True)
+shapes = {f"{inp.model} ({model.n_layers} x {H} x {D})": (model.n_layers, H, D), **sharing.REFERENCE_MODELS}
+st.dataframe(sharing.cache_table(shapes), hide_index=True)
 st.caption(
-    "A decoder keeps every past token's K and V of every layer: 2 x layers x K/V heads x $d_k$ values. "
-    "GQA-8 on a 7B model of 32 heads keeps a quarter of MHA's cache; MQA a thirty-second."
+    "A decoder keeps every past token's K and V of every layer: layers x (K heads + V heads) x $d_k$ values, "
+    "2 bytes each in fp16. The fraction is what each keeps of MHA's cache. GQA's group count is the proper "
+    "divisor of each model's heads nearest a quarter of them."
 )
 
 st.subheader("A short uptraining")
@@ -82,10 +106,13 @@ st.markdown(
     "Mean-pooling alone moves the layer a lot. Ainslie et al. then continue training the converted "
     "model (5 % of the original pre-training). Here, much smaller: one layer is fitted to reproduce "
     f"BERT's own layer output on {len(sharing.generated_sentences())} generated sentences (Adam, lr 3e-3 "
-    "with cosine decay, batches of 32), then measured on 50 hand-written sentences it never saw. "
-    "It is a short layer-wise fit, not the paper's uptraining."
+    "with cosine decay, batches of 32), then measured on the bundled hand-written sentences it never saw. "
+    "The converted layer keeps its structure while it trains: a shared projection is one matrix, so "
+    "every head that reads it moves with it. It is a short layer-wise fit, not the paper's uptraining."
 )
 choices = [m.rung for m in ladder if m.rung.name != "MHA"]
+if not choices:
+    st.stop()
 u1, u2, u3 = st.columns([2, 1, 1])
 rung = u1.selectbox(
     "Rung to uptrain",
@@ -123,10 +150,17 @@ if outcome is None and go:
     store.put(key, outcome)
     bar.empty()
 if outcome is None:
-    st.info(f"Press **Uptrain** (about {steps * 15 // 1000 + 2} s on a laptop CPU).")
+    rates = [o.fit.seconds / len(o.fit.losses) for k, o in store.entries() if k[0] == inp.model and o.fit.losses]
+    st.info(
+        f"Press **Uptrain**: about {steps * statistics.median(rates):.0f} s on this server, from the "
+        f"{len(rates)} run(s) it has kept."
+        if rates
+        else "Press **Uptrain**: a progress bar follows the steps as they run."
+    )
     st.stop()
 after = sharing.rung_measures(model, run, layer, rung, outcome.fit.module)
 before = next(m for m in ladder if m.rung == rung)
+n_held = outcome.held_out_sentences
 st.dataframe(
     [
         {
@@ -135,9 +169,14 @@ st.dataframe(
             "uptrained": round(outcome.fit.after, 3),
         },
         {
-            "": "sentence cosine, 50 held-out sentences (mean)",
+            "": f"sentence cosine, {n_held} held-out sentences (mean)",
             "converted": round(outcome.held_out_before, 3),
             "uptrained": round(outcome.held_out_after, 3),
+        },
+        {
+            "": f"head diversity (JS), {n_held} held-out sentences (mean)",
+            "converted": float(f"{outcome.diversity_before:.3g}"),
+            "uptrained": float(f"{outcome.diversity_after:.3g}"),
         },
         {
             "": "sentence cosine, your sentence",
@@ -146,8 +185,8 @@ st.dataframe(
         },
         {
             "": "head diversity (JS), your sentence",
-            "converted": round(before.diversity, 3),
-            "uptrained": round(after.diversity, 3),
+            "converted": float(f"{before.diversity:.3g}"),
+            "uptrained": float(f"{after.diversity:.3g}"),
         },
     ],
     hide_index=True,
@@ -155,12 +194,36 @@ st.dataframe(
 st.plotly_chart(
     plots.loss_curve(outcome.fit.losses, f"{rung.name}, layer {layer}: relative error per step"), width="stretch"
 )
+tied = [r.upper() for r, g in zip("qkv", rung.heads) if g == 1 and H > 1]
 st.caption(
-    f"{outcome.fit.seconds:.0f} s of training. Measured on the bundled model (layer 5, 1,000 steps, mean "
-    "sentence cosine over the 50 held-out sentences, converted -> uptrained): GQA-6 0.84 -> 0.95, GQA-4 "
-    "0.79 -> 0.93, GQA-2 0.77 -> 0.90, MQA 0.77 -> 0.89, shared Q/K/V 0.77 -> 0.80. The more heads share "
-    "K and V, the less comes back; shared Q/K/V is one head and cannot fit even its own training "
-    "sentences. Shared Q and K with distinct values fits almost exactly (0.99): in this layer one "
-    "attention pattern, read through 12 different value projections, reproduces the output on these "
-    "sentences; the heads attend alike but still write different things."
+    f"{rung.name} ({' / '.join(str(g) for g in rung.heads)} projections of Q, K, V), layer {layer}, {steps:,} steps "
+    f"in {outcome.fit.seconds:.0f} s. On the {n_held} held-out sentences the mean sentence cosine went from "
+    f"{outcome.held_out_before:.3f} (converted) to {outcome.held_out_after:.3f} (uptrained), and the relative "
+    f"error on the fitted sentences from {outcome.fit.before:.3f} to {outcome.fit.after:.3f}. "
+    + (
+        f"{' and '.join(tied)} stayed one matrix each for all {H} heads during training, so every head still "
+        f"computes the same map: head diversity {outcome.diversity_after:.1e} after uptraining. Whatever the layer "
+        f"fits, it fits through one map read by {rung.heads[2]} value projection(s)."
+        if rung.same_attention and outcome.diversity_after < collapse.SAME_TOLERANCE
+        else f"Head diversity on the held-out sentences: {outcome.diversity_before:.3f} converted, "
+        f"{outcome.diversity_after:.3f} uptrained."
+    )
 )
+done = [(r, store.get((inp.model, layer, r, steps, seed))) for r in choices]
+done = [(r, o) for r, o in done if o is not None]
+if len(done) > 1:
+    st.markdown(f"**Every rung uptrained so far with these settings** (layer {layer}, {steps:,} steps, seed {seed}):")
+    st.dataframe(
+        [
+            {
+                "rung": r.name,
+                "sentence cosine, held out: converted": round(o.held_out_before, 3),
+                "uptrained": round(o.held_out_after, 3),
+                "head diversity, held out: converted": float(f"{o.diversity_before:.3g}"),
+                "uptrained ": float(f"{o.diversity_after:.3g}"),
+                "relative error after": round(o.fit.after, 3),
+            }
+            for r, o in done
+        ],
+        hide_index=True,
+    )

@@ -79,7 +79,17 @@ if result is None and train:
     st.session_state.pop("_why_training", None)
     bar.empty()
 if result is None:
-    st.info("Press **Train** (about 15-25 s with the defaults on a laptop CPU).")
+    kept = [r for _, r in store.entries()]
+    took = [r for r in kept if r.settings.steps == steps]
+    st.info(
+        "Press **Train**: "
+        + (
+            f"the last run here with {steps:,} steps took {sum(m.seconds for m in took[-1].models.values()):.0f} s "
+            "of training (a model stops early once it has solved the task)."
+            if took
+            else "live curves follow the training as it runs."
+        )
+    )
     st.stop()
 
 models = result.models
@@ -105,16 +115,26 @@ st.dataframe(
 d, s_, one = models["distinct"], models["shared"], models["single"]
 g, mq = models["grouped"], models["mqa"]
 if n_rel == 1:
+    learned = [k for k, m in models.items() if m.final_accuracy >= ex.SOLVED]
+    scores = ", ".join(f"{k} {m.final_accuracy:.0%}" for k, m in models.items())
     st.success(
-        f"The control: with one relation every model learns it (distinct {d.final_accuracy:.0%}, grouped "
-        f"{g.final_accuracy:.0%}, mqa {mq.final_accuracy:.0%}, shared {s_.final_accuracy:.0%}, single "
-        f"{one.final_accuracy:.0%}). One head is enough for one relation."
+        "The control, one relation: "
+        + (
+            f"every model learns it ({scores}). One head is enough for one relation."
+            if len(learned) == len(models)
+            else f"{len(learned)} of {len(models)} models reach {ex.SOLVED:.0%} ({scores}): try more steps."
+        )
     )
 else:
     st.success(
         f"With {n_rel} relations, distinct heads get {d.final_accuracy:.1%} of positions fully right, while "
         f"the single head gets {one.final_accuracy:.1%} and the shared heads {s_.final_accuracy:.1%}, "
-        f"although the single head has as many parameters ({one.parameters:,}). Sharing Q, K and V saved "
+        + (
+            f"although the single head has as many parameters ({one.parameters:,}). "
+            if one.parameters == d.parameters
+            else f"with {one.parameters:,} parameters against {d.parameters:,}. "
+        )
+        + f"Sharing Q, K and V saved "
         f"{d.parameters - s_.parameters:,} parameters and turned {heads} heads into one point of view. "
         f"Sharing only K and V saved {d.parameters - mq.parameters:,} (mqa: {mq.final_accuracy:.1%}; grouped: "
         f"{d.parameters - g.parameters:,} saved, {g.final_accuracy:.1%}): each head keeps its own query, "
@@ -134,8 +154,32 @@ for kind in ex.MODELS:
         ),
         width="stretch",
     )
+reads = {kind: ex.head_relations(models[kind].example_attention, settings.relations) for kind in ex.MODELS}
+st.dataframe(
+    [
+        {
+            "model": kind,
+            **{f"head {h}": f"{rel} ({w:.0%})" for h, (rel, w) in enumerate(pairs)},
+        }
+        for kind, pairs in reads.items()
+    ],
+    hide_index=True,
+)
+
+
+def locked(kind: str) -> set[str]:
+    """The relations some head of `kind` puts at least ex.LOCKED of its weight on."""
+    return {rel for rel, w in reads[kind] if w >= ex.LOCKED}
+
+
+shared_maps = models["shared"].example_attention
+copies = float(abs(shared_maps - shared_maps[:1]).max())
 st.caption(
-    "Distinct heads each lock onto one relation, and so do the grouped and mqa heads, whose queries "
-    "differ; the single head spreads its weight over several; the shared heads are exact copies of "
-    "each other."
+    "Each cell: the relation whose target that head reads most on the example above, and its mean weight there. "
+    + " ".join(
+        f"**{kind}**: {len(locked(kind))} of {n_rel} relations have a head with at least {ex.LOCKED:.0%} on them."
+        for kind in ex.MODELS
+    )
+    + f" The shared heads' maps differ by at most {copies:.1e}: "
+    + ("exact copies of each other." if copies < 1e-6 else "not copies (something else differs).")
 )

@@ -34,7 +34,10 @@ def hover_text(m: dict[str, np.ndarray]) -> list[list[str]]:
         for h in range(H):
             lines = [f"<b>layer {l}, head {h}</b>: {m['pattern'][l, h]}"]
             lines += [f"{k}: {m[k][l, h]:.0%}" for k in SHARES]
-            lines += [f"entropy: {m['entropy'][l, h]:.2f} nats", f"confidence: {m['confidence'][l, h]:.2f}"]
+            lines += [
+                f"entropy: {m['entropy'][l, h]:.2f} nats ({m['entropy / ln T'][l, h]:.0%} of ln T)",
+                f"confidence: {m['confidence'][l, h]:.2f}",
+            ]
             if m["positional"][l, h]:
                 lines.append(f"positional, offset {int(m['argmax offset'][l, h]):+d}")
             row.append("<br>".join(lines))

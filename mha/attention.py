@@ -95,26 +95,49 @@ def valid_head_counts(d_model: int) -> list[int]:
     return [h for h in range(1, d_model + 1) if d_model % h == 0]
 
 
-def _kv_heads(n_heads: int, projection: Projection, kv_heads: int | None) -> int:
-    """The number of K/V heads, checked: n_heads by default, 1 for a shared projection."""
+ROLES = ("q", "k", "v")
+
+
+def role_heads(
+    n_heads: int,
+    projection: Projection = "distinct",
+    kv_heads: int | None = None,
+    heads: tuple[int, int, int] | None = None,
+) -> tuple[int, int, int]:
+    """How many distinct projections each of Q, K, V has, checked: (q, k, v), each dividing n_heads.
+
+    projection="distinct": (H, H, H); kv_heads=G: (H, G, G); projection="shared": (1, 1, 1);
+    heads=(q, k, v) names them directly, e.g. (1, 1, H): one W^Q and one W^K for every head, a
+    W_i^V per head (shared queries and keys, distinct values).
+    """
+    if projection not in ("distinct", "shared"):
+        raise ValueError(f"projection must be 'distinct' or 'shared', got {projection!r}")
+    given = [name for name, v in (("kv_heads", kv_heads), ("heads", heads)) if v is not None]
+    if projection == "shared" and given:
+        raise ValueError(f"a shared projection has one head per role: leave {' and '.join(given)} unset")
+    if len(given) > 1:
+        raise ValueError("give kv_heads or heads, not both")
+    divisors = [g for g in range(1, n_heads + 1) if n_heads % g == 0]
+    if heads is not None:
+        if len(heads) != 3 or any(not isinstance(g, int) or g < 1 or n_heads % g for g in heads):
+            raise ValueError(
+                f"heads must be three head counts (Q, K, V) that divide n_heads={n_heads}; "
+                f"valid counts: {divisors}, got {heads!r}"
+            )
+        return tuple(heads)
     if projection == "shared":
-        if kv_heads not in (None, 1):
-            raise ValueError("a shared projection has one K/V head: leave kv_heads unset")
-        return 1
+        return (1, 1, 1)
     if kv_heads is None:
-        return n_heads
+        return (n_heads, n_heads, n_heads)
     if not isinstance(kv_heads, int) or kv_heads < 1 or n_heads % kv_heads:
-        divisors = [g for g in range(1, n_heads + 1) if n_heads % g == 0]
         raise ValueError(f"kv_heads must divide n_heads={n_heads}; valid: {divisors}, got {kv_heads!r}")
-    return kv_heads
+    return (n_heads, kv_heads, kv_heads)
 
 
-def _widths(d_model: int, n_heads: int, projection: Projection, kv_heads: int) -> tuple[int, int]:
-    """Output widths of (W^Q, W^K and W^V)."""
-    d_head = d_model // n_heads
-    if projection == "shared":
-        return d_head, d_head
-    return d_model, kv_heads * d_head
+def _repeat_heads(t: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """(B, n, ...) per-group tensors -> (B, n_heads, ...): group g serves heads g*r .. g*r + r - 1."""
+    n = t.shape[1]
+    return t if n == n_heads else t.repeat_interleave(n_heads // n, dim=1)
 
 
 class MultiHeadAttention(nn.Module):
@@ -129,6 +152,12 @@ class MultiHeadAttention(nn.Module):
     2019); G = H (the default) is plain multi-head attention.
     projection="shared": the lesson's "simplification": one W^Q, W^K, W^V (C x D) used by every
     head, so every head computes the same attention. W^O stays C x C.
+    heads=(q, k, v): any other split, by role, e.g. (1, 1, H): one W^Q and one W^K shared by every
+    head (one attention map for all), a W_i^V per head. Head i reads group i // (H / n) of a role
+    with n projections.
+
+    Sharing is structure: a shared role is ONE parameter (C x D), so parameter counts, gradients
+    and training keep it shared. `role_heads` says how many projections each role has.
     """
 
     def __init__(
@@ -138,6 +167,7 @@ class MultiHeadAttention(nn.Module):
         projection: Projection = "distinct",
         bias: bool = True,
         kv_heads: int | None = None,
+        heads: tuple[int, int, int] | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(n_heads, int) or n_heads < 1:
@@ -149,18 +179,28 @@ class MultiHeadAttention(nn.Module):
                 f"d_model={d_model} is not divisible by n_heads={n_heads}; "
                 f"valid head counts for d_model={d_model} are {valid_head_counts(d_model)}"
             )
-        if projection not in ("distinct", "shared"):
-            raise ValueError(f"projection must be 'distinct' or 'shared', got {projection!r}")
-        self.kv_heads = _kv_heads(n_heads, projection, kv_heads)
-        self.d_model, self.n_heads, self.projection = d_model, n_heads, projection
+        self.role_heads = role_heads(n_heads, projection, kv_heads, heads)
+        self.d_model, self.n_heads = d_model, n_heads
+        # "shared": every role one projection for all heads (the lesson's check question)
+        self.projection: Projection = "shared" if self.role_heads == (1, 1, 1) and n_heads > 1 else projection
         self.d_head = d_model // n_heads
-        q_width, kv_width = _widths(d_model, n_heads, projection, self.kv_heads)
+        q_width, k_width, v_width = (g * self.d_head for g in self.role_heads)
         self.q_proj = nn.Linear(d_model, q_width, bias=bias)
-        self.k_proj = nn.Linear(d_model, kv_width, bias=bias)
-        self.v_proj = nn.Linear(d_model, kv_width, bias=bias)
+        self.k_proj = nn.Linear(d_model, k_width, bias=bias)
+        self.v_proj = nn.Linear(d_model, v_width, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
         self._fast_key: list | None = None  # see _fast_weights
         self._fast: tuple | None = None
+
+    @property
+    def kv_heads(self) -> int:
+        """The number of K heads (= V heads in MHA, GQA and MQA)."""
+        return self.role_heads[1]
+
+    @property
+    def shared_roles(self) -> tuple[str, ...]:
+        """The roles ("q", "k", "v") with one projection used by every head (none for H = 1)."""
+        return tuple(r for r, g in zip(ROLES, self.role_heads) if g == 1 and self.n_heads > 1)
 
     def _parameters_by_name(self) -> tuple[torch.Tensor | None, ...]:
         """The eight weights and biases (a bias is None when the module has none)."""
@@ -174,11 +214,16 @@ class MultiHeadAttention(nn.Module):
 
     @staticmethod
     def parameter_count(
-        d_model: int, n_heads: int, projection: Projection = "distinct", bias: bool = True, kv_heads: int | None = None
+        d_model: int,
+        n_heads: int,
+        projection: Projection = "distinct",
+        bias: bool = True,
+        kv_heads: int | None = None,
+        heads: tuple[int, int, int] | None = None,
     ) -> int:
         """Parameters of a layer with these settings, without building it."""
-        q_width, kv_width = _widths(d_model, n_heads, projection, _kv_heads(n_heads, projection, kv_heads))
-        widths = q_width + 2 * kv_width + d_model  # W^Q, W^K, W^V, W^O
+        per_role = role_heads(n_heads, projection, kv_heads, heads)
+        widths = sum(per_role) * (d_model // n_heads) + d_model  # W^Q, W^K, W^V, W^O
         return d_model * widths + bias * widths
 
     def _fast_weights(self) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
@@ -227,12 +272,14 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"input width {C} does not match d_model={self.d_model}")
         w_t, b, o_t, o_b = self._fast_weights()
         grad = torch.is_grad_enabled() and (w_t.requires_grad or x.requires_grad)
-        if self.projection == "distinct" and self.kv_heads < H:
-            heads, weights = self._grouped_heads(x, attention_mask, w_t, b, grad)
+        hq, hk, hv = self.role_heads
+        if not (hq == hk == hv and hq in (1, H)):  # grouped K/V, or another split by role
+            split = self._grouped_heads if hq == H and hk == hv else self._role_heads
+            heads, weights = split(x, attention_mask, w_t, b, grad)
             return self._mix(heads, o_t, o_b, head_mask), weights
         # 1. project Q (pre-scaled), K, V for every head with one matmul; the bias is added
         #    while copying into a contiguous per-head layout, so no later matmul copies again
-        heads_in = H if self.projection == "distinct" else 1
+        heads_in = hq  # H (distinct) or 1 (shared)
         qkv = (x.reshape(B * T, C) @ w_t).view(B, T, 3, heads_in, D)  # (B, T, 3, H or 1, D)
         qkv = qkv.permute(2, 0, 3, 1, 4)  # (3, B, H or 1, T, D), strided
         if b is None:
@@ -301,6 +348,27 @@ class MultiHeadAttention(nn.Module):
         heads = torch.matmul(weights.view(B, G, r * T, T), v).view(B, H, T, D)  # (B, H, T, D)
         return heads, weights
 
+    def _role_heads(self, x, attention_mask, w_t, b, grad) -> tuple[torch.Tensor, torch.Tensor]:
+        """forward's head outputs (B, H, T, D) and weights for any other split by role, e.g. one
+        W^Q and W^K for every head with a W_i^V per head: the attention is computed once per
+        distinct pair of Q and K groups (A = lcm(q, k) of them, 1 for shared Q and K) and read by
+        the H / A heads of that group, each through its own values."""
+        B, T, C = x.shape
+        H, D = self.n_heads, self.d_head
+        hq, hk, hv = self.role_heads
+        qkv = x.reshape(B * T, C) @ w_t  # (B*T, (q + k + v) D)
+        if b is not None:
+            qkv = qkv + b
+        qkv = qkv.view(B, T, hq + hk + hv, D).transpose(1, 2)  # (B, q + k + v, T, D)
+        q, k, v = qkv.split((hq, hk, hv), dim=1)  # (B, q, T, D), (B, k, T, D), (B, v, T, D)
+        A = math.lcm(hq, hk)
+        scores = torch.matmul(_repeat_heads(q, A), _repeat_heads(k, A).transpose(-2, -1))  # (B, A, T, T)
+        weights = self._softmax(scores, attention_mask)  # (B, A, T, T)
+        r = H // A  # head i reads attention group i // r
+        v = _repeat_heads(v, H).reshape(B, A, r, T, D)  # (B, A, r, T, D)
+        heads = torch.matmul(weights.unsqueeze(2), v).view(B, H, T, D)  # (B, H, T, D)
+        return heads, weights.unsqueeze(2).expand(B, A, r, T, T).reshape(B, H, T, T)
+
     def trace(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None, scale: bool = True) -> AttentionTrace:
         """The readable path: every intermediate, step by step (see AttentionTrace for shapes).
 
@@ -310,14 +378,12 @@ class MultiHeadAttention(nn.Module):
         H, D = self.n_heads, self.d_head
 
         def split(t: torch.Tensor) -> torch.Tensor:
-            if self.projection == "shared":
-                return t.unsqueeze(1).expand(B, H, T, D)  # (B, H, T, D): one head, H copies
-            n = t.shape[-1] // D  # H for queries, G for grouped keys and values
+            n = t.shape[-1] // D  # the role's projections: H, G (grouped) or 1 (shared)
             heads = t.view(B, T, n, D).transpose(1, 2)  # (B, n, T, D)
-            return heads.repeat_interleave(H // n, dim=1) if n < H else heads  # (B, H, T, D)
+            return _repeat_heads(heads, H)  # (B, H, T, D): group g serves heads g*H/n .. (g+1)*H/n - 1
 
-        # 1. project: head i gets columns i*D:(i+1)*D of X W^Q (and of X W^K, X W^V, or with
-        #    G K/V heads, columns g*D:(g+1)*D with g = i // (H / G))
+        # 1. project: head i gets columns i*D:(i+1)*D of X W^Q (and of X W^K, X W^V); a role with
+        #    n < H projections gives head i its group g = i // (H / n), columns g*D:(g+1)*D
         q, k, v = split(self.q_proj(x)), split(self.k_proj(x)), split(self.v_proj(x))
         # 2. scaled dot-product attention in every head at once
         factor = 1.0 / math.sqrt(D) if scale else 1.0

@@ -77,7 +77,8 @@ def build_module(
     bert: LoadedBert, layer: int, n_heads: int, weights: WeightSource = "bert", seed: int = 0, shared: bool = False
 ) -> MultiHeadAttention:
     """A from-scratch module: layer `layer`'s real weights (or a seeded random init) split into
-    n_heads heads; shared=True gives every head head 0's slice of W^Q, W^K, W^V."""
+    n_heads heads; shared=True gives every head one W^Q, W^K, W^V: the mean of the heads' slices
+    (collapse.DEFAULT_SOURCE, as on every page)."""
     if weights == "bert":
         m = bert.scratch_layer(layer)
         if n_heads != m.n_heads:
@@ -86,7 +87,7 @@ def build_module(
         m = random_module(bert.d_model, n_heads, seed)
     else:
         raise ValueError(f"weights must be 'bert' or 'random', got {weights!r}")
-    return collapse.shared_module(m, 0) if shared else m
+    return collapse.shared_module(m) if shared else m
 
 
 def _numpy_trace(tr: AttentionTrace) -> AttentionTrace:

@@ -3,10 +3,14 @@
 Everything here builds NEW modules from copies of the weights; the source module (and the
 cached BERT it came from) is never modified.
 
-- `shared_module(m, source)`: a projection="shared" module whose one W^Q, W^K, W^V (C x D) is
-  head `source`'s slice of m's projections (or the mean of all heads' slices); W^O is kept.
+- `shared_module(m, source, roles)`: a module whose shared roles have ONE projection (C x D) used
+  by every head (structure, not equal values): head `source`'s slice of m's projection, or the
+  mean of all heads' slices (the default, DEFAULT_SOURCE); the other roles and W^O are kept.
 - `interpolate(m, alpha, ...)`: the continuous path W_i(alpha) = (1 - alpha) W_i + alpha W_shared
-  for every head i, as a distinct-mode module (alpha = 0: m itself, alpha = 1: all heads equal).
+  for every head i, as a distinct-mode module (alpha = 0: m itself; every head still has its
+  own weights, equal ones at alpha = 1).
+- `module_at(m, alpha, ...)`: the path's module at alpha: interpolate below 1, shared_module at 1,
+  where sharing really removes parameters.
 """
 
 from __future__ import annotations
@@ -20,13 +24,13 @@ import numpy as np
 import torch
 
 from . import metrics
-from .attention import MultiHeadAttention
+from .attention import ROLES, MultiHeadAttention
 
 if TYPE_CHECKING:
     from .bert import BertRun, LoadedBert
 
 Source = int | Literal["mean"]
-ROLES = ("q", "k", "v")
+DEFAULT_SOURCE: Source = "mean"  # the shared slice everywhere unless the learner picks a head's
 
 
 def _head_slices(w: torch.Tensor, H: int) -> torch.Tensor:
@@ -34,7 +38,7 @@ def _head_slices(w: torch.Tensor, H: int) -> torch.Tensor:
     return w.reshape(H, w.shape[0] // H, *w.shape[1:])  # (H, D, C) or (H, D)
 
 
-def shared_slice(w: torch.Tensor, H: int, source: Source = 0) -> torch.Tensor:
+def shared_slice(w: torch.Tensor, H: int, source: Source = DEFAULT_SOURCE) -> torch.Tensor:
     """The one slice every head will use: head `source`'s rows, or the mean over heads."""
     slices = _head_slices(w, H)
     if source == "mean":
@@ -45,36 +49,62 @@ def shared_slice(w: torch.Tensor, H: int, source: Source = 0) -> torch.Tensor:
 
 
 def _check(m: MultiHeadAttention) -> None:
-    if m.projection != "distinct":
-        raise ValueError("start from a module with distinct projections")
+    if m.role_heads != (m.n_heads,) * 3:
+        raise ValueError("start from a module with distinct projections (every head its own W^Q, W^K, W^V)")
 
 
-def shared_module(m: MultiHeadAttention, source: Source = 0) -> MultiHeadAttention:
-    """A projection="shared" copy of m: every head uses one W^Q, W^K, W^V (C x D)."""
+def _roles(roles: Iterable[str]) -> tuple[str, ...]:
+    roles = tuple(sorted(set(roles)))
+    if bad := [r for r in roles if r not in ROLES]:
+        raise ValueError(f"roles must be among {ROLES}, got {bad}")
+    return roles
+
+
+def shared_module(
+    m: MultiHeadAttention, source: Source = DEFAULT_SOURCE, roles: Iterable[str] = ROLES
+) -> MultiHeadAttention:
+    """A copy of m in which every role of `roles` has one projection (C x D) used by every head:
+    head `source`'s slice of m's projection, or the mean of every head's slice. Q, K and V all
+    shared is projection="shared"; fewer roles are MultiHeadAttention(heads=...)."""
     _check(m)
+    roles = _roles(roles)
+    H = m.n_heads
     bias = m.q_proj.bias is not None
+    heads = tuple(1 if r in roles else H for r in ROLES)
     with torch.inference_mode(False), torch.no_grad():  # ordinary tensors, no autograd
-        s = MultiHeadAttention(m.d_model, m.n_heads, "shared", bias=bias)
+        s = MultiHeadAttention(m.d_model, H, bias=bias, heads=heads)
         for role in ROLES:
             src, dst = getattr(m, f"{role}_proj"), getattr(s, f"{role}_proj")
-            dst.weight.copy_(shared_slice(src.weight, m.n_heads, source))
+            if role not in roles:
+                dst.load_state_dict(src.state_dict())
+                continue
+            dst.weight.copy_(shared_slice(src.weight, H, source))
             if bias:
-                dst.bias.copy_(shared_slice(src.bias, m.n_heads, source))
+                dst.bias.copy_(shared_slice(src.bias, H, source))
         s.out_proj.load_state_dict(m.out_proj.state_dict())
     return s.eval().requires_grad_(False)
 
 
 def interpolate(
-    m: MultiHeadAttention, alpha: float, source: Source = 0, roles: Iterable[str] = ROLES
+    m: MultiHeadAttention, alpha: float, source: Source = DEFAULT_SOURCE, roles: Iterable[str] = ROLES
 ) -> MultiHeadAttention:
     """A distinct-mode copy of m with W_i(alpha) = (1 - alpha) W_i + alpha W_shared for `roles`.
 
     roles: which projections are pulled together ("q", "k", "v"). Sharing only Q and K makes
-    every head's attention pattern the same but leaves the values distinct.
+    every head's attention pattern the same but leaves the values distinct. Every head keeps its
+    own weights, even at alpha = 1 (use module_at or shared_module for the shared structure).
     """
     _check(m)
     with torch.inference_mode(False):
         return _interpolate_in_place(copy.deepcopy(m), alpha, source, roles)
+
+
+def module_at(
+    m: MultiHeadAttention, alpha: float, source: Source = DEFAULT_SOURCE, roles: Iterable[str] = ROLES
+) -> MultiHeadAttention:
+    """The module at alpha on the path from m to shared `roles` (a copy): interpolated weights
+    below 1, the shared structure (shared_module) at 1."""
+    return shared_module(m, source, roles) if alpha == 1.0 else interpolate(m, alpha, source, roles)
 
 
 def _interpolate_in_place(
@@ -83,9 +113,7 @@ def _interpolate_in_place(
     """interpolate() on m itself: only for a module the caller owns (a fresh copy)."""
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must be in [0, 1], got {alpha}")
-    roles = tuple(roles)
-    if bad := [r for r in roles if r not in ROLES]:
-        raise ValueError(f"roles must be among {ROLES}, got {bad}")
+    roles = _roles(roles)
     H = m.n_heads
     with torch.inference_mode(False), torch.no_grad():  # ordinary tensors, no autograd
         for role in roles:
@@ -108,7 +136,8 @@ class LayerCollapse:
     concat: (T, C) the heads' outputs side by side (before W^O).
     diversity: (H, H) Jensen-Shannon divergence between heads (metrics.head_diversity).
     overlap: role -> (H, H) mean cos^2 of principal angles between heads' W slices.
-    effective_rank: of concat; at most D = C / H when Q, K and V are all shared.
+    effective_rank: of concat; at most min(T, D) when Q, K and V are all shared.
+    parameters: of the module (fewer only where a role is really shared, at alpha = 1).
     """
 
     alpha: float
@@ -117,6 +146,7 @@ class LayerCollapse:
     diversity: np.ndarray
     overlap: dict[str, np.ndarray]
     effective_rank: float
+    parameters: int = 0
 
     def summary(self) -> dict[str, float]:
         """The scalar measures: mean off-diagonal diversity and overlaps, effective rank."""
@@ -132,13 +162,13 @@ def collapse_layer(
     run: BertRun,
     layer: int,
     alpha: float,
-    source: Source = 0,
+    source: Source = DEFAULT_SOURCE,
     roles: Iterable[str] = ROLES,
     overlap_roles: Iterable[str] = ROLES,
 ) -> LayerCollapse:
-    """Layer `layer` of BERT at position alpha on the path to shared projections, with all
-    measures (subspace overlap for the projections in overlap_roles)."""
-    m = _interpolate_in_place(bert.scratch_layer(layer), alpha, source, roles)  # our own copy
+    """Layer `layer` of BERT at position alpha on the path to shared projections (module_at),
+    with all measures (subspace overlap for the projections in overlap_roles)."""
+    m = module_at(bert.scratch_layer(layer), alpha, source, roles)
     x = run.layer_input(layer)  # (1, T, C)
     return measure(m, x, alpha, overlap_roles)
 
@@ -152,6 +182,15 @@ def measure(
     return measures_from(m, tr.weights[0].numpy(), tr.concat[0].numpy(), alpha, overlap_roles)
 
 
+def head_overlap(m: MultiHeadAttention, role: str) -> np.ndarray:
+    """(H, H) subspace overlap of the heads' `role` projections: computed over the role's own
+    projections and read by each head through its group (1 between heads of one group)."""
+    H, n = m.n_heads, m.role_heads[ROLES.index(role)]
+    w = getattr(m, f"{role}_proj").weight.detach().numpy()  # (n*D, C)
+    group = np.arange(H) // (H // n)  # (H,) which projection head i reads
+    return metrics.subspace_overlap(w, n)[np.ix_(group, group)]
+
+
 def measures_from(
     m: MultiHeadAttention,
     weights: np.ndarray,
@@ -160,14 +199,15 @@ def measures_from(
     overlap_roles: Iterable[str] = ROLES,
 ) -> LayerCollapse:
     """The measures of module m given its attention (H, T, T) and concatenated head outputs (T, C)."""
-    H = m.n_heads
-    overlap = {}
-    for r in overlap_roles:
-        w = getattr(m, f"{r}_proj").weight.detach().numpy()
-        # a shared module stores one (D, C) slice for every head: identical subspaces
-        overlap[r] = np.ones((H, H)) if m.projection == "shared" else metrics.subspace_overlap(w, H)
+    overlap = {r: head_overlap(m, r) for r in overlap_roles}
     return LayerCollapse(
-        alpha, weights, concat, metrics.head_diversity(weights), overlap, metrics.effective_rank(concat)
+        alpha,
+        weights,
+        concat,
+        metrics.head_diversity(weights),
+        overlap,
+        metrics.effective_rank(concat),
+        m.num_parameters(),
     )
 
 
@@ -175,20 +215,14 @@ def alpha_sweep(
     bert: LoadedBert,
     run: BertRun,
     layer: int,
-    source: Source = 0,
+    source: Source = DEFAULT_SOURCE,
     roles: Iterable[str] = ROLES,
     steps: int = 11,
 ) -> list[dict[str, float]]:
-    """The scalar measures at `steps` evenly spaced alphas from 0 (distinct) to 1 (shared).
-
-    Subspace overlap is followed for W^Q only (W^K and W^V move the same way along the path);
-    collapse_layer gives all three at one alpha.
-    """
+    """The scalar measures (diversity, the subspace overlap of W^Q, W^K and W^V, effective rank)
+    at `steps` evenly spaced alphas from 0 (distinct) to 1 (shared)."""
     roles = tuple(roles)
-    return [
-        collapse_layer(bert, run, layer, float(a), source, roles, overlap_roles=("q",)).summary()
-        for a in np.linspace(0.0, 1.0, steps)
-    ]
+    return [collapse_layer(bert, run, layer, float(a), source, roles).summary() for a in np.linspace(0.0, 1.0, steps)]
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -200,10 +234,10 @@ def whole_model_effect(
     run: BertRun,
     layers: Iterable[int],
     alpha: float = 1.0,
-    source: Source = 0,
+    source: Source = DEFAULT_SOURCE,
     roles: Iterable[str] = ROLES,
 ) -> dict[str, float]:
-    """Run the whole BERT with `layers` pulled to shared projections (on copies of the weights).
+    """Run the whole BERT with `layers` pulled to shared projections (module_at, on copies).
 
     Returns the cosine similarity to the original model of the sentence embedding (mean of the
     final hidden states, as all-MiniLM-L6-v2 pools) and the mean and minimum per-token cosine.
@@ -213,7 +247,7 @@ def whole_model_effect(
     old = run.hidden_states[-1]  # (T, C)
     if not layers:
         return {"sentence embedding cosine": 1.0, "mean token cosine": 1.0, "min token cosine": 1.0}
-    replace = {i: _interpolate_in_place(bert.scratch_layer(i), alpha, source, roles) for i in layers}
+    replace = {i: module_at(bert.scratch_layer(i), alpha, source, roles) for i in layers}
     with torch.inference_mode():  # the layers before the first changed one are the run's own
         states, _ = bert.run_layers(run.layer_input(layers[0]), replace=replace, start=layers[0])
     new = states[-1][0].float().numpy()  # (T, C)
@@ -225,22 +259,25 @@ def whole_model_effect(
     }
 
 
+SAME_TOLERANCE = 1e-6  # head diversity (nats) below which the heads count as computing one map
+
+
 @dataclass(frozen=True)
 class Answer:
     """The check question's answer in numbers: BERT's own heads (alpha = 0) against the shared
-    end of the path (alpha = 1), and the parameters of a layer with `roles` shared."""
+    structure (alpha = 1), and the parameters of a layer with `roles` shared."""
 
     roles: tuple[str, ...]
     same_attention: bool  # W^Q and W^K shared: every head computes the same attention
     diversity_bert: float
     diversity_shared: float
-    overlap_bert: float  # W^Q subspace overlap
-    overlap_shared: float
+    overlap_bert: dict[str, float]  # subspace overlap of each shared role's projections
+    overlap_shared: dict[str, float]
     rank_bert: float  # effective rank of the concatenated head outputs
     rank_shared: float
-    rank_bound: int | None  # D = C / H when Q, K and V are all shared (else no such bound)
+    rank_bound: int | None  # min(T, D) when Q, K and V are all shared (else no such bound)
     params_distinct: int
-    params_shared: int  # with only `roles` shared
+    params_shared: int  # of the structure with `roles` shared
 
     @property
     def params_saved(self) -> int:
@@ -252,25 +289,27 @@ class Answer:
         return self.rank_bound is not None
 
 
-def answer(sweep: list[dict[str, float]], d_model: int, n_heads: int, roles: Iterable[str]) -> Answer:
-    """The numbers of the collapse page's answer, from alpha_sweep's measures."""
-    roles = tuple(sorted(roles))
+def answer(sweep: list[dict[str, float]], d_model: int, n_heads: int, roles: Iterable[str], n_tokens: int) -> Answer:
+    """The numbers of the collapse page's answer, from alpha_sweep's measures (alpha = 0 and 1)
+    and the structure of a layer with `roles` shared."""
+    roles = _roles(roles)
     first, last = sweep[0], sweep[-1]
-    distinct = MultiHeadAttention.parameter_count(d_model, n_heads, "distinct")
-    D = d_model // n_heads
-    per_role, shared_role = d_model * d_model + d_model, d_model * D + D  # one W and its bias
+    if not (first["alpha"] == 0.0 and last["alpha"] == 1.0):
+        raise ValueError("the answer needs the sweep's two ends, alpha = 0 and alpha = 1")
+    heads = tuple(1 if r in roles else n_heads for r in ROLES)
+    key = "subspace overlap W^{}".format
     return Answer(
         roles=roles,
-        same_attention={"q", "k"} <= set(roles),
+        same_attention={"q", "k"} <= set(roles) and n_heads > 1,
         diversity_bert=first["head diversity (JS)"],
         diversity_shared=last["head diversity (JS)"],
-        overlap_bert=first["subspace overlap W^Q"],
-        overlap_shared=last["subspace overlap W^Q"],
+        overlap_bert={r: first[key(r.upper())] for r in roles},
+        overlap_shared={r: last[key(r.upper())] for r in roles},
         rank_bert=first["effective rank"],
         rank_shared=last["effective rank"],
-        rank_bound=d_model // n_heads if set(roles) == set(ROLES) else None,
-        params_distinct=distinct,
-        params_shared=distinct - len(roles) * (per_role - shared_role),
+        rank_bound=min(n_tokens, d_model // n_heads) if set(roles) == set(ROLES) else None,
+        params_distinct=MultiHeadAttention.parameter_count(d_model, n_heads),
+        params_shared=MultiHeadAttention.parameter_count(d_model, n_heads, heads=heads),
     )
 
 

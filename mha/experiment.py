@@ -240,6 +240,24 @@ def run(
     return ExperimentResult(s, results, example[0].tolist())
 
 
+LOCKED = 0.5  # a head "locks onto" a relation when it puts at least half its weight on that target
+
+
+def head_relations(attention: np.ndarray, relations: list[str]) -> list[tuple[str, float]]:
+    """For each head of (H, T, T) attention on one sequence: the relation whose target it reads
+    most (the mean, over the positions where that target exists, of the weight on it) and that weight."""
+    H, T, _ = attention.shape
+    out = []
+    for h in range(H):
+        reads = {}
+        for name in relations:
+            where = [(t, p) for t, p in enumerate(target_positions(name, T)) if p >= 0]
+            reads[name] = float(np.mean([attention[h, t, p] for t, p in where]))
+        best = max(reads, key=reads.get)
+        out.append((best, reads[best]))
+    return out
+
+
 def chance_all_targets(s: Settings) -> float:
     """All-targets accuracy of guessing: (1/V)^R."""
     return math.pow(1.0 / s.vocab, s.n_relations)

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import atlas, build, collapse, metrics, subspaces
-from .attention import MultiHeadAttention
 
 if TYPE_CHECKING:
     from .bert import BertRun, LoadedBert
@@ -159,6 +158,8 @@ def previous_token_question(run: BertRun) -> tuple[Choice, tuple[int, int], tupl
     return Choice(options, options.index(_head(best)), why), best, vertical
 
 
+SAME_WEIGHTS = 1e-5  # largest difference between two heads' weights that counts as the same map
+
 PREDICTIONS = (
     "The heads still attend in different ways",
     "Every head computes the same attention",
@@ -170,27 +171,30 @@ def sharing_outcome(bert: LoadedBert, run: BertRun, layer: int) -> dict[str, flo
     """Step 6: what sharing Q, K and V does to one real layer: head diversity before and after,
     the largest difference between heads' maps, parameters before and after."""
     before = collapse.collapse_layer(bert, run, layer, 0.0)
-    after = collapse.collapse_layer(bert, run, layer, 1.0, "mean")
-    C, H = bert.d_model, bert.n_heads
+    after = collapse.collapse_layer(bert, run, layer, 1.0, collapse.DEFAULT_SOURCE)
     return {
+        "heads": bert.n_heads,
         "diversity before": metrics.mean_off_diagonal(before.diversity),
         "diversity after": metrics.mean_off_diagonal(after.diversity),
         "max difference between heads": float(np.abs(after.weights - after.weights[:1]).max()),
-        "parameters before": MultiHeadAttention.parameter_count(C, H, "distinct"),
-        "parameters after": MultiHeadAttention.parameter_count(C, H, "shared"),
+        "parameters before": before.parameters,
+        "parameters after": after.parameters,
     }
 
 
 def prediction_feedback(choice: int, outcome: dict[str, float]) -> tuple[bool, str]:
     """Was the learner's prediction what the layer did?"""
-    identical = outcome["max difference between heads"] < 1e-5
+    identical = outcome["max difference between heads"] < SAME_WEIGHTS
     right = identical and choice == 1
     did = (
         f"the heads' attention now differs by at most {outcome['max difference between heads']:.1e} and the mean "
         f"divergence between heads fell from {outcome['diversity before']:.3f} to {outcome['diversity after']:.1e}"
     )
     if right:
-        return True, f"Right: {did}. Twelve copies of one head, for {outcome['parameters after']:,} parameters."
+        return True, (
+            f"Right: {did}. {outcome['heads']} copies of one head, for {outcome['parameters after']:,} parameters "
+            f"instead of {outcome['parameters before']:,}."
+        )
     return False, (
         f"Not quite: {did}. With one $W^Q$ and one $W^K$ every head computes the same $Q_i K_i^\\top$, so the same "
         "softmax: the subspaces collapse into one."
@@ -203,13 +207,18 @@ ROLE_NAMES = ("K and V", "Q and K", "V only", "Q only")
 
 def which_roles_question(bert: LoadedBert, run: BertRun, layer: int) -> tuple[Choice, dict[str, float]]:
     """Step 6, deeper: which shared projections make every head attend identically? Each option
-    is tried on the real layer (alpha = 1, the mean slice); the right one is where the heads'
-    divergence is 0."""
+    is tried on the real layer (alpha = 1, collapse.DEFAULT_SOURCE); the right one is the option
+    with the least divergence between heads, and it must be below collapse.SAME_TOLERANCE."""
     div = {}
     for roles, name in zip(ROLE_SETS, ROLE_NAMES):
-        c = collapse.collapse_layer(bert, run, layer, 1.0, "mean", roles, overlap_roles=())
+        c = collapse.collapse_layer(bert, run, layer, 1.0, collapse.DEFAULT_SOURCE, roles, overlap_roles=())
         div[name] = metrics.mean_off_diagonal(c.diversity)
-    identical = [n for n, d in div.items() if d < 1e-9]
+    least = min(div, key=div.get)
+    if div[least] >= collapse.SAME_TOLERANCE:
+        raise ValueError(
+            f"no option makes the heads identical within {collapse.SAME_TOLERANCE:.0e} "
+            f"(least: {least}, {div[least]:.1e})"
+        )
     why = (
         r"Attention is $\mathrm{softmax}(Q_i K_i^\top / \sqrt{d_k})$: it depends on Q and K only. Measured on this "
         "layer, the mean "
@@ -217,7 +226,7 @@ def which_roles_question(bert: LoadedBert, run: BertRun, layer: int) -> tuple[Ch
         + ", ".join(f"{d:.1e} sharing {n}" for n, d in div.items())
         + ". Sharing K and V (multi-query attention) keeps each head's own question."
     )
-    return Choice(ROLE_NAMES, ROLE_NAMES.index(identical[0]), why), div
+    return Choice(ROLE_NAMES, ROLE_NAMES.index(least), why), div
 
 
 def shuffle_question(bert: LoadedBert, run: BertRun, layer: int, seed: int = 1) -> tuple[Choice, float]:

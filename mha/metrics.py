@@ -158,7 +158,8 @@ def head_measures(
 
     Shares follow Clark et al. 2019's code: the mean over queries of the weight on [CLS], on
     [SEP], on the tokens "." and "," ("to punctuation"), on the query itself, on the previous
-    and on the next token.
+    and on the next token. "entropy / ln T" is the entropy over its maximum for the length, so
+    that sentences of different lengths compare (in [0, 1]).
     """
     att = np.asarray(attentions, dtype=np.float32)
     toks = np.array(tokens)
@@ -170,6 +171,7 @@ def head_measures(
         "to previous": offset_share(att, -1),
         "to next": offset_share(att, 1),
         "entropy": entropy(att),
+        "entropy / ln T": entropy(att) / np.log(max(att.shape[-1], 2)),
         "confidence": confidence(att),
     }
     flag, offset = positional(att)
@@ -240,8 +242,13 @@ def link_ranking(attentions: np.ndarray, query: int, key: int, both_ways: bool =
     return [(int(i // H), int(i % H), float(w.flat[i])) for i in order]
 
 
-def describe(m: dict[str, np.ndarray], label: str, layer: int, head: int) -> str:
-    """One line on what a head does, from its measures."""
+MOSTLY = 0.5  # a head "attends mostly to" something only with at least half of its weight there
+NEAR_UNIFORM = 0.9  # entropy at least this share of ln T: "close to uniform"
+
+
+def describe(m: dict[str, np.ndarray], label: str, layer: int, head: int, n_tokens: int) -> str:
+    """One line on what a head does, from its measures: "mostly" only where a share is at least
+    MOSTLY, "close to uniform" only where the entropy is at least NEAR_UNIFORM of ln T."""
     pick = {k: float(v[layer, head]) for k, v in m.items() if k.startswith("to ") or k in ("entropy", "confidence")}
     shares = {k: v for k, v in pick.items() if k.startswith("to ")}
     top, share = max(shares.items(), key=lambda kv: kv[1])
@@ -253,10 +260,22 @@ def describe(m: dict[str, np.ndarray], label: str, layer: int, head: int) -> str
         "to previous": "the previous token",
         "to next": "the next token",
     }[top]
-    text = f"Layer {layer}, head {head} ({label}): attends mostly to {where} ({share:.0%})"
+    most = float(np.log(max(n_tokens, 2)))
+    if share >= MOSTLY:
+        text = f"Layer {layer}, head {head} ({label}): attends mostly to {where} ({share:.0%})"
+    else:
+        spread = (
+            "spreads its attention close to uniformly"
+            if pick["entropy"] >= NEAR_UNIFORM * most
+            else "spreads its attention"
+        )
+        text = f"Layer {layer}, head {head} ({label}): {spread}; its largest share goes to {where} ({share:.0%})"
     if bool(m["positional"][layer, head]):
         text += f"; positional (offset {int(m['argmax offset'][layer, head]):+d})"
-    return text + f"; entropy {pick['entropy']:.2f} nats, confidence {pick['confidence']:.2f}."
+    return (
+        text
+        + f"; entropy {pick['entropy']:.2f} of at most ln T = {most:.2f} nats, confidence {pick['confidence']:.2f}."
+    )
 
 
 def _contributions(module, tr) -> torch.Tensor:

@@ -10,7 +10,7 @@ from .attention import MultiHeadAttention
 
 def to_torch_mha(m: MultiHeadAttention) -> nn.MultiheadAttention:
     """An nn.MultiheadAttention(batch_first=True) with the same weights (distinct mode only)."""
-    if m.projection != "distinct" or m.kv_heads != m.n_heads:
+    if m.role_heads != (m.n_heads,) * 3:
         raise ValueError("nn.MultiheadAttention has no shared or grouped mode; use distinct projections")
     bias = m.q_proj.bias is not None
     ref = nn.MultiheadAttention(m.d_model, m.n_heads, bias=bias, batch_first=True)

@@ -27,34 +27,43 @@ import numpy as np
 import torch
 from scipy.spatial.distance import jensenshannon
 
-from . import collapse, metrics
-from .attention import MultiHeadAttention
+from . import metrics
+from .attention import ROLES, MultiHeadAttention, role_heads
 
 if TYPE_CHECKING:
     from .bert import BertRun, LoadedBert
 
 
-def group_kv(module: MultiHeadAttention, kv_heads: int) -> MultiHeadAttention:
-    """A grouped-query copy of a distinct-mode module: the K and V heads of each group of
-    H / kv_heads consecutive heads are mean-pooled into one (Ainslie et al. 2023); W^Q and W^O
-    are kept. A module whose heads already share K/V within those groups is unchanged."""
-    if module.projection != "distinct":
-        raise ValueError("group_kv starts from distinct projections (a shared module has one head)")
+def group_heads(module: MultiHeadAttention, heads: tuple[int, int, int]) -> MultiHeadAttention:
+    """A copy of `module` with heads = (q, k, v) projections of Q, K and V: the heads of each
+    group of consecutive heads are mean-pooled into one (Ainslie et al. 2023 do this for K and V);
+    a role that keeps its number of projections, and W^O, are copied as they are. The result is
+    structural: a pooled role is one parameter per group (MultiHeadAttention(heads=...))."""
     H, D, C = module.n_heads, module.d_head, module.d_model
     bias = module.q_proj.bias is not None
     with torch.inference_mode(False), torch.no_grad():
-        out = MultiHeadAttention(C, H, bias=bias, kv_heads=kv_heads)  # checks that kv_heads divides H
-        G, r = out.kv_heads, H // out.kv_heads
-        for role in ("k", "v"):
+        out = MultiHeadAttention(C, H, bias=bias, heads=tuple(heads))  # checks that each count divides H
+        for role, n_src, n_dst in zip(ROLES, module.role_heads, out.role_heads):
             src, dst = getattr(module, f"{role}_proj"), getattr(out, f"{role}_proj")
+            if n_src == n_dst:
+                dst.load_state_dict(src.state_dict())
+                continue
             for name in ("weight", "bias") if bias else ("weight",):
                 w = getattr(src, name).detach()
-                per_head = w.reshape(module.kv_heads, D, *w.shape[1:]).repeat_interleave(H // module.kv_heads, 0)
-                pooled = per_head.reshape(G, r, D, *w.shape[1:]).mean(1)  # (G, D, ...)
-                getattr(dst, name).copy_(pooled.reshape(G * D, *w.shape[1:]))
-        out.q_proj.load_state_dict(module.q_proj.state_dict())
+                per_head = w.reshape(n_src, D, *w.shape[1:]).repeat_interleave(H // n_src, 0)  # (H, D, ...)
+                pooled = per_head.reshape(n_dst, H // n_dst, D, *w.shape[1:]).mean(1)  # (n_dst, D, ...)
+                getattr(dst, name).copy_(pooled.reshape(n_dst * D, *w.shape[1:]))
         out.out_proj.load_state_dict(module.out_proj.state_dict())
     return out.eval().requires_grad_(False)
+
+
+def group_kv(module: MultiHeadAttention, kv_heads: int) -> MultiHeadAttention:
+    """A grouped-query copy of a module whose heads have their own queries: the K and V heads of
+    each group of H / kv_heads consecutive heads are mean-pooled into one (Ainslie et al. 2023);
+    W^Q and W^O are kept. A module whose heads already share K/V within those groups is unchanged."""
+    if module.role_heads[0] != module.n_heads:
+        raise ValueError("group_kv starts from per-head queries (a shared module has one head)")
+    return group_heads(module, role_heads(module.n_heads, kv_heads=kv_heads))
 
 
 # ---------------------------------------------------------------- uptraining
@@ -288,54 +297,93 @@ def generated_sentences(n: int = 1000, seed: int = 0) -> list[str]:
 
 @dataclass(frozen=True)
 class Rung:
-    """One step of the ladder: a name and how the layer's K/V (or Q/K/V) are shared."""
+    """One step of the ladder: a name and the layer's structure, heads = (q, k, v) projections of
+    Q, K and V for its n_heads heads (MHA: (H, H, H); GQA-G: (H, G, G); MQA: (H, 1, 1); shared
+    Q/K/V: (1, 1, 1); shared Q and K: (1, 1, H)). A converted layer is built with exactly this
+    structure, so its parameter count, gradients and training follow from it."""
 
     name: str
-    kv_heads: int | None  # G for MHA/GQA/MQA; None for shared Q/K/V or shared Q and K
-    shares: str  # what is shared across heads, in words
+    heads: tuple[int, int, int]
+    n_heads: int
 
-    def cached_heads(self, n_heads: int) -> int:
+    @property
+    def shares(self) -> str:
+        """What is shared across heads, in words (for display only)."""
+        H = self.n_heads
+        one = [r.upper() for r, g in zip(ROLES, self.heads) if g == 1 and H > 1]
+        grouped = {g for g in self.heads if 1 < g < H}
+        if grouped:
+            names = [r.upper() for r, g in zip(ROLES, self.heads) if 1 < g < H]
+            return f"{', '.join(names)} in {grouped.pop()} groups"
+        return ", ".join(one) if one else "nothing"
+
+    @property
+    def same_attention(self) -> bool:
+        """One Q and one K projection for every head: every head computes the same map."""
+        return self.heads[:2] == (1, 1) and self.n_heads > 1
+
+    def cached_heads(self) -> int:
         """K heads + V heads a decoder would cache per layer and token."""
-        if self.kv_heads is not None:
-            return 2 * self.kv_heads
-        return 2 if self.shares == "Q, K, V" else 1 + n_heads  # shared Q, K: one K, every V
+        return self.heads[1] + self.heads[2]
 
     def module(self, layer: MultiHeadAttention) -> MultiHeadAttention:
-        """The layer converted to this rung (a copy; mean-pooling, as Ainslie et al. 2023)."""
-        if self.kv_heads is not None:
-            return layer if self.kv_heads == layer.n_heads else group_kv(layer, self.kv_heads)
-        if self.shares == "Q, K":
-            return collapse.interpolate(layer, 1.0, "mean", ("q", "k"))
-        return collapse.shared_module(layer, "mean")
+        """The layer converted to this rung (a copy; each group's heads mean-pooled, as Ainslie
+        et al. 2023 do for K and V)."""
+        return layer if layer.role_heads == self.heads else group_heads(layer, self.heads)
+
+    def parameter_count(self, d_model: int) -> int:
+        """Parameters of a layer of this structure (bias included)."""
+        return MultiHeadAttention.parameter_count(d_model, self.n_heads, heads=self.heads)
 
 
 def ladder(n_heads: int) -> list[Rung]:
     """MHA, GQA with every proper divisor G of H (largest first), MQA, then shared Q/K/V; and,
-    as the contrast, Q and K shared with V distinct."""
-    groups = [g for g in range(n_heads - 1, 1, -1) if n_heads % g == 0]
-    rungs = [Rung("MHA", n_heads, "nothing")]
-    rungs += [Rung(f"GQA-{g}", g, f"K, V in {g} groups") for g in groups]
-    if n_heads > 1:
-        rungs.append(Rung("MQA", 1, "K, V"))
-    return rungs + [Rung("shared Q/K/V", None, "Q, K, V"), Rung("shared Q, K", None, "Q, K")]
+    as contrasts, Q and K shared with V per head, and Q alone shared."""
+    H = n_heads
+    groups = [g for g in range(H - 1, 1, -1) if H % g == 0]
+    rungs = [Rung("MHA", (H, H, H), H)]
+    rungs += [Rung(f"GQA-{g}", (H, g, g), H) for g in groups]
+    if H > 1:
+        rungs += [
+            Rung("MQA", (H, 1, 1), H),
+            Rung("shared Q/K/V", (1, 1, 1), H),
+            Rung("shared Q, K", (1, 1, H), H),
+            Rung("shared Q", (1, H, H), H),
+        ]
+    return rungs
 
 
-def kv_cache_bytes(n_layers: int, kv_heads: int, d_head: int, bytes_per_value: int = 2) -> int:
-    """Bytes of K/V cache per token of a decoder: K and V, every layer, every K/V head (fp16 = 2)."""
-    return 2 * n_layers * kv_heads * d_head * bytes_per_value
+def kv_cache_bytes(
+    n_layers: int, kv_heads: int, d_head: int, bytes_per_value: int = 2, v_heads: int | None = None
+) -> int:
+    """Bytes of K/V cache per token of a decoder: K and V, every layer, every K head and V head
+    (v_heads = kv_heads unless given; fp16 = 2 bytes per value)."""
+    v_heads = kv_heads if v_heads is None else v_heads
+    return n_layers * (kv_heads + v_heads) * d_head * bytes_per_value
 
 
-def cache_table(kv_groups: int = 8) -> list[dict[str, str]]:
-    """K/V cache per token (fp16) of the reference decoders with MHA, GQA-`kv_groups` and MQA."""
+def gqa_groups(n_heads: int) -> int | None:
+    """A GQA group count for a model of n_heads heads: the proper divisor of H nearest to H / 4
+    (a quarter of MHA's K/V cache, as GQA-8 on 32 heads), or None if H has no proper divisor."""
+    proper = [g for g in range(2, n_heads) if n_heads % g == 0]
+    return min(proper, key=lambda g: (abs(g - n_heads / 4), -g)) if proper else None
+
+
+def cache_table(shapes: dict[str, tuple[int, int, int]]) -> list[dict[str, str]]:
+    """K/V cache per token (fp16) of decoders of these shapes {name: (layers, heads, d_head)} with
+    MHA, GQA (gqa_groups of each model's heads) and MQA, and what each keeps of MHA's."""
     rows = []
-    for name, (layers, heads, d_head) in REFERENCE_MODELS.items():
-        g = min(kv_groups, heads)
+    for name, (layers, heads, d_head) in shapes.items():
+        mha = kv_cache_bytes(layers, heads, d_head)
+        g = gqa_groups(heads)
         rows.append(
             {
                 "model": name,
-                "MHA": f"{kv_cache_bytes(layers, heads, d_head) / 1024:,.0f} KiB",
-                f"GQA-{g}": f"{kv_cache_bytes(layers, g, d_head) / 1024:,.0f} KiB",
-                "MQA": f"{kv_cache_bytes(layers, 1, d_head) / 1024:,.0f} KiB",
+                "MHA": f"{mha / 1024:,.1f} KiB",
+                "GQA": "none (no proper divisor)"
+                if g is None
+                else f"GQA-{g}: {kv_cache_bytes(layers, g, d_head) / 1024:,.1f} KiB (1/{heads // g})",
+                "MQA": f"{kv_cache_bytes(layers, 1, d_head) / 1024:,.1f} KiB (1/{heads})",
             }
         )
     return rows
@@ -393,7 +441,7 @@ def rung_measures(
     return RungMeasures(
         rung=rung,
         parameters=m.num_parameters(),
-        kv_cache=bert.n_layers * rung.cached_heads(bert.n_heads) * D * 2,
+        kv_cache=kv_cache_bytes(bert.n_layers, m.role_heads[1], D, v_heads=m.role_heads[2]),
         drift=_attention_drift(w[0].numpy(), ref_w[0].numpy()),
         diversity=metrics.mean_off_diagonal(metrics.head_diversity(w[0].numpy())),
         layer_cosine=float(_cosine(out[0].numpy(), ref_out[0].numpy()).mean()),
@@ -420,16 +468,28 @@ def held_out_cosine(bert: LoadedBert, runs: list[BertRun], layer: int, module: M
     )
 
 
+def held_out_diversity(runs: list[BertRun], layer: int, module: MultiHeadAttention) -> float:
+    """Mean over `runs` of the head diversity (mean JS between heads) of `module` on each run's
+    BERT input to `layer`."""
+    with torch.inference_mode():
+        maps = [module(r.layer_input(layer))[1][0].numpy() for r in runs]  # (H, T, T) each
+    return float(np.mean([metrics.mean_off_diagonal(metrics.head_diversity(w)) for w in maps]))
+
+
 @dataclass
 class UptrainOutcome:
-    """A rung of one layer after a short uptraining, and its held-out effect: the mean sentence
-    cosine to BERT's own embeddings over hand-written sentences it was not fitted on."""
+    """A rung of one layer after a short uptraining, and its held-out effect over hand-written
+    sentences it was not fitted on: the mean sentence cosine to BERT's own embeddings and the
+    mean head diversity, converted (before) and uptrained (after)."""
 
     rung: Rung
     layer: int
     fit: UptrainResult
     held_out_before: float
     held_out_after: float
+    diversity_before: float = float("nan")
+    diversity_after: float = float("nan")
+    held_out_sentences: int = 0
 
 
 def uptrain_rung(
@@ -442,7 +502,8 @@ def uptrain_rung(
     seed: int = 0,
     progress: Callable[[UptrainProgress], None] | None = None,
 ) -> UptrainOutcome:
-    """Convert `layer` to `rung` (mean-pooling), uptrain it on `inputs`, measure both on `held_out`."""
+    """Convert `layer` to `rung` (mean-pooling), uptrain it on `inputs`, measure both on `held_out`.
+    The uptrained module keeps the rung's structure: a shared projection stays one parameter."""
     original = bert.scratch_layer(layer)
     converted = rung.module(original)
     fit = uptrain(original, converted, inputs, steps, progress, seed)
@@ -452,4 +513,7 @@ def uptrain_rung(
         fit,
         held_out_cosine(bert, held_out, layer, converted),
         held_out_cosine(bert, held_out, layer, fit.module),
+        held_out_diversity(held_out, layer, converted),
+        held_out_diversity(held_out, layer, fit.module),
+        len(held_out),
     )

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from .attention import MultiHeadAttention
-from .collapse import ROLES, Source, interpolate
+from .collapse import DEFAULT_SOURCE, ROLES, Source, module_at
 
 if TYPE_CHECKING:
     from .bert import BertRun, LoadedBert
@@ -112,18 +112,23 @@ def layer_maps(
     run: BertRun,
     layer: int,
     alpha: float = 0.0,
-    source: Source = 0,
+    source: Source = DEFAULT_SOURCE,
     roles: Iterable[str] = ROLES,
 ) -> HeadMaps:
     """head_maps of BERT's layer `layer` on the run's input to it, pulled towards shared
     projections by alpha exactly as the collapse page does (on a copy of the weights)."""
-    m = interpolate(bert.scratch_layer(layer), alpha, source, roles)
+    m = module_at(bert.scratch_layer(layer), alpha, source, roles)
     spaces, weights = _spaces_and_weights(m, run.hidden_states[layer])
     return head_maps(spaces, weights)
 
 
 def alpha_frames(
-    bert: LoadedBert, run: BertRun, layer: int, source: Source = 0, roles: Iterable[str] = ROLES, steps: int = 11
+    bert: LoadedBert,
+    run: BertRun,
+    layer: int,
+    source: Source = DEFAULT_SOURCE,
+    roles: Iterable[str] = ROLES,
+    steps: int = 11,
 ) -> list[tuple[float, HeadMaps]]:
     """layer_maps at `steps` evenly spaced alphas from 0 (distinct) to 1 (shared), without the
     attention weights (the frames of an animation need only the points)."""

@@ -180,7 +180,8 @@ class Importance:
     """Two measures of what each head is worth on the task, each (L, H).
 
     drop: Spearman of the full model minus Spearman with that head alone removed (> 0: the
-        head helps; Michel et al. 2019's ablation, with the task's own score).
+        head helps; < 0: the score rises without it; Michel et al. 2019's ablation, with the
+        task's own score).
     gradient: Michel et al.'s I_h = mean over pairs of |d loss / d gate_h| at gates 1, with the
         per-pair loss (cos(a, b) - (alpha + beta * grade))^2, where alpha + beta * grade is the
         least-squares line of the full model's cosines on the grades (a pair's loss is how far
@@ -199,11 +200,41 @@ class Importance:
         return float(spearmanr(np.abs(self.drop).ravel(), self.gradient.ravel()).statistic)
 
 
+def _spearman(cos: np.ndarray, gold: np.ndarray, idx: np.ndarray | None = None) -> float:
+    """Spearman's rho of cosines against grades, over the pairs in idx (None = all)."""
+    if idx is not None:
+        cos, gold = cos[..., idx], gold[idx]
+    return float(spearmanr(cos, gold).statistic)
+
+
+@dataclass
+class Ablations:
+    """Every pair's cosine with the full model (base (P,)) and with each head alone removed
+    (ablated (L, H, P)), and the grades (P,): the drop of any subset of the pairs follows."""
+
+    base: np.ndarray
+    ablated: np.ndarray
+    gold: np.ndarray
+
+    def spearman(self, idx: np.ndarray | None = None) -> float:
+        """The full model's Spearman on the pairs idx (None = all)."""
+        return _spearman(self.base, self.gold, idx)
+
+    def drop(self, idx: np.ndarray | None = None) -> np.ndarray:
+        """(L, H) Spearman lost on the pairs idx (None = all) when each head alone is removed."""
+        L, H, _ = self.ablated.shape
+        base = self.spearman(idx)
+        return np.array([[base - _spearman(self.ablated[l, h], self.gold, idx) for h in range(H)] for l in range(L)])
+
+
+GROUP = 24  # pairs per forward and backward pass of gradient_importance
+
+
 def gradient_importance(
     bert: LoadedBert,
     pairs: Sequence[Pair] | None = None,
     progress: Callable[[int, int], None] | None = None,
-    group: int = 24,
+    group: int = GROUP,
 ) -> np.ndarray:
     """Michel et al. 2019's head importance (see Importance.gradient) -> (L, H).
 
@@ -245,38 +276,52 @@ def gradient_importance(
     return total / len(pairs)  # (L, H)
 
 
+def ablation_cosines(
+    bert: LoadedBert, pairs: Sequence[Pair] | None = None, progress: Callable[[int, int], None] | None = None
+) -> Ablations:
+    """Every pair's cosine with the full model and with each head alone removed (its output zero
+    before W^O). Layers before the removed head's are computed once: each ablation starts from the
+    hidden states entering its layer. progress(done, total) after the full model and each head."""
+    pairs = similarity_pairs() if pairs is None else pairs
+    batch = _batch(bert, pairs)
+    L, H = bert.n_layers, bert.n_heads
+    ablated = np.zeros((L, H, len(pairs)))
+    report = progress or (lambda done, n: None)
+    with torch.inference_mode():
+        entering = _entering(bert, batch)
+        base = _cosines(torch.cat([_pool(e[-1], c[2]) for e, c in zip(entering, batch.chunks)]), batch)
+        report(1, 1 + L * H)
+        for layer in range(L):
+            for head in range(H):
+                mask = torch.ones(L, H)
+                mask[layer, head] = 0.0
+                emb = _embed(bert, batch, mask, start=layer, entering=entering)
+                ablated[layer, head] = _cosines(emb, batch).double().numpy()
+                report(2 + layer * H + head, 1 + L * H)
+    return Ablations(base.double().numpy(), ablated, batch.gold)
+
+
 def head_importance(
     bert: LoadedBert,
     pairs: Sequence[Pair] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> Importance:
     """The drop in Spearman when each head alone is removed, and the gradient importance.
-
-    Layers before the removed head's are computed once: each ablation starts from the hidden
-    states entering its layer. progress(done, total) is called after each head.
-    """
+    progress(done, total) is called after each gradient group and each ablation."""
     pairs = similarity_pairs() if pairs is None else pairs
-    batch = _batch(bert, pairs)
-    L, H = bert.n_layers, bert.n_heads
-    groups = -(-len(pairs) // 24)
-    total = groups + 1 + L * H  # gradient groups, the full model, each head
+    importance, _ = _importance(bert, pairs, progress)
+    return importance
+
+
+def _importance(
+    bert: LoadedBert, pairs: Sequence[Pair], progress: Callable[[int, int], None] | None = None
+) -> tuple[Importance, Ablations]:
+    groups = -(-len(pairs) // GROUP)
+    total = groups + 1 + bert.n_layers * bert.n_heads  # gradient groups, the full model, each head
     report = progress or (lambda done, n: None)
     gradient = gradient_importance(bert, pairs, lambda done, _n: report(done, total))
-    drop = np.zeros((L, H))
-    with torch.inference_mode():
-        entering = _entering(bert, batch)
-        base = _score(
-            _cosines(torch.cat([_pool(e[-1], c[2]) for e, c in zip(entering, batch.chunks)]), batch), batch.gold
-        ).spearman
-        report(groups + 1, total)
-        for layer in range(L):
-            for head in range(H):
-                mask = torch.ones(L, H)
-                mask[layer, head] = 0.0
-                emb = _embed(bert, batch, mask, start=layer, entering=entering)
-                drop[layer, head] = base - _score(_cosines(emb, batch), batch.gold).spearman
-                report(groups + 2 + layer * H + head, total)
-    return Importance(drop, gradient, base)
+    ablations = ablation_cosines(bert, pairs, lambda done, _n: report(groups + done, total))
+    return Importance(ablations.drop(), gradient, ablations.spearman()), ablations
 
 
 @dataclass
@@ -297,6 +342,43 @@ class PruningCurve:
         return can
 
 
+def curve_cosines(
+    bert: LoadedBert,
+    order: Sequence[tuple[int, int]],
+    steps: Sequence[int],
+    pairs: Sequence[Pair] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    known: dict[int, np.ndarray] | None = None,
+) -> np.ndarray:
+    """Every pair's cosine (len(steps), P) after the first n heads of `order` ((layer, head),
+    first to go first) are removed, for every n in steps. known: {n: cosines} that are the same
+    for any order (0 heads, every head), not computed again. progress(done, total) after each
+    model run."""
+    known = known or {}
+    batch = _batch(bert, similarity_pairs() if pairs is None else pairs)
+    todo = [n for n in steps if n not in known]
+    out = []
+    with torch.inference_mode():
+        for n in steps:
+            if n in known:
+                out.append(known[n])
+                continue
+            mask = torch.ones(bert.n_layers, bert.n_heads)
+            for layer, head in order[:n]:
+                mask[layer, head] = 0.0
+            out.append(_cosines(_embed(bert, batch, mask), batch).double().numpy())
+            if progress is not None:
+                progress(len(out) - sum(m in known for m in steps[: len(out)]), len(todo))
+    return np.stack(out)
+
+
+def curve_on(
+    steps: Sequence[int], cosines: np.ndarray, gold: np.ndarray, idx: np.ndarray | None = None
+) -> PruningCurve:
+    """The pruning curve scored on the pairs idx (None = all), from curve_cosines' output."""
+    return PruningCurve(list(steps), [_spearman(c, gold, idx) for c in cosines])
+
+
 def pruning_curve(
     bert: LoadedBert,
     order: Sequence[tuple[int, int]],
@@ -306,21 +388,14 @@ def pruning_curve(
 ) -> PruningCurve:
     """Remove the heads of `order` ((layer, head), first to go first) cumulatively; score the
     model after the first n are gone, for every n in steps."""
-    batch = _batch(bert, similarity_pairs() if pairs is None else pairs)
-    scores = []
-    with torch.inference_mode():
-        for k, n in enumerate(steps):
-            mask = torch.ones(bert.n_layers, bert.n_heads)
-            for layer, head in order[:n]:
-                mask[layer, head] = 0.0
-            scores.append(_score(_cosines(_embed(bert, batch, mask), batch), batch.gold).spearman)
-            if progress is not None:
-                progress(k + 1, len(steps))
-    return PruningCurve(list(steps), scores)
+    pairs = similarity_pairs() if pairs is None else pairs
+    gold = np.array([g for *_, g in pairs], dtype=np.float64)
+    return curve_on(steps, curve_cosines(bert, order, steps, pairs, progress), gold)
 
 
 def order_by(importance: np.ndarray) -> list[tuple[int, int]]:
-    """Heads from least to most important (ties broken by position)."""
+    """Heads from least to most important by the signed value (for the drop: heads whose removal
+    raises the score first, then those that cost least), ties broken by position."""
     H = importance.shape[1]
     return [(int(i // H), int(i % H)) for i in np.argsort(importance, axis=None, kind="stable")]
 
@@ -331,31 +406,127 @@ def random_order(n_layers: int, n_heads: int, seed: int = 0) -> list[tuple[int, 
     return [(int(i // n_heads), int(i % n_heads)) for i in perm]
 
 
+def pair_folds(n_folds: int = 2, seed: int = 0) -> list[np.ndarray]:
+    """The bundled pairs' indices in n_folds parts of (nearly) equal size: the pairs of each kind
+    shuffled with `seed` and dealt in turn, so every part has every kind."""
+    kinds = pair_kinds()
+    rng = np.random.default_rng(seed)
+    folds: list[list[int]] = [[] for _ in range(n_folds)]
+    dealt = 0
+    for kind in sorted(set(kinds)):
+        for i in rng.permutation([i for i, k in enumerate(kinds) if k == kind]):
+            folds[dealt % n_folds].append(int(i))
+            dealt += 1
+    return [np.sort(np.array(f, dtype=int)) for f in folds]
+
+
+@dataclass
+class Fold:
+    """One part of the pairs and the pruning curves scored on it.
+
+    pairs: the indices scored on. drop: (L, H) measured on these pairs alone.
+    held_out: heads ranked (by drop) on the OTHER pairs, scored here: the honest curve.
+    in_sample: heads ranked on these same pairs, scored here: optimistic, for comparison.
+    random: one curve per seeded random order, scored here.
+    """
+
+    pairs: np.ndarray
+    drop: np.ndarray
+    held_out: PruningCurve
+    in_sample: PruningCurve
+    random: list[PruningCurve]
+
+
 @dataclass
 class HeadsStudy:
     """Everything the "Do we need every head?" page shows about the model (not the sentence):
-    importance both ways, and the pruning curves least-important-first and in random order."""
+    importance both ways on every pair, and pruning curves least-important-first (by signed drop)
+    ranked on one part of the pairs and scored on another, beside in-sample and random ones."""
 
     importance: Importance
-    pruned: PruningCurve
-    random: PruningCurve
+    folds: list[Fold]
+    seeds: tuple[int, ...]
+    tolerance: float = 0.02
+
+    def held_out_can_go(self) -> list[int]:
+        """Per fold: heads that can go, ranked on the other pairs, before Spearman drops by tolerance."""
+        return [f.held_out.can_go(self.tolerance) for f in self.folds]
+
+    def in_sample_can_go(self) -> list[int]:
+        return [f.in_sample.can_go(self.tolerance) for f in self.folds]
+
+    def random_can_go(self) -> list[int]:
+        """Every fold and seed: heads that can go in a random order."""
+        return [c.can_go(self.tolerance) for f in self.folds for c in f.random]
+
+    def ranking_agreement(self) -> float:
+        """Spearman's rho between the heads' drops measured on the first two folds: 1 = the
+        pairs rank the heads alike whichever half is used; near 0 = the ranking is noise."""
+        return float(spearmanr(self.folds[0].drop.ravel(), self.folds[1].drop.ravel()).statistic)
+
+
+def _steps(n: int, step: int) -> list[int]:
+    """0, step, 2 step, ... and n itself."""
+    steps = list(range(0, n + 1, step))
+    return steps if steps[-1] == n else [*steps, n]
 
 
 def heads_study(
-    bert: LoadedBert, step: int = 6, seed: int = 0, progress: Callable[[int, int], None] | None = None
+    bert: LoadedBert,
+    step: int = 6,
+    seeds: tuple[int, ...] = (0, 1, 2, 3),
+    random_step: int = 12,
+    n_folds: int = 2,
+    progress: Callable[[int, int], None] | None = None,
 ) -> HeadsStudy:
-    """head_importance, then pruning curves every `step` heads by least |drop| first and at random.
-    progress(done, total) counts head ablations and curve points together."""
+    """Importance on every bundled pair, then for each of n_folds parts of the pairs: the heads
+    ranked by drop (signed: heads whose removal raises the score first) on the other parts and
+    scored on this one (held out), ranked and scored on this one (in sample), every `step` heads;
+    and random orders (one per seed), every `random_step` heads. progress(done, total) counts
+    model runs."""
+    if n_folds < 2:
+        raise ValueError(f"n_folds must be at least 2 (rank on one part, score on another), got {n_folds}")
+    pairs = similarity_pairs()
     L, H = bert.n_layers, bert.n_heads
-    steps = list(range(0, L * H + 1, step))
-    steps += [] if steps[-1] == L * H else [L * H]
-    first = -(-len(similarity_pairs()) // 24) + 1 + L * H  # head_importance's own count
-    total = first + 2 * len(steps)
+    steps, random_steps = _steps(L * H, step), _steps(L * H, random_step)
+    folds = pair_folds(n_folds)
+    rest = [np.setdiff1d(np.arange(len(pairs)), f) for f in folds]
+    # with two folds, the rest of one fold is the other fold: one ranking serves both curves
+    n_rankings = n_folds if n_folds == 2 else 2 * n_folds
+    first = -(-len(pairs) // GROUP) + 1 + L * H  # _importance's model runs
+    total = first + 1 + n_rankings * (len(steps) - 2) + len(seeds) * (len(random_steps) - 2)
+    done = [0]
 
-    def part(offset: int):
-        return None if progress is None else (lambda done, _n: progress(offset + done, total))
+    def report(n: int) -> None:
+        done[0] = n
+        if progress is not None:
+            progress(n, total)
 
-    importance = head_importance(bert, progress=part(0))
-    pruned = pruning_curve(bert, order_by(importance.drop), steps, progress=part(first))
-    rand = pruning_curve(bert, random_order(L, H, seed), steps, progress=part(first + len(steps)))
-    return HeadsStudy(importance, pruned, rand)
+    def run(order: list[tuple[int, int]], at: list[int]) -> np.ndarray:
+        start = done[0]
+        return curve_cosines(bert, order, at, pairs, lambda n, _t: report(start + n), known)
+
+    importance, ablations = _importance(bert, pairs, lambda n, _t: report(n))
+    known = {0: ablations.base}  # no head removed, and every head removed: the same in any order
+    known[L * H] = curve_cosines(bert, [(l, h) for l in range(L) for h in range(H)], [L * H], pairs)[0]
+    report(first + 1)
+    ranked: dict[tuple[int, ...], np.ndarray] = {}
+    for idx in [*rest, *folds]:
+        if tuple(idx) not in ranked:
+            ranked[tuple(idx)] = run(order_by(ablations.drop(idx)), steps)
+    rand = [run(random_order(L, H, seed), random_steps) for seed in seeds]
+    gold = ablations.gold
+    return HeadsStudy(
+        importance,
+        [
+            Fold(
+                folds[f],
+                ablations.drop(folds[f]),
+                curve_on(steps, ranked[tuple(rest[f])], gold, folds[f]),
+                curve_on(steps, ranked[tuple(folds[f])], gold, folds[f]),
+                [curve_on(random_steps, c, gold, folds[f]) for c in rand],
+            )
+            for f in range(n_folds)
+        ],
+        tuple(seeds),
+    )

@@ -294,12 +294,16 @@ def test_atlas_page_measures_link_finder_and_comparison(bert):
     at.text_input(key="compare_text").input(other).run()
     no_exception(at)
     m_b = atlas.measures(bert.attend(other))
-    diff = [f for f in figures(at) if f["layout"]["title"]["text"].startswith("entropy: compared")][0]
-    np.testing.assert_allclose(plotly_array(diff["data"][0]["z"]), m_b["entropy"] - m["entropy"], atol=1e-5)
+    diff = [f for f in figures(at) if f["layout"]["title"]["text"].startswith("entropy / ln T: compared")][0]
+    expect = m_b["entropy / ln T"] - m["entropy / ln T"]
+    np.testing.assert_allclose(plotly_array(diff["data"][0]["z"]), expect, atol=1e-5)
+    assert f"Yours has {run.n_tokens} tokens, the compared sentence {bert.attend(other).n_tokens}" in " ".join(
+        c.value for c in at.caption
+    )
     assert len(at.dataframe[1].value) == 5
     info = " ".join(i.value for i in at.info)
     assert "Layer 0, head 0" in info and "attends mostly to" in info
-    assert metrics.describe(m, m["pattern"][0, 0], 0, 0) in info
+    assert metrics.describe(m, m["pattern"][0, 0], 0, 0, run.n_tokens) in info
 
 
 def test_repeated_tokens_are_distinguishable_in_every_picker():

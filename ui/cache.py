@@ -24,6 +24,7 @@ import streamlit as st
 
 from mha import atlas, bert, collapse, sharing, subspaces, task
 
+from . import server
 from .state import Inputs
 
 
@@ -76,6 +77,12 @@ class SharedStore:
         with self.lock:
             return self.computing.setdefault(key, threading.Lock())
 
+    def busy(self, key: Hashable) -> bool:
+        """Some session is computing `key` now (for a message; get_or_compute decides who computes)."""
+        with self.lock:
+            lock = self.computing.get(key)
+        return lock is not None and lock.locked()
+
     def get(self, key: Hashable) -> Any:
         with self.lock:
             if key not in self.items:
@@ -97,6 +104,11 @@ class SharedStore:
                 if old is None:
                     break
                 self.bytes -= self.items.pop(old)[1]
+
+    def entries(self) -> list[tuple[Hashable, Any]]:
+        """Every (key, value) held now, oldest first (a snapshot; no use is recorded)."""
+        with self.lock:
+            return [(k, v) for k, (v, _) in self.items.items()]
 
     def _same_group(self, a: Hashable, b: Hashable) -> bool:
         return self.group is not None and self.group(a) == self.group(b)
@@ -252,7 +264,7 @@ def cached_task_shared(
 ) -> task.TaskScore:
     """The model's Spearman on the bundled pairs with `layers` pulled towards shared projections."""
     model = load_model(model_name)
-    replace = {i: collapse.interpolate(model.scratch_layer(i), alpha, source, roles) for i in layers}
+    replace = {i: collapse.module_at(model.scratch_layer(i), alpha, source, roles) for i in layers}
     return task.evaluate(model, replace=replace)
 
 
@@ -260,3 +272,15 @@ def cached_task_shared(
 def studies() -> SharedStore:
     """The "Do we need every head?" study, once per model, for every session."""
     return SharedStore(4)
+
+
+def heads_study(model_name: str, progress: Callable[[int, int], None] | None = None) -> task.HeadsStudy:
+    """The "Do we need every head?" study of a model, computed once per process: the first
+    session computes it (on every core, progress(done, total) as it goes); a session that asks
+    meanwhile waits for that result instead of running the study again."""
+
+    def compute() -> task.HeadsStudy:
+        with server.all_cores():
+            return task.heads_study(load_model(model_name), progress=progress)
+
+    return studies().get_or_compute(model_name, compute)

@@ -26,7 +26,7 @@ def configure() -> None:
     import plotly.io
     import torch
 
-    torch.set_num_threads(int(os.environ.get("MHA_TORCH_THREADS", "1")))
+    torch.set_num_threads(server_threads())
     plotly.io.to_json({"data": [], "layout": {}})
 
 
@@ -43,18 +43,33 @@ def timed(page: str) -> Iterator[None]:
                 f.write(f"{page}\t{time.perf_counter() - started:.4f}\n")
 
 
+_cores = {"users": 0}
+_cores_lock = threading.Lock()
+
+
+def server_threads() -> int:
+    """The server's torch threads per computation: $MHA_TORCH_THREADS, default 1."""
+    return int(os.environ.get("MHA_TORCH_THREADS", "1"))
+
+
 @contextlib.contextmanager
 def all_cores() -> Iterator[None]:
-    """Every core for one long, once-per-process computation (the heads study), then back to the
-    server's one thread per computation."""
+    """Every core for long, once-per-process computations (the heads study), then back to the
+    server's threads per computation once the last such computation ends. torch's thread count
+    is global to the process: the calls are counted under a lock, so overlapping calls (two
+    studies of two models) neither restore too early nor leave the wrong count behind."""
     import torch
 
-    before = torch.get_num_threads()
-    torch.set_num_threads(os.cpu_count() or 1)
+    with _cores_lock:
+        _cores["users"] += 1
+        torch.set_num_threads(os.cpu_count() or 1)
     try:
         yield
     finally:
-        torch.set_num_threads(before)
+        with _cores_lock:
+            _cores["users"] -= 1
+            if _cores["users"] == 0:
+                torch.set_num_threads(server_threads())
 
 
 @functools.cache

@@ -10,7 +10,7 @@ from typing import Any
 
 import streamlit as st
 
-from mha import bert
+from mha import bert, collapse
 from mha.examples import EXAMPLES
 
 from .cache import cached_run, load_model
@@ -161,20 +161,44 @@ class Sharing:
     source: int | str  # the head whose slice is shared, or "mean"
     roles: tuple[str, ...]  # sorted subset of ("k", "q", "v"); may be empty
 
+    @property
+    def source_name(self) -> str:
+        """The shared slice in words."""
+        return source_name(self.source)
+
+
+def source_name(source: int | str) -> str:
+    """A shared slice in words: "the mean of all heads' slices" or "head 3's slice"."""
+    return "the mean of all heads' slices" if source == "mean" else f"head {source}'s slice"
+
+
+def _shared_toggled(prefix: str) -> None:
+    """The slider shows what is in effect: 1.0 while Shared is on, its own value back after."""
+    ss = st.session_state
+    alpha, keep = f"{prefix}_alpha", f"_{prefix}_alpha_before"
+    if ss.get(f"{prefix}_shared"):
+        ss[keep] = ss.get(alpha)
+        ss[alpha] = 1.0
+    elif ss.get(keep) is not None:
+        ss[alpha] = ss.pop(keep)
+
 
 def sharing_controls(n_heads: int, prefix: str, default_alpha: float = 0.5) -> Sharing:
     """The shared toggle, the alpha slider, the shared slice and the roles, in one row.
 
     Widget keys start with `prefix` (e.g. "collapse_alpha"), so each page keeps its own setting.
+    The shared slice is the mean of the heads' slices unless a head is chosen (collapse.DEFAULT_SOURCE).
     """
     c1, c2, c3, c4 = st.columns([1, 1.8, 1.2, 1.6])
-    shared = c1.toggle("Shared (alpha = 1)", value=False, key=f"{prefix}_shared")
+    shared = c1.toggle(
+        "Shared (alpha = 1)", value=False, key=f"{prefix}_shared", on_change=_shared_toggled, args=(prefix,)
+    )
     alpha = c2.slider(
         "alpha: distinct (0) -> shared (1)", 0.0, 1.0, default_alpha, step=0.05, disabled=shared, key=f"{prefix}_alpha"
     )
     source = c3.selectbox(
         "Shared projection",
-        [*range(n_heads), "mean"],
+        [collapse.DEFAULT_SOURCE, *(h for h in range(n_heads) if h != collapse.DEFAULT_SOURCE)],
         key=f"{prefix}_source",
         format_func=lambda s: "mean of all heads" if s == "mean" else f"head {s}'s slice",
     )
