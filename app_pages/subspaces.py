@@ -71,7 +71,12 @@ st.plotly_chart(
     width="stretch",
     key="subspaces_animation",
 )
-st.caption("Press ▶ or drag the slider: the frames are all in your browser, so it plays without the server.")
+st.caption(
+    "Press ▶ or drag the slider: the frames are all in your browser, so it plays without the server. Each frame "
+    "is turned (rotated or mirrored, per head) to match the one before, by orthogonal Procrustes, which keeps "
+    "every query-key dot product: a point moves only where the head's scores change, not because a new 2-D basis "
+    "was picked."
+)
 
 st.subheader("Many sentences, one picture per head")
 with st.spinner(f"Running {len(subspaces.pool_sentences())} more sentences through the model (once)..."):
@@ -94,7 +99,10 @@ st.plotly_chart(
 )
 st.caption(
     "As AttentionViz does for a corpus: the same picture over many sentences shows what a head's space is "
-    "organised by. Words are coloured by where they sit in their sentence (start to end); [CLS]/[SEP] and "
+    "organised by. The picture is fitted to every query-key pair of the pool, also to pairs from different "
+    "sentences that no softmax compares; the **fidelity** in each panel counts only the pairs within a sentence "
+    "(the share of their scores' energy the picture keeps). "
+    "Words are coloured by where they sit in their sentence (start to end); [CLS]/[SEP] and "
     "punctuation have their own colours. A head whose words fan out by colour reads position; one that "
     "gathers the separators apart treats them as a place to park attention."
 )
@@ -112,8 +120,12 @@ st.caption(
     f"Left: each head's $W_i^Q {{W_i^K}}^\\top$ ({C} x {C}) has at most $d_k$ = {D} directions. Right: stacked side by "
     f"side, the {H} heads' $W^Q$ need {spectra.energy_rank('query')} of {C} directions for 90 % of their "
     f"energy, $W^K$ {spectra.energy_rank('key')} (a random matrix: {spectra.energy_rank('reference')}). "
-    "The heads' subspaces are their own but partly shared (Cordonnier et al. 2020, *Multi-Head "
-    "Attention: Collaborate Instead of Concatenate*)."
+    + (
+        "Fewer than a random matrix needs: the heads' subspaces are their own but partly shared "
+        if max(spectra.energy_rank("query"), spectra.energy_rank("key")) < spectra.energy_rank("reference")
+        else "No fewer than a random matrix needs: no sign here that the heads share directions "
+    )
+    + "(Cordonnier et al. 2020, *Multi-Head Attention: Collaborate Instead of Concatenate*, found them shared)."
 )
 st.page_link(
     "app_pages/collapse.py", label="The same sharing, measured: the collapse page", icon=":material/call_merge:"

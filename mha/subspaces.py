@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from scipy.linalg import orthogonal_procrustes
 
 from .attention import MultiHeadAttention
 from .collapse import DEFAULT_SOURCE, ROLES, Source, module_at
@@ -122,6 +123,28 @@ def layer_maps(
     return head_maps(spaces, weights)
 
 
+def align(points: np.ndarray, previous: np.ndarray) -> np.ndarray:
+    """The rotation or reflection R (2, 2) that brings `points` (n, 2) closest to `previous`
+    (n, 2) (orthogonal Procrustes, scipy.linalg.orthogonal_procrustes). Applied to the queries
+    and the keys of one picture, it keeps every query . key dot product."""
+    return orthogonal_procrustes(points.astype(np.float64), previous.astype(np.float64))[0]
+
+
+def aligned_frames(frames: list[HeadMaps]) -> list[HeadMaps]:
+    """Each frame's pictures turned (per head) to match the frame before: every frame has its own
+    SVD basis and sign rule, so an axis swap or flip between frames would look like movement;
+    after alignment only real change moves a point. The first frame is kept as it is."""
+    out = [frames[0]]
+    for maps in frames[1:]:
+        prev = out[-1]
+        qs, ks = maps.queries.copy(), maps.keys.copy()
+        for h in range(qs.shape[0]):
+            r = align(np.concatenate([qs[h], ks[h]]), np.concatenate([prev.queries[h], prev.keys[h]]))
+            qs[h], ks[h] = qs[h] @ r, ks[h] @ r
+        out.append(replace(maps, queries=qs, keys=ks))
+    return out
+
+
 def alpha_frames(
     bert: LoadedBert,
     run: BertRun,
@@ -131,10 +154,12 @@ def alpha_frames(
     steps: int = 11,
 ) -> list[tuple[float, HeadMaps]]:
     """layer_maps at `steps` evenly spaced alphas from 0 (distinct) to 1 (shared), without the
-    attention weights (the frames of an animation need only the points)."""
+    attention weights (the frames of an animation need only the points), each frame aligned to
+    the one before (aligned_frames)."""
     roles = tuple(roles)
-    alphas = np.linspace(0.0, 1.0, steps)
-    return [(float(a), replace(layer_maps(bert, run, layer, float(a), source, roles), weights=None)) for a in alphas]
+    alphas = [float(a) for a in np.linspace(0.0, 1.0, steps)]
+    frames = [replace(layer_maps(bert, run, layer, a, source, roles), weights=None) for a in alphas]
+    return list(zip(alphas, aligned_frames(frames)))
 
 
 def max_map_difference(maps: HeadMaps) -> float:
@@ -226,13 +251,31 @@ def pool(bert: LoadedBert, runs: list[BertRun], layer: int) -> Pool:
 
 
 def pool_maps(p: Pool) -> HeadMaps:
-    """The 2-D picture of each head over the whole pool (the same rank-2 method)."""
+    """The 2-D picture of each head over the whole pool (the same rank-2 method, fitted to every
+    query-key pair of the pool). Its `fidelity` is the share of the energy of the within-sentence
+    scores that the picture keeps (within_fidelity): only those pairs meet in a softmax."""
     H, N, D = p.queries.shape
     scale = 1.0 / math.sqrt(D)
     qs, ks, fid = np.empty((H, N, 2), np.float32), np.empty((H, N, 2), np.float32), np.empty(H)
     for h in range(H):
-        qs[h], ks[h], fid[h] = _rank2(p.queries[h] * scale, p.keys[h])
+        qs[h], ks[h], _ = _rank2(p.queries[h] * scale, p.keys[h])
+        fid[h] = within_fidelity(p.queries[h] * scale, p.keys[h], qs[h], ks[h], p.sentence)
     return HeadMaps(qs, ks, fid)
+
+
+def within_fidelity(q: np.ndarray, k: np.ndarray, q2: np.ndarray, k2: np.ndarray, sentence: np.ndarray) -> float:
+    """1 - sum_n ||S_n - P_n||^2 / sum_n ||S_n||^2 over the sentences n of a pool: S_n = q_n k_n^T
+    are the scores within sentence n (q (N, D), k (N, D), scaled and centred), P_n = q2_n k2_n^T
+    the picture's dot products (q2, k2 (N, 2)). Pairs of tokens from different sentences, which no
+    softmax compares, do not count. For one sentence it equals the fidelity of its own picture
+    when the picture is that sentence's best rank-2 fit."""
+    residual = energy = 0.0
+    for n in np.unique(sentence):
+        i = sentence == n
+        s = q[i].astype(np.float64) @ k[i].astype(np.float64).T  # (T_n, T_n)
+        residual += float(((s - q2[i].astype(np.float64) @ k2[i].astype(np.float64).T) ** 2).sum())
+        energy += float((s**2).sum())
+    return 1.0 - residual / energy if energy > 0 else 1.0
 
 
 def token_kinds(tokens: list[str]) -> list[str]:
