@@ -58,7 +58,7 @@ else:
     )
 
 m1, m2, m3 = st.columns(3)
-m1.metric("d_model C / heads H / d_k D", f"{C} / {H} / {D}")
+m1.metric(r"$d_{model}$ C / heads H / $d_k$ D", f"{C} / {H} / {D}")
 n_dist = MultiHeadAttention.parameter_count(C, H, "distinct")
 n_shared = MultiHeadAttention.parameter_count(C, H, "shared")
 m2.metric("Parameters, distinct", f"{n_dist:,}")
@@ -71,7 +71,7 @@ k1.metric(
     help="0 = every head attends exactly alike (Clark et al. 2019's distance).",
 )
 k2.metric(
-    "Subspace overlap of W^Q slices",
+    "Subspace overlap of $W^Q$ slices",
     f"{s.measures['subspace overlap W^Q']:.2f}",
     help="Mean cos² of principal angles between heads' C x D slices; 1 = one shared subspace.",
 )
@@ -106,7 +106,7 @@ st.plotly_chart(
     plots.matrix_heatmap(
         s.q_heads_side_by_side[:MAX_SHOWN],
         shown,
-        "Q = X W^Q, split into heads",
+        "Q = X W<sup>Q</sup>, split into heads",
         boundaries=[h * D for h in range(1, H)],
     ),
     width="stretch",
@@ -130,7 +130,7 @@ st.plotly_chart(
     plots.attention_heatmap(
         tr.weights[0, head, :MAX_SHOWN, :MAX_SHOWN],
         shown,
-        f"Head {head}: softmax(Q K^T{' / sqrt(d_k)' if scale else ''})",
+        f"Head {head}: softmax(QK<sup>T</sup>{' / √d<sub>k</sub>' if scale else ''})",
     ),
     width="stretch",
 )
@@ -153,7 +153,9 @@ st.plotly_chart(
 )
 
 st.header(f"5. Mix with $W^O$ ({C} x {C}) -> output ({T} x {C})")
-st.plotly_chart(plots.matrix_heatmap(tr.output[0, :MAX_SHOWN], shown, "Output = Concat W^O + b"), width="stretch")
+st.plotly_chart(
+    plots.matrix_heatmap(tr.output[0, :MAX_SHOWN], shown, "Output = Concat W<sup>O</sup> + b"), width="stretch"
+)
 
 if s.shuffle_error is not None:
     st.info(

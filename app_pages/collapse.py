@@ -71,7 +71,7 @@ p4.metric(
     delta=f"{now.parameters - ans.params_distinct:+,} vs {ans.params_distinct:,}" if alpha == 1.0 else None,
     delta_color="off",
     help="Below alpha = 1 every head still has its own weights: only the shared structure at alpha = 1 "
-    f"drops them ({ans.params_shared:,} parameters with {', '.join('W^' + r.upper() for r in roles)} shared).",
+    f"drops them ({ans.params_shared:,} parameters with {names} shared).",
 )
 
 g1, g2 = st.columns(2)

@@ -141,7 +141,9 @@ elif step == 4:
     s = build.build_stages(model, run, layer, H)
     shown = s.tokens[:64]
     if mixed:
-        st.plotly_chart(plots.matrix_heatmap(s.trace.output[0, :64], shown, "Output = Concat W^O + b"), width="stretch")
+        st.plotly_chart(
+            plots.matrix_heatmap(s.trace.output[0, :64], shown, "Output = Concat W<sup>O</sup> + b"), width="stretch"
+        )
     else:
         st.plotly_chart(
             plots.matrix_heatmap(

@@ -217,10 +217,10 @@ if len(done) > 1:
         [
             {
                 "rung": r.name,
-                "sentence cosine, held out: converted": round(o.held_out_before, 3),
-                "uptrained": round(o.held_out_after, 3),
-                "head diversity, held out: converted": float(f"{o.diversity_before:.3g}"),
-                "uptrained ": float(f"{o.diversity_after:.3g}"),
+                "held-out sentence cosine, converted": round(o.held_out_before, 3),
+                "held-out sentence cosine, uptrained": round(o.held_out_after, 3),
+                "held-out head diversity, converted": float(f"{o.diversity_before:.3g}"),
+                "held-out head diversity, uptrained": float(f"{o.diversity_after:.3g}"),
                 "relative error after": round(o.fit.after, 3),
             }
             for r, o in done

@@ -66,16 +66,17 @@ st.plotly_chart(
     plots.subspace_animation(
         [(a, m.queries, m.keys) for a, m in frames],
         run.tokens,
-        f"Layer {layer}: {', '.join('W^' + r.upper() for r in sharing.roles)} pulled from distinct (0) to shared (1)",
+        f"Layer {layer}: {', '.join(f'W<sup>{r.upper()}</sup>' for r in 'qkv' if r in sharing.roles)} pulled "
+        "from distinct (0) to shared (1)",
     ),
     width="stretch",
     key="subspaces_animation",
 )
 st.caption(
     "Press ▶ or drag the slider: the frames are all in your browser, so it plays without the server. Each frame "
-    "is turned (rotated or mirrored, per head) to match the one before, by orthogonal Procrustes, which keeps "
-    "every query-key dot product: a point moves only where the head's scores change, not because a new 2-D basis "
-    "was picked."
+    "is turned (rotated or mirrored, per head) to match the next one, from alpha = 1 backwards, by orthogonal "
+    "Procrustes, which keeps every query-key dot product: a point moves only where the head's scores change, not "
+    "because a new 2-D basis was picked. (So the first frame may be the picture above turned or mirrored.)"
 )
 
 st.subheader("Many sentences, one picture per head")
@@ -111,7 +112,9 @@ st.subheader("The weights themselves")
 spectra = ui.cached_spectra(inp.model, layer)
 st.plotly_chart(
     plots.spectra_chart(
-        spectra.per_head, {"stacked W^Q": spectra.query, "stacked W^K": spectra.key}, spectra.reference
+        spectra.per_head,
+        {"stacked W<sup>Q</sup>": spectra.query, "stacked W<sup>K</sup>": spectra.key},
+        spectra.reference,
     ),
     width="stretch",
 )

@@ -188,7 +188,9 @@ def head_overlap(m: MultiHeadAttention, role: str) -> np.ndarray:
     H, n = m.n_heads, m.role_heads[ROLES.index(role)]
     w = getattr(m, f"{role}_proj").weight.detach().numpy()  # (n*D, C)
     group = np.arange(H) // (H // n)  # (H,) which projection head i reads
-    return metrics.subspace_overlap(w, n)[np.ix_(group, group)]
+    overlap = metrics.subspace_overlap(w, n)[np.ix_(group, group)]  # (H, H)
+    overlap[group[:, None] == group[None, :]] = 1.0  # one projection: the same subspace, exactly
+    return overlap
 
 
 def measures_from(

@@ -8,6 +8,7 @@ Colour scale: viridis (perceptually uniform, colour-blind safe).
 from __future__ import annotations
 
 import html
+import re
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -17,6 +18,11 @@ if TYPE_CHECKING:
     from .task import HeadsStudy
 
 SCALE = "Viridis"
+
+
+def sup(text: str) -> str:
+    """Plain maths in a chart label typeset as Plotly's HTML: W^Q -> W<sup>Q</sup>."""
+    return re.sub(r"\^(\w)", r"<sup>\1</sup>", text)
 
 
 def token_label(token: str) -> str:
@@ -360,7 +366,7 @@ def sweep_chart(rows: list[dict[str, float]], current: float | None = None) -> g
             go.Scatter(
                 x=alphas,
                 y=[r[key] for r in rows],
-                name=key,
+                name=sup(key),
                 mode="lines+markers",
                 yaxis="y2" if right else "y",
                 line=dict(color=HEAD_COLOURS[n], dash="dot" if right else None),
@@ -773,7 +779,12 @@ def spectra_chart(per_head: np.ndarray, stacked: dict[str, np.ndarray], referenc
     from plotly.subplots import make_subplots
 
     fig = make_subplots(
-        1, 2, subplot_titles=["Each head's W_i^Q W_i^K^T: singular values", "Stacked projections: cumulative energy"]
+        1,
+        2,
+        subplot_titles=[
+            "Each head's W<sub>i</sub><sup>Q</sup> (W<sub>i</sub><sup>K</sup>)<sup>T</sup>: singular values",
+            "Stacked projections: cumulative energy",
+        ],
     )
     for h, s in enumerate(per_head):
         fig.add_trace(

@@ -131,18 +131,19 @@ def align(points: np.ndarray, previous: np.ndarray) -> np.ndarray:
 
 
 def aligned_frames(frames: list[HeadMaps]) -> list[HeadMaps]:
-    """Each frame's pictures turned (per head) to match the frame before: every frame has its own
+    """Each frame's pictures turned (per head) to match the next frame: every frame has its own
     SVD basis and sign rule, so an axis swap or flip between frames would look like movement;
-    after alignment only real change moves a point. The first frame is kept as it is."""
-    out = [frames[0]]
-    for maps in frames[1:]:
-        prev = out[-1]
+    after alignment only real change moves a point. The last frame is kept as it is (at alpha = 1
+    with Q and K shared, its panels are one picture), and the others follow it backwards."""
+    out = [frames[-1]]
+    for maps in frames[-2::-1]:
+        nxt = out[-1]
         qs, ks = maps.queries.copy(), maps.keys.copy()
         for h in range(qs.shape[0]):
-            r = align(np.concatenate([qs[h], ks[h]]), np.concatenate([prev.queries[h], prev.keys[h]]))
+            r = align(np.concatenate([qs[h], ks[h]]), np.concatenate([nxt.queries[h], nxt.keys[h]]))
             qs[h], ks[h] = qs[h] @ r, ks[h] @ r
         out.append(replace(maps, queries=qs, keys=ks))
-    return out
+    return out[::-1]
 
 
 def alpha_frames(

@@ -257,3 +257,77 @@ def test_grouped_parameters_gradients_and_bad_group_counts():
             MultiHeadAttention(48, 6 if bad != 2.0 else 4, kv_heads=bad)
     with pytest.raises(ValueError, match="shared"):
         MultiHeadAttention(48, 6, "shared", kv_heads=2)
+
+
+def role_reference(m, x, mask=None):
+    """Any split by role through PyTorch's scaled_dot_product_attention: each role's projections
+    are repeated to the H heads (head i reads group i // (H / n)), as Hugging Face's repeat_kv."""
+    B, T, C = x.shape
+    H, D = m.n_heads, m.d_head
+
+    def heads(t):
+        n = t.shape[-1] // D
+        return t.view(B, T, n, D).transpose(1, 2).repeat_interleave(H // n, dim=1)  # (B, H, T, D)
+
+    q, k, v = heads(m.q_proj(x)), heads(m.k_proj(x)), heads(m.v_proj(x))
+    attn_mask = None if mask is None else mask.bool()[:, None, None, :]
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)  # (B, H, T, D)
+    return m.out_proj(out.transpose(1, 2).reshape(B, T, C))
+
+
+@pytest.mark.parametrize("heads", [(1, 1, 6), (1, 6, 6), (6, 6, 1), (2, 3, 6), (3, 3, 3), (1, 2, 3)])
+@pytest.mark.parametrize("padded", [False, True])
+def test_any_split_by_role_matches_pytorch_sdpa(heads, padded):
+    torch.manual_seed(sum(heads))
+    m = MultiHeadAttention(48, 6, heads=heads).eval()
+    assert tuple(p.weight.shape[0] for p in (m.q_proj, m.k_proj, m.v_proj)) == tuple(8 * g for g in heads)
+    assert m.num_parameters() == MultiHeadAttention.parameter_count(48, 6, heads=heads)
+    x = torch.randn(3, 9, 48)
+    mask = torch.ones(3, 9, dtype=torch.long)
+    mask[1, 6:] = 0
+    mask[2, 2:] = 0
+    with torch.no_grad():
+        out, w = m(x, mask if padded else None)
+        ref = role_reference(m, x, mask if padded else None)
+        tr = m.trace(x, mask if padded else None)
+    keep = mask.bool() if padded else torch.ones(3, 9, dtype=torch.bool)
+    torch.testing.assert_close(out[keep], ref[keep], **TOL)
+    torch.testing.assert_close(tr.output, out, **TOL)
+    torch.testing.assert_close(tr.weights, w, **TOL)
+
+
+def test_shared_queries_and_keys_are_one_parameter_through_training():
+    """heads=(1, 1, H): one W^Q and one W^K for every head (a C x D parameter each), a W_i^V per
+    head. Every head computes the same map, before and after an optimiser step, and the layer has
+    fewer parameters than distinct heads."""
+    C, H = 64, 8
+    m = MultiHeadAttention(C, H, heads=(1, 1, H)).train()
+    assert m.q_proj.weight.shape == m.k_proj.weight.shape == (C // H, C) and m.v_proj.weight.shape == (C, C)
+    assert m.shared_roles == ("q", "k") and m.projection == "distinct"
+    assert m.num_parameters() == 2 * (C * 8 + 8) + 2 * (C * C + C) < MultiHeadAttention.parameter_count(C, H)
+    opt = torch.optim.Adam(m.parameters(), lr=1e-2)
+    x = torch.randn(4, 7, C)
+    for _ in range(3):
+        out, w = m(x)
+        loss = out.square().mean()
+        opt.zero_grad()
+        loss.backward()
+        assert m.q_proj.weight.grad.shape == (C // H, C)  # one gradient for the one shared matrix
+        opt.step()
+    with torch.no_grad():
+        _, w = m(x)
+        heads = m.trace(x).heads  # (B, H, T, D)
+    assert torch.equal(w, w[:, :1].expand_as(w))  # the same map in every head, exactly
+    assert (heads - heads[:, :1]).abs().max() > 1e-3  # read through different values
+
+
+def test_invalid_role_splits_raise():
+    with pytest.raises(ValueError, match="heads must be three head counts"):
+        MultiHeadAttention(48, 6, heads=(4, 6, 6))
+    with pytest.raises(ValueError, match="heads must be three head counts"):
+        MultiHeadAttention(48, 6, heads=(6, 6))
+    with pytest.raises(ValueError, match="not both"):
+        MultiHeadAttention(48, 6, kv_heads=2, heads=(6, 2, 2))
+    with pytest.raises(ValueError, match="shared projection"):
+        MultiHeadAttention(48, 6, "shared", heads=(1, 1, 6))
+    assert MultiHeadAttention(48, 6, heads=(1, 1, 1)).projection == "shared"  # the same structure, one name

@@ -3,6 +3,7 @@ read-only for every session; and the real cached runs through it."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -99,3 +100,70 @@ def test_long_runs_stay_within_the_results_budget(bert):
     # the newest long sentence stays (over the budget, alone); the others went
     assert [k[1] for k in store.items if k[1] in inputs] == [inputs[-1]]
     assert store.bytes <= max(cache.RESULTS_MB * MB, run.attentions.nbytes + run.hidden_states.nbytes + MB)
+
+
+def test_two_first_visitors_run_the_heads_study_once(monkeypatch):
+    """The page checked lock.locked() and then took the lock without looking at the store again:
+    two first visitors could both run the 20-60 s study. Through ui.heads_study, one runs it and
+    the other waits for its result."""
+    from mha import task
+
+    runs, got, started = [], [], threading.Barrier(2)
+
+    def study(model, progress=None):
+        runs.append(model)
+        time.sleep(0.3)
+        return {"study": len(runs)}
+
+    monkeypatch.setattr(cache, "load_model", lambda name: f"model {name}")
+    monkeypatch.setattr(task, "heads_study", study)
+    cache.studies().items.pop("race-test", None)
+
+    def visit():
+        started.wait()
+        got.append(cache.heads_study("race-test"))
+
+    threads = [threading.Thread(target=visit) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert runs == ["model race-test"] and got[0] is got[1]
+    assert not cache.studies().busy("race-test")
+    cache.studies().items.pop("race-test", None)
+
+
+def test_overlapping_all_cores_calls_leave_the_servers_thread_count():
+    """all_cores restored the count it read in its own thread: with two overlapping calls the
+    second read the first's "all cores" and left it behind. Counted under a lock, the count goes
+    back to the server's setting when the last call ends, in either order."""
+    import torch
+
+    from ui import server
+
+    base = server.server_threads()
+    torch.set_num_threads(base)
+    every = os.cpu_count() or 1
+    for first_out in (True, False):
+        a, b = server.all_cores(), server.all_cores()
+        a.__enter__()
+        b.__enter__()
+        assert torch.get_num_threads() == every
+        (a if first_out else b).__exit__(None, None, None)
+        assert torch.get_num_threads() == every  # the other one still runs
+        (b if first_out else a).__exit__(None, None, None)
+        assert torch.get_num_threads() == base
+    results = []
+
+    def overlapping(delay):
+        with server.all_cores():
+            time.sleep(delay)
+            results.append(torch.get_num_threads())
+
+    threads = [threading.Thread(target=overlapping, args=(d,)) for d in (0.1, 0.3)]
+    for t in threads:
+        t.start()
+        time.sleep(0.05)
+    for t in threads:
+        t.join()
+    assert results == [every, every] and torch.get_num_threads() == base

@@ -45,6 +45,17 @@ def test_head_diversity_falls_monotonically_along_the_path(bert, run):
         assert js[-1] < 1e-9 and js[0] > 0.05
 
 
+def test_the_sweep_follows_the_overlap_of_every_projection(bert, run):
+    """Sharing only K and V leaves W^Q where it was: the sweep must show W^K and W^V moving, not
+    only W^Q (it followed W^Q alone, as if the three moved the same way)."""
+    sweep = collapse.alpha_sweep(bert, run, 2, "mean", ("k", "v"), steps=3)
+    q = [s["subspace overlap W^Q"] for s in sweep]
+    assert max(q) - min(q) < 1e-9  # W^Q is not shared: its overlap stays BERT's
+    for role in "KV":
+        moved = [s[f"subspace overlap W^{role}"] for s in sweep]
+        assert moved[0] < 0.5 and moved[-1] == pytest.approx(1.0)
+
+
 def test_sharing_only_q_and_k_collapses_patterns_but_not_values(bert, run):
     c = collapse.collapse_layer(bert, run, 2, 1.0, roles=("q", "k"))
     assert np.abs(c.weights - c.weights[:1]).max() < 1e-6  # same attention in every head ...
@@ -69,6 +80,32 @@ def test_shared_module_equals_interpolation_at_one_and_saves_parameters(bert, ru
     assert base.num_parameters() - shared.num_parameters() == 3 * (C * C + C) - 3 * (C * C // H + C // H)
 
 
+@pytest.mark.parametrize("roles", [("q",), ("v",), ("k", "q"), ("k", "v"), ("q", "v")])
+def test_sharing_some_roles_is_structure_not_equal_values(bert, run, roles):
+    """At alpha = 1 a shared role is ONE projection (C x D) for every head: fewer parameters,
+    and the same outputs as the interpolated module whose heads merely hold equal weights."""
+    base = bert.scratch_layer(3)
+    C, H = bert.d_model, bert.n_heads
+    shared = collapse.shared_module(base, "mean", roles)
+    assert shared.role_heads == tuple(1 if r in roles else H for r in "qkv") and shared.shared_roles == tuple(
+        r for r in "qkv" if r in roles
+    )
+    assert shared.num_parameters() == MultiHeadAttention.parameter_count(C, H, heads=shared.role_heads)
+    assert shared.num_parameters() == base.num_parameters() - len(roles) * ((C * C + C) - (C * C // H + C // H))
+    x = torch.from_numpy(run.hidden_states[3]).unsqueeze(0)
+    with torch.no_grad():
+        for got, want in zip(shared(x), collapse.interpolate(base, 1.0, "mean", roles)(x)):
+            torch.testing.assert_close(got, want, **TOL)
+    # the collapse page's module at alpha = 1 is this structure; below 1 every head keeps its weights
+    at_one = collapse.collapse_layer(bert, run, 3, 1.0, "mean", roles, overlap_roles=roles)
+    assert at_one.parameters == shared.num_parameters() < base.num_parameters()
+    assert (
+        collapse.collapse_layer(bert, run, 3, 0.5, "mean", roles, overlap_roles=()).parameters == base.num_parameters()
+    )
+    for r in roles:
+        np.testing.assert_array_equal(at_one.overlap[r], np.ones((H, H)))  # one subspace, exactly
+
+
 def test_collapse_leaves_the_source_module_and_model_untouched(bert):
     base = bert.scratch_layer(0)
     before = {k: v.clone() for k, v in base.state_dict().items()}
@@ -89,6 +126,10 @@ def test_invalid_collapse_arguments_raise():
         collapse.shared_module(m, 9)
     with pytest.raises(ValueError, match="distinct"):
         collapse.shared_module(MultiHeadAttention(32, 4, "shared"))
+    with pytest.raises(ValueError, match="distinct"):
+        collapse.interpolate(MultiHeadAttention(32, 4, kv_heads=2), 0.5)
+    with pytest.raises(ValueError, match="alpha = 0 and alpha = 1"):
+        collapse.answer([{"alpha": 0.0}, {"alpha": 0.5}], 32, 4, ("q",), 5)
 
 
 def test_encode_with_no_replacement_reproduces_bert(bert, run):
@@ -170,13 +211,16 @@ def test_answer_numbers_and_csv(bert, run):
     import pandas as pd
 
     sweep = collapse.alpha_sweep(bert, run, 2, 0, ("q", "k", "v"), steps=3)
-    a = collapse.answer(sweep, bert.d_model, bert.n_heads, ("v", "q", "k"))
+    a = collapse.answer(sweep, bert.d_model, bert.n_heads, ("v", "q", "k"), run.n_tokens)
     C, D = bert.d_model, bert.d_model // bert.n_heads
-    assert a.roles == ("k", "q", "v") and a.same_attention and a.one_head and a.rank_bound == D
+    # the bound on the rank of T identical T x D head outputs is min(T, D): 16 tokens here, not D = 32
+    assert a.roles == ("k", "q", "v") and a.same_attention and a.one_head and a.rank_bound == min(run.n_tokens, D) == 16
+    assert a.overlap_shared == {"k": 1.0, "q": 1.0, "v": 1.0} and a.rank_shared <= a.rank_bound
     assert a.diversity_bert == sweep[0]["head diversity (JS)"] > 0.05 and a.diversity_shared < 1e-9
     assert a.params_distinct == MultiHeadAttention.parameter_count(C, bert.n_heads, "distinct")
     assert a.params_shared == MultiHeadAttention.parameter_count(C, bert.n_heads, "shared")
-    kv = collapse.answer(sweep, C, bert.n_heads, ("k", "v"))
+    kv = collapse.answer(sweep, C, bert.n_heads, ("k", "v"), run.n_tokens)
+    assert set(kv.overlap_bert) == {"k", "v"}  # the overlap of what is shared, not of W^Q
     assert not kv.same_attention and not kv.one_head and kv.rank_bound is None
     assert kv.params_saved == 2 * ((C * C + C) - (C * D + D))  # only W^K and W^V (and biases) shrink
     table = pd.read_csv(io.BytesIO(collapse.sweep_csv(sweep)))

@@ -3,6 +3,7 @@ the expected answers equal to what the engine computes for that sentence; maths 
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -34,12 +35,31 @@ def feedback(at: AppTest) -> str:
     return " ".join(e.value for e in [*at.success, *at.error] if "fell from" not in e.value)
 
 
+def chart_texts(at: AppTest) -> list[str]:
+    """Every title, axis title, annotation and trace name of the page's charts."""
+    texts = []
+    for chart in at.get("plotly_chart"):
+        fig = json.loads(chart.proto.spec)
+        layout = fig.get("layout", {})
+        texts += [
+            str(v.get("title", {}).get("text", "")) for k, v in layout.items() if k.startswith(("xaxis", "yaxis"))
+        ]
+        texts += [str(layout.get("title", {}).get("text", ""))] + [
+            str(a.get("text", "")) for a in layout.get("annotations", [])
+        ]
+        texts += [str(t.get("name", "")) for t in fig.get("data", [])]
+    return texts
+
+
 def plain_maths(at: AppTest) -> list[str]:
+    """Maths written as plain text: in Markdown outside $...$, in metric labels, in charts (which
+    typeset with <sup>/<sub>)."""
     found = []
+    texts = [str(m.label) for m in at.metric] + chart_texts(at)
     for kind in ("markdown", "caption", "info", "success", "error", "warning", "header", "subheader"):
-        for e in at.get(kind):
-            text = re.sub(r"\$[^$]*\$", "", str(getattr(e, "value", "")))
-            found += PLAIN_MATHS.findall(text)
+        texts += [str(getattr(e, "value", "")) for e in at.get(kind)]
+    for text in texts:
+        found += PLAIN_MATHS.findall(re.sub(r"\$[^$]*\$", "", text))
     return found
 
 
@@ -162,3 +182,29 @@ def test_every_page_typesets_its_maths():
     for page in PAGES:
         at.switch_page(page.path).run()
         assert not plain_maths(at), (page.file, plain_maths(at))
+
+
+def test_which_roles_takes_the_least_divergence_within_a_tolerance(bert, monkeypatch):
+    """Step 6 asked for the option whose divergence was below 1e-9 and took the first: float32
+    rounding a hair above that raised IndexError. The answer is the argmin, checked against a
+    stated tolerance (collapse.SAME_TOLERANCE), which a real collapse meets."""
+    run = bert.attend("The mole on his arm was not a mole but a rare insect.")
+    choice, div = lesson.which_roles_question(bert, run, 2)
+    assert choice.options[choice.answer] == "Q and K" and div["Q and K"] < collapse.SAME_TOLERANCE
+    real = metrics.mean_off_diagonal
+    monkeypatch.setattr(metrics, "mean_off_diagonal", lambda m: real(m) + 3e-9)  # rounding noise
+    choice, div = lesson.which_roles_question(bert, run, 2)
+    assert choice.options[choice.answer] == "Q and K" and min(div.values()) == div["Q and K"] > 1e-9
+    monkeypatch.setattr(metrics, "mean_off_diagonal", lambda m: real(m) + 1e-3)  # no option collapses
+    with pytest.raises(ValueError, match="identical"):
+        lesson.which_roles_question(bert, run, 2)
+
+
+def test_sharing_feedback_counts_the_models_heads(bert):
+    run = bert.attend("Time flies like an arrow.")
+    outcome = lesson.sharing_outcome(bert, run, 1)
+    assert outcome["heads"] == bert.n_heads and outcome["parameters after"] < outcome["parameters before"]
+    right, text = lesson.prediction_feedback(1, outcome)
+    assert right and f"{bert.n_heads} copies of one head" in text and "Twelve" not in text
+    four = dict(outcome, heads=4)
+    assert "4 copies of one head" in lesson.prediction_feedback(1, four)[1]

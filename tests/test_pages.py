@@ -216,7 +216,7 @@ def test_collapse_page_measures_equal_the_engine(bert):
     for role in "qkv":
         w = getattr(moved, f"{role}_proj").weight.detach().numpy()
         np.testing.assert_allclose(
-            charts[f"Subspace overlap W^{role.upper()}"], metrics.subspace_overlap(w, bert.n_heads), atol=1e-6
+            charts[f"Subspace overlap W<sup>{role.upper()}</sup>"], metrics.subspace_overlap(w, bert.n_heads), atol=1e-6
         )
     grids = [f for f in figures(at) if f["layout"]["title"]["text"].startswith("Layer 2 at alpha")]
     assert grids, "no grid of the collapsed heads"
@@ -224,9 +224,43 @@ def test_collapse_page_measures_equal_the_engine(bert):
     at.toggle(key="collapse_shared").set_value(True).run()
     charts = collapse_charts(at)
     assert np.abs(charts["Head diversity (JS, nats)"]).max() < 1e-9
-    np.testing.assert_allclose(charts["Subspace overlap W^Q"], 1.0, atol=1e-6)
+    np.testing.assert_allclose(charts["Subspace overlap W<sup>Q</sup>"], 1.0, atol=1e-6)
     answer = " ".join(m.value for m in at.markdown if "one head computed" in m.value)
     assert "compute the same attention" in answer
+
+
+def test_collapse_answer_is_at_alpha_one_and_the_slider_shows_what_is_in_effect(bert):
+    """One statement, one setting: the answer is the shared structure (alpha = 1) whatever the
+    slider says; parameters fall only at alpha = 1; deltas point the way the numbers move; with
+    Shared on, the greyed slider shows 1.0, and its own value comes back when Shared is off."""
+    from mha import collapse
+
+    at = app(layer="1")
+    at.switch_page("app_pages/collapse.py").run()
+    assert at.selectbox(key="collapse_source").value == collapse.DEFAULT_SOURCE == "mean"
+    at.slider(key="collapse_alpha").set_value(0.5).run()
+    no_exception(at)
+    metric = {m.label: m for m in at.metric}
+    params = metric["Parameters of the layer at alpha = 0.50"]
+    assert params.value == "591,360" and not params.proto.delta  # every head still has its own weights
+    diversity = metric["Head diversity (mean JS) at alpha = 0.50"]
+    assert diversity.proto.delta.startswith("-") and "vs BERT's" in diversity.proto.delta  # lower: arrow down
+    run = bert.attend(at.session_state["text"])
+    shared = collapse.whole_model_effect(bert, run, [1], 1.0, "mean")
+    half = collapse.whole_model_effect(bert, run, [1], 0.5, "mean")
+    assert f"{shared['sentence embedding cosine']:.3f}" != f"{half['sentence embedding cosine']:.3f}"
+    (answer,) = [m.value for m in at.markdown if "parameters instead of" in m.value]
+    assert f"cosine {shared['sentence embedding cosine']:.3f} of the original" in answer
+    assert "184,800 parameters instead of 591,360 (406,560 saved)" in answer
+    at.toggle(key="collapse_shared").set_value(True).run()
+    slider = at.slider(key="collapse_alpha")
+    assert slider.value == 1.0 and slider.disabled
+    metric = {m.label: m for m in at.metric}
+    assert metric["Parameters of the layer at alpha = 1.00"].value == "184,800"
+    assert metric["Parameters of the layer at alpha = 1.00"].proto.delta.startswith("-406,560")
+    at.toggle(key="collapse_shared").set_value(False).run()
+    assert at.slider(key="collapse_alpha").value == 0.5
+    no_exception(at)
 
 
 def test_collapse_experiments_leave_no_trace_in_the_cached_model(bert):
@@ -259,7 +293,7 @@ def test_build_page_shows_the_collapse_measures():
     at.toggle(key="build_shared").set_value(True).run()
     metric = {m.label: m.value for m in at.metric}
     assert float(metric["Head diversity (mean JS between heads)"]) == 0
-    assert float(metric["Subspace overlap of W^Q slices"]) == 1
+    assert float(metric["Subspace overlap of $W^Q$ slices"]) == 1
     assert float(metric["Effective rank of the concatenation"]) <= 32
 
 
@@ -302,7 +336,7 @@ def test_atlas_page_measures_link_finder_and_comparison(bert):
     )
     assert len(at.dataframe[1].value) == 5
     info = " ".join(i.value for i in at.info)
-    assert "Layer 0, head 0" in info and "attends mostly to" in info
+    assert "Layer 0, head 0" in info and "mostly" not in info  # its largest share is 7%: not "mostly"
     assert metrics.describe(m, m["pattern"][0, 0], 0, 0, run.n_tokens) in info
 
 
@@ -408,9 +442,13 @@ def test_sharing_page_ladder_and_uptraining(bert):
         assert row["parameters (layer)"] == expect.parameters
         assert row["sentence cosine"] == pytest.approx(expect.sentence_cosine, abs=2e-3)
         assert row["head diversity (JS)"] == pytest.approx(expect.diversity, abs=2e-3)
-    answer = " ".join(m.value for m in at.markdown if "must stay distinct" in m.value)
-    mqa = sharing.rung_measures(bert, run, 5, sharing.Rung("MQA", 1, "K, V"))
-    assert f"head diversity {mqa.diversity:.3f}" in answer
+    assert not [m.value for m in at.markdown if "must stay distinct" in m.value]  # contradicted by the numbers
+    (which,) = [m.value for m in at.markdown if "Sharing **K and V** (MQA) leaves" in m.value]
+    by = {r.heads: sharing.rung_measures(bert, run, 5, r) for r in sharing.ladder(bert.n_heads)}
+    mqa, q_only, mha = by[(12, 1, 1)], by[(1, 12, 12)], by[(12, 12, 12)]
+    assert f"differ by {mha.diversity:.3f}" in which and f"leaves {mqa.diversity:.3f}" in which
+    assert f"leaves {q_only.diversity:.3f}" in which
+    assert "Only the rungs that share **both Q and K** (shared Q/K/V, shared Q, K)" in which
     # a short uptraining run, then the before/after table (kept for the next visitor)
     at.select_slider(key="sharing_steps").set_value(250).run()
     at.button(key="sharing_train").click().run()
@@ -418,30 +456,63 @@ def test_sharing_page_ladder_and_uptraining(bert):
     outcome = table_with(at, "uptrained")
     fitted = outcome.iloc[0]
     assert fitted["uptrained"] < fitted["converted"] / 2
+    caption = " ".join(c.value for c in at.caption if "steps in" in c.value)
+    held = outcome.iloc[1]
+    assert f"from {held['converted']:.3f} (converted) to {held['uptrained']:.3f} (uptrained)" in caption
     again = app(layer="5")
     again.switch_page("app_pages/sharing.py").run()
     again.select_slider(key="sharing_steps").set_value(250).run()
     assert again.button(key="sharing_train").disabled
     assert table_with(again, "uptrained").iloc[0]["uptrained"] == fitted["uptrained"]
+    # the tied rung: one W^Q and one W^K through training, so every head still computes one map
+    tied = [r for r in again.selectbox(key="sharing_rung").options if r.startswith("shared Q, K")][0]
+    again.selectbox(key="sharing_rung").select(tied).run()
+    again.button(key="sharing_train").click().run()
+    no_exception(again)
+    diversity = table_with(again, "uptrained").iloc[2]
+    assert diversity["converted"] == 0 and diversity["uptrained"] == 0
+    said = " ".join(c.value for c in again.caption if "stayed one matrix each" in c.value)
+    assert "Q and K stayed one matrix each for all 12 heads" in said and "head diversity 0.0e+00" in said
 
 
-def test_heads_needed_page_maps_curve_and_editor(bert):
+def test_heads_needed_page_maps_held_out_curves_and_editor(bert):
+    """The pruning curve is ranked on one part of the pairs and scored on another; the sentences
+    under the chart come from the held-out curves (and name the in-sample and random ones)."""
     from mha import task
+    from ui import cache
 
     at = app()
     at.switch_page("app_pages/heads_needed.py").run()
     no_exception(at)
     maps = [f for f in figures(at) if f["layout"]["title"]["text"].startswith(("Spearman lost", "Gradient importance"))]
     assert len(maps) == 2 and plotly_array(maps[0]["data"][0]["z"]).shape == (bert.n_layers, bert.n_heads)
-    curve = [f for f in figures(at) if f["layout"]["title"]["text"] == "Removing heads one after another"][0]
-    assert [t["name"] for t in curve["data"]] == ["least important first (by drop)", "random order"]
-    (said,) = [s.value for s in at.success if "heads can go" in s.value]
+    study = cache.studies().get(bert.name)
+    curve = [f for f in figures(at) if f["layout"]["title"]["text"].startswith("Removing heads one after another")][0]
+    names = [t["name"] for t in curve["data"] if t.get("name")]
+    assert names == [
+        "random orders (4 seeds x 2 parts)",
+        f"held out, part 1 ({len(study.folds[0].pairs)} pairs)",
+        f"in sample, part 1 ({len(study.folds[0].pairs)} pairs)",
+        f"held out, part 2 ({len(study.folds[1].pairs)} pairs)",
+        f"in sample, part 2 ({len(study.folds[1].pairs)} pairs)",
+    ]
+    held = [t for t in curve["data"] if str(t.get("name", "")).startswith("held out")]
+    drawn = [task.PruningCurve([int(x) for x in plotly_array(t["x"])], list(plotly_array(t["y"]))) for t in held]
+    assert [c.can_go() for c in drawn] == study.held_out_can_go()
+    (said,) = [s.value for s in at.success if "heads** can go" in s.value]
+    a, b = study.held_out_can_go()
+    assert said.startswith(f"Ranked on one part of the pairs and scored on the other, **{a} and {b} of 72 heads**")
+    assert "(in sample), {} and {}".format(*study.in_sample_can_go()) in said
+    assert f"{min(study.random_can_go())} to {max(study.random_can_go())} (8 curves" in said
+    (limits,) = [i.value for i in at.info if "can tell you" in i.value]
+    assert f"Spearman {study.ranking_agreement():.2f} between the drops" in limits
+    # each fold's curves are scored on its own pairs only: the held-out order comes from the other part
+    f0 = study.folds[0]
+    assert f0.held_out.spearman[0] == pytest.approx(
+        task.evaluate(bert, [task.similarity_pairs()[i] for i in f0.pairs]).spearman
+    )
+    assert f0.held_out.spearman != f0.in_sample.spearman
     drop = plotly_array(maps[0]["data"][0]["z"])
-    curve_x, curve_y = plotly_array(curve["data"][0]["x"]), plotly_array(curve["data"][0]["y"])
-    expect = task.PruningCurve([int(x) for x in curve_x], list(curve_y)).can_go()
-    assert said.startswith(f"{expect} of 72 heads can go")
-    base = task.evaluate(bert).spearman
-    assert curve_y[0] == pytest.approx(base, abs=1e-6)
     # the editor: remove the most needed head; the score is evaluate's for that mask
     top = tuple(int(i) for i in np.unravel_index(np.argmax(drop), drop.shape))
     at.multiselect(key="needed_remove").select(top).run()
@@ -464,7 +535,7 @@ def test_collapse_page_scores_sharing_on_the_task(bert):
     at.toggle(key="collapse_shared").set_value(True).run()
     no_exception(at)
     metric = {m.label: m.value for m in at.metric}
-    shared = task.evaluate(bert, replace={1: collapse.interpolate(bert.scratch_layer(1), 1.0, 0)}).spearman
+    shared = task.evaluate(bert, replace={1: collapse.shared_module(bert.scratch_layer(1), "mean")}).spearman
     assert float(metric["Task: Spearman on the bundled pairs"]) == pytest.approx(shared, abs=5e-4)
     answer = " ".join(m.value for m in at.markdown if "one head computed" in m.value)
     assert f"Spearman on its own task from {task.evaluate(bert).spearman:.3f} to {shared:.3f}" in answer

@@ -67,12 +67,31 @@ def test_uptraining_brings_the_layer_closer_and_is_deterministic(bert):
 
 def test_ladder_measures_on_the_real_layer(bert, run):
     rungs = sharing.ladder(bert.n_heads)
-    assert [r.name for r in rungs] == ["MHA", "GQA-6", "GQA-4", "GQA-3", "GQA-2", "MQA", "shared Q/K/V", "shared Q, K"]
+    assert [r.name for r in rungs] == [
+        "MHA",
+        "GQA-6",
+        "GQA-4",
+        "GQA-3",
+        "GQA-2",
+        "MQA",
+        "shared Q/K/V",
+        "shared Q, K",
+        "shared Q",
+    ]
     m = {r.name: sharing.rung_measures(bert, run, 4, r) for r in rungs}
+    C, H = bert.d_model, bert.n_heads
+    for r in rungs:  # every rung's count is its structure's: a shared projection is one matrix
+        layer = r.module(bert.scratch_layer(4))
+        assert layer.role_heads == r.heads, r.name
+        assert m[r.name].parameters == r.parameter_count(C) == MultiHeadAttention.parameter_count(C, H, heads=r.heads)
+    # shared Q and K with per-head V: two C x D matrices instead of two C x C (it counted as MHA's 591,360)
+    assert m["shared Q, K"].parameters == m["MHA"].parameters - 2 * ((C * C + C) - (C * 32 + 32)) == 320_320
+    assert m["shared Q, K"].kv_cache == 6 * (1 + 12) * 32 * 2  # a decoder caches one K and 12 Vs
     assert m["MHA"].drift == pytest.approx(0, abs=1e-6) and m["MHA"].sentence_cosine == pytest.approx(1, abs=1e-5)
     params = [m[n].parameters for n in ("MHA", "GQA-6", "GQA-4", "GQA-3", "GQA-2", "MQA", "shared Q/K/V")]
     assert params == sorted(params, reverse=True) and len(set(params)) == len(params)
     assert m["MQA"].parameters == MultiHeadAttention.parameter_count(384, 12, kv_heads=1)
+    assert m["shared Q"].diversity > 1e-3  # one W^Q alone: the per-head keys keep the maps apart
     assert m["MHA"].kv_cache == 2 * 6 * 12 * 32 * 2 and m["MQA"].kv_cache == m["MHA"].kv_cache // 12
     # sharing K and V keeps different maps; sharing Q and K makes them identical
     assert m["MQA"].diversity > 1e-3 and m["shared Q, K"].diversity < 1e-9 and m["shared Q/K/V"].diversity < 1e-9
@@ -83,5 +102,29 @@ def test_ladder_measures_on_the_real_layer(bert, run):
 def test_kv_cache_of_reference_decoders():
     assert sharing.kv_cache_bytes(32, 32, 128) == 512 * 1024  # a 7B model with MHA, fp16
     assert sharing.kv_cache_bytes(32, 8, 128) == 128 * 1024  # with GQA-8
-    rows = {r["model"]: r for r in sharing.cache_table()}
-    assert rows["a 7B model (32 x 32 x 128), e.g. Llama 2 7B"]["GQA-8"] == "128 KiB"
+    assert sharing.kv_cache_bytes(6, 1, 32, v_heads=12) == 6 * 13 * 32 * 2  # one K head, 12 V heads
+    rows = {r["model"]: r for r in sharing.cache_table(sharing.REFERENCE_MODELS)}
+    assert rows["a 7B model (32 x 32 x 128), e.g. Llama 2 7B"]["GQA"] == "GQA-8: 128.0 KiB (1/4)"
+    # a group count that divides each model's heads: GQA-8 does not exist for 12 heads
+    assert rows["bert-base shape (12 x 12 x 64)"]["GQA"] == "GQA-3: 9.0 KiB (1/4)"
+    for heads in range(2, 65):
+        g = sharing.gqa_groups(heads)
+        assert g is None if all(heads % d for d in range(2, heads)) else (heads % g == 0 and 1 < g < heads)
+    assert [sharing.gqa_groups(h) for h in (4, 6, 8, 12, 16, 32, 7)] == [2, 2, 2, 3, 4, 8, None]
+
+
+def test_uptraining_keeps_a_shared_projection_shared(bert):
+    """The tied rung trains as one matrix: after uptraining, every head still computes the same
+    map (head diversity exactly 0), while its per-head values have moved. With untied copies
+    (equal values in a distinct module) each head's Q/K got its own gradient and came apart."""
+    rung = next(r for r in sharing.ladder(bert.n_heads) if r.name == "shared Q, K")
+    texts = sharing.generated_sentences(64, seed=2)
+    inputs = bert.layer_inputs(texts, 5)
+    held_out = [bert.attend(t) for t in sharing.generated_sentences(4, seed=3)]
+    out = sharing.uptrain_rung(bert, 5, rung, inputs, held_out, steps=40)
+    m = out.fit.module
+    assert m.role_heads == (1, 1, bert.n_heads) and m.num_parameters() == rung.parameter_count(bert.d_model)
+    assert out.diversity_before == 0.0 and out.diversity_after == 0.0 and out.held_out_sentences == 4
+    assert out.fit.after < out.fit.before
+    converted = rung.module(bert.scratch_layer(5))
+    assert not torch.equal(m.v_proj.weight, converted.v_proj.weight)  # it did train

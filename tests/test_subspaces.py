@@ -82,13 +82,48 @@ def test_shared_queries_and_keys_give_one_picture(bert, run, roles):
     assert subspaces.max_map_difference(kv) > 0.1
 
 
+def dots(maps):
+    """Every head's query . key matrix of a picture (H, T, T): what an alignment must keep."""
+    return maps.queries.astype(np.float64) @ maps.keys.astype(np.float64).transpose(0, 2, 1)
+
+
 def test_alpha_frames_run_from_bert_to_one_picture(bert, run):
     frames = subspaces.alpha_frames(bert, run, 1, "mean", ("q", "k", "v"))
     assert [a for a, _ in frames] == pytest.approx(np.linspace(0, 1, 11))
     assert frames[0][1].weights is None
-    first = subspaces.layer_maps(bert, run, 1)
-    np.testing.assert_array_equal(frames[0][1].queries, first.queries)
+    first, last = subspaces.layer_maps(bert, run, 1), subspaces.layer_maps(bert, run, 1, 1.0, "mean")
+    np.testing.assert_allclose(dots(frames[0][1]), dots(first), atol=1e-4)  # the same picture, maybe turned
+    np.testing.assert_array_equal(frames[-1][1].queries, last.queries)  # the shared end as it is
     assert subspaces.max_map_difference(frames[-1][1]) < 1e-5 < subspaces.max_map_difference(frames[0][1])
+
+
+def test_frames_are_aligned_so_that_only_real_change_moves_a_point(bert, run):
+    """Each frame has its own SVD basis and sign rule: without alignment an axis swap or a flip
+    between two frames looks like movement. Aligned, a turned copy of the next frame lands on it,
+    every query . key product is kept, and the steps between frames shrink."""
+    rng = np.random.default_rng(0)
+    pts = rng.normal(size=(2, 5, 2)).astype(np.float32)  # (H = 2, T = 5, 2)
+    swapped = pts[..., ::-1] * np.array([1, -1], np.float32)  # axes swapped, one flipped
+    a = subspaces.HeadMaps(swapped, swapped * 0.5, np.ones(2))
+    b = subspaces.HeadMaps(pts, pts * 0.5, np.ones(2))
+    aligned = subspaces.aligned_frames([a, b])
+    np.testing.assert_allclose(aligned[0].queries, b.queries, atol=1e-6)  # the swap is gone
+    np.testing.assert_allclose(dots(aligned[0]), dots(a), atol=1e-5)
+    raw = [
+        subspaces.replace(subspaces.layer_maps(bert, run, 1, float(al), "mean"), weights=None)
+        for al in np.linspace(0, 1, 11)
+    ]
+    done = [m for _, m in subspaces.alpha_frames(bert, run, 1, "mean", ("q", "k", "v"))]
+    for r, d in zip(raw, done):
+        np.testing.assert_allclose(dots(d), dots(r), atol=1e-4)
+
+    def steps(frames):
+        return [
+            np.abs(np.concatenate([f.queries, f.keys], 1) - np.concatenate([g.queries, g.keys], 1)).max()
+            for f, g in zip(frames, frames[1:])
+        ]
+
+    assert sum(steps(done)) < 0.5 * sum(steps(raw))
 
 
 def test_weight_spectra_against_scipy(bert):
@@ -120,6 +155,18 @@ def test_pool_of_bundled_sentences(bert, run):
     np.testing.assert_allclose(p.keys[:, first].mean(1), 0, atol=1e-5)  # centred per sentence
     maps = subspaces.pool_maps(p)
     assert maps.queries.shape == (bert.n_heads, N, 2) and np.all(maps.fidelity <= 1 + 1e-9)
+    # the fidelity counts only query-key pairs within a sentence, which a softmax compares
+    h, scale = 3, 1 / np.sqrt(32)
+    residual = energy = 0.0
+    for n in range(len(runs)):
+        i = p.sentence == n
+        s = (p.queries[h, i] * scale).astype(np.float64) @ p.keys[h, i].astype(np.float64).T
+        residual += ((s - maps.queries[h, i].astype(np.float64) @ maps.keys[h, i].astype(np.float64).T) ** 2).sum()
+        energy += (s**2).sum()
+    assert maps.fidelity[h] == pytest.approx(1 - residual / energy, rel=1e-6)
+    # a pool of one sentence: the picture is that sentence's own best rank-2 fit, the same fidelity
+    alone = subspaces.pool_maps(subspaces.pool(bert, [run], 2))
+    np.testing.assert_allclose(alone.fidelity, subspaces.layer_maps(bert, run, 2).fidelity, atol=1e-5)
     assert subspaces.token_kinds(["[CLS]", "the", "##s", ",", "...", "[SEP]"]) == [
         "special",
         "word",

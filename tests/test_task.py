@@ -98,3 +98,63 @@ def test_the_cached_model_is_untouched(bert):
     task.evaluate(bert, head_mask=np.zeros((6, 12)))
     task.gradient_importance(bert, task.similarity_pairs()[::13])
     assert weights_digest(bert.model) == before
+
+
+def test_gradient_importance_against_finite_differences(bert):
+    """Michel et al.'s I_h = mean over pairs of |d loss_i / d gate_h|, checked on a few heads by
+    central differences of the task's own per-pair loss: pair i's loss depends only on its own
+    gate (one gate for both of its sentences), so a gate of 1 +- eps on head h for every sentence
+    moves each pair's loss by its own derivative."""
+    pairs = task.similarity_pairs()[::16]  # 9 pairs
+    grad = task.gradient_importance(bert, pairs)
+    gold = np.array([g for *_, g in pairs])
+    slope, intercept = np.polyfit(gold, task.evaluate(bert, pairs).per_pair, 1)
+    eps = 1e-2
+
+    def losses(layer, head, gate):
+        mask = np.ones((bert.n_layers, bert.n_heads))
+        mask[layer, head] = gate
+        cos = task.evaluate(bert, pairs, head_mask=mask).per_pair
+        return (cos - (intercept + slope * gold)) ** 2  # (P,)
+
+    for layer, head in [(0, 3), (3, 7), (5, 9)]:
+        derivative = (losses(layer, head, 1 + eps) - losses(layer, head, 1 - eps)) / (2 * eps)  # (P,)
+        fd = np.abs(derivative).mean()
+        assert grad[layer, head] == pytest.approx(fd, rel=0.03, abs=1e-5), (layer, head)
+    assert grad[5, 9] > 0
+
+
+def test_folds_and_drops_measured_on_part_of_the_pairs(bert):
+    """The heads are ranked on one part of the pairs and scored on another: the parts split the
+    pairs with every kind in each; a drop measured on a part equals evaluate on that part alone."""
+    folds = task.pair_folds(2)
+    kinds = np.array(task.pair_kinds())
+    P = len(task.similarity_pairs())
+    assert sorted(np.concatenate(folds).tolist()) == list(range(P)) and abs(len(folds[0]) - len(folds[1])) <= 1
+    assert all(set(kinds[f]) == set(kinds) for f in folds)
+    pairs = task.similarity_pairs()[::8]  # 17 pairs: the bookkeeping, not the set, is under test
+    abl = task.ablation_cosines(bert, pairs)
+    part = np.arange(0, len(pairs), 2)
+    sub = [pairs[i] for i in part]
+    mask = np.ones((bert.n_layers, bert.n_heads))
+    mask[4, 2] = 0
+    expect = task.evaluate(bert, sub).spearman - task.evaluate(bert, sub, head_mask=mask).spearman
+    assert abl.drop(part)[4, 2] == pytest.approx(expect, abs=1e-6)
+    assert abl.spearman() == pytest.approx(task.evaluate(bert, pairs).spearman, abs=1e-9)
+
+
+def test_least_important_first_is_by_signed_drop():
+    """A head whose removal raises the score (negative drop) goes before one that costs nothing."""
+    drop = np.zeros((2, 3))
+    drop[1, 2], drop[0, 1] = -0.05, 0.04
+    order = task.order_by(drop)
+    assert order[0] == (1, 2) and order[-1] == (0, 1)
+
+
+def test_held_out_curves_are_scored_on_pairs_the_ranking_never_saw():
+    gold = np.arange(8, dtype=float)
+    cos = np.array([gold, gold[::-1]])  # two points of a curve: perfect, then reversed
+    part = np.array([0, 2, 4, 6])
+    curve = task.curve_on([0, 5], cos, gold, part)
+    assert curve.removed == [0, 5] and curve.spearman == pytest.approx([1.0, -1.0])
+    assert task.curve_on([0, 5], cos, gold).spearman == pytest.approx([1.0, -1.0])

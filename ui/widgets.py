@@ -203,7 +203,12 @@ def sharing_controls(n_heads: int, prefix: str, default_alpha: float = 0.5) -> S
         format_func=lambda s: "mean of all heads" if s == "mean" else f"head {s}'s slice",
     )
     roles = c4.multiselect(
-        "Share", ["q", "k", "v"], default=["q", "k", "v"], key=f"{prefix}_roles", format_func=lambda r: f"W^{r.upper()}"
+        "Share the projections of",
+        ["q", "k", "v"],
+        default=["q", "k", "v"],
+        key=f"{prefix}_roles",
+        format_func=str.upper,
+        help="$W^Q$, $W^K$, $W^V$: which of the three every head shares.",
     )
     return Sharing(1.0 if shared else float(alpha), source, tuple(sorted(roles)))
 
