@@ -97,7 +97,7 @@ def test_bad_second_sentence(name):
         ({"model": "../../etc/passwd"}, "not on the list"),
         ({"model": "**bold** $x$"}, "not on the list"),
         ({"model": "bert-base-uncased"}, "Could not load bert-base-uncased"),
-        ({"text": "x" * 20_000}, "cut to its first 10,000 characters"),
+        ({"text": "x" * 20_000}, "cut to its first 10,000 characters (10,000 characters dropped)"),
     ],
 )
 def test_bad_url_parameters_on_every_page(params, expect):

@@ -5,6 +5,7 @@ bundled tokenizer in a local directory at test time and opened as the "local" mo
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import streamlit as st
@@ -56,3 +57,48 @@ def test_every_page_adapts_to_the_shape(local_model):
             assert len([t for t in panels["data"] if t.get("name") == "queries"]) == H
         if page.file == "heads_needed.py":
             assert at.button(key="needed_measure")  # a large model is measured only when asked
+
+
+BUNDLED_ONLY = re.compile(
+    r"(?i)twelve|\b12 (copies|different|value)|the 12 heads of layer|12 heads in layer|across the 12 heads"
+    r"|Measured on the bundled model|0\.84 -> 0\.95|fits almost exactly \(0\.99\)|15-25 s|lock onto one relation"
+)
+
+
+def page_texts(at: AppTest) -> str:
+    """Every sentence, metric and chart title on the page."""
+    texts = [m.label + " " + str(m.value) for m in at.metric]
+    for kind in ("markdown", "caption", "info", "success", "warning", "error", "subheader"):
+        texts += [str(e.value) for e in at.get(kind)]
+    for chart in at.get("plotly_chart"):
+        texts.append(str(json.loads(chart.proto.spec).get("layout", {}).get("title", {}).get("text", "")))
+    return "\n".join(texts)
+
+
+def test_no_page_quotes_the_bundled_model_on_a_four_head_model(local_model):
+    """Every count, layer and figure comes from the model on screen: on a random 4-head model no
+    page says 12 heads, quotes the bundled model's figures, or states a fact its numbers deny."""
+    name, (L, H, C) = local_model
+    if name != "odd":
+        pytest.skip("the 4-head model is the one whose counts differ from the bundled model's")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    at.query_params["model"] = "local"
+    at.run()
+    seen = {}
+    for page in PAGES:
+        at.switch_page(page.path).run()
+        if page.file == "heads_needed.py":
+            at.button(key="needed_measure").click().run()
+        if page.file == "sharing.py":
+            at.select_slider(key="sharing_steps").set_value(250).run()
+            tied = [r for r in at.selectbox(key="sharing_rung").options if r.startswith("shared Q, K")][0]
+            at.selectbox(key="sharing_rung").select(tied).run()
+            at.button(key="sharing_train").click().run()
+        if page.file == "collapse.py":
+            at.toggle(key="collapse_shared").set_value(True).run()
+        assert not at.exception, (page.file, [e.value for e in at.exception])
+        seen[page.file] = page_texts(at)
+        assert not BUNDLED_ONLY.findall(seen[page.file]), (page.file, BUNDLED_ONLY.findall(seen[page.file]))
+    assert f"one head computed {H} times" in seen["collapse.py"]
+    assert f"Q and K stayed one matrix each for all {H} heads" in seen["sharing.py"]
+    assert "heads** can go" in seen["heads_needed.py"] and f"of {L * H} heads" in seen["heads_needed.py"]

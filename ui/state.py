@@ -119,7 +119,7 @@ def init_state() -> None:
         if name in params:
             ss[name], cut = bert.clean_text(params[name])
             if cut:
-                notice(f"The link's text was cut to its first {MAX_CHARS:,} characters.")
+                notice(f"The link's text was cut to its first {MAX_CHARS:,} characters ({cut:,} characters dropped).")
     if "model" in params:
         names = [s.name for s in bert.available_models()]
         if params["model"] in names:
