@@ -40,6 +40,12 @@ if study is None:
     bar.empty()
     note.empty()
 imp = study.importance
+if study.origin == "shipped":
+    st.caption(
+        "Everything on this page but the editor was computed once by `scripts/heads_study.py` on exactly this "
+        "model's weights and these pairs (checked when the page loads it), so no visitor waits for it; "
+        "`tests/test_task.py` computes part of it again."
+    )
 
 st.subheader("What each head is worth")
 hover = [

@@ -1,6 +1,8 @@
 """Budget of the head atlas on the bundled model (model loaded, no cache): every per-head
 measure and pattern label for all heads, plus rollout and value-weighted attention for one token.
-Targets: <= 0.3 s at 128 tokens, <= 2 s at 512.
+Targets: <= 0.3 s at 128 tokens, <= 2 s at 512. Then the figures the README quotes, on the
+bundled example sentences: the heads that read the previous and the next token most, and where
+the heads labelled "vertical" put their weight ([CLS] or [SEP]).
 
     python bench/bench_atlas.py [--runs 7]
 """
@@ -14,8 +16,11 @@ import time
 from common import sentence, server_threads
 
 server_threads()
+import numpy as np  # noqa: E402
+
 from mha import atlas  # noqa: E402
 from mha.bert import load_bert  # noqa: E402
+from mha.examples import EXAMPLES  # noqa: E402
 
 BUDGET = {128: 0.3, 512: 2.0}
 
@@ -41,6 +46,20 @@ def main() -> None:
             t_all.append(t2 - t0)
         a, b = statistics.median(t_m), statistics.median(t_all)
         print(f"{T:>6} {a:>10.3f} {b:>15.3f} {budget:>8.1f}  {'OK' if b <= budget else 'OVER'}")
+    for name, text in EXAMPLES.items():
+        m = atlas.measures(bert.attend(text))
+        found = []
+        for key in ("to previous", "to next"):
+            lh = np.unravel_index(m[key].argmax(), m[key].shape)
+            found.append(f"{key}: layer {lh[0]}, head {lh[1]} ({m[key][lh]:.0%})")
+        vertical = m["pattern"] == "vertical"
+        cls, sep = m["to [CLS]"][vertical], m["to [SEP]"][vertical]
+        if vertical.any():
+            found.append(
+                f"{vertical.sum()} vertical heads, {(cls > sep).sum()} read [CLS] more than [SEP] "
+                f"(mean {cls.mean():.0%} against {sep.mean():.0%})"
+            )
+        print(f"{name}: " + "; ".join(found))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ Parts, median of --runs:
 - head diversity (Jensen-Shannon between every two heads) against scipy's jensenshannon, the
   reference, on the same attention: the ratio
 - the whole-model effect (one layer shared, every layer shared)
+- the task with Q, K and V shared in one layer or every layer (the README's Spearman figures)
 The page: a new sentence on the collapse page, through Streamlit's AppTest (server-side time of
 the whole script, every cache cold for that sentence): target <= 2 s at 512 tokens; with
 --browser also typed in a real browser, until the page is drawn.
@@ -101,6 +102,26 @@ def browser_seconds(T: int, runs: int) -> list[float]:
     return times
 
 
+def task_figures(bert) -> None:
+    """The README's figures: the model's Spearman on the bundled pairs with Q, K and V shared
+    (alpha = 1) in layer 0 and in every layer, for the mean slice (the default) and head 0's, and
+    the lesson sentence's embedding cosine when every layer shares."""
+    from mha import task
+    from mha.examples import DEFAULT_TEXT
+
+    base = task.evaluate(bert).spearman
+    lesson = bert.attend(DEFAULT_TEXT)
+    print(f"task: Spearman on the bundled pairs {base:.3f}; with Q, K and V shared (alpha = 1):")
+    for source in ("mean", 0):
+        for layers in ([0], list(range(bert.n_layers))):
+            replace = {i: collapse.shared_module(bert.scratch_layer(i), source) for i in layers}
+            score = task.evaluate(bert, replace=replace).spearman
+            cos = collapse.whole_model_effect(bert, lesson, layers, 1.0, source)["sentence embedding cosine"]
+            where = "layer 0" if layers == [0] else "every layer"
+            slice_ = "the mean slice" if source == "mean" else f"head {source}'s slice"
+            print(f"  {slice_:<16} in {where:<11}: Spearman {score:.3f}; the lesson sentence's cosine {cos:.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
@@ -121,6 +142,7 @@ def main() -> None:
         ours, ref = measured["head diversity (ours)"], measured["head diversity (scipy reference)"]
         err = np.abs(metrics.head_diversity(w) - scipy_diversity(w)).max()
         print(f"  head diversity: {ref / ours:.1f}x faster than scipy, max difference {err:.1e}")
+    task_figures(bert)
     for T, budget in ((128, 1.0), (512, 2.0)):
         times = page_seconds(T, args.runs)
         med = statistics.median(times)

@@ -41,7 +41,7 @@ def main() -> None:
         totals.append(total)
         gaps.append(gap)
         firsts.append(first)
-    acc = {k: f"{m.final_accuracy:.1%}" for k, m in models.items()}
+    acc = {k: f"{m.final_accuracy:.2%}" for k, m in models.items()}
     print(f"default experiment {s}")
     print(f"wall time median {statistics.median(totals):.1f} s (max {max(totals):.1f}; target <= 45)")
     print(f"longest gap between progress updates {max(gaps) * 1e3:.0f} ms (target <= 1000)")

@@ -1,6 +1,7 @@
 """What may be shared: the ladder's measures for one layer at 128 tokens (<= 1 s), and the
 uptraining of layer 5 for every rung (each run <= 60 s, a progress update at least every second),
-with the held-out sentence cosine before and after (the figures the README and the page quote).
+with the held-out sentence cosine and head diversity before and after (the README's figures), and
+the ladder's measures on the lesson's sentence in every layer (which projections must differ).
 
     python bench/bench_sharing.py [--steps 1000] [--layer 5]
 """
@@ -16,6 +17,7 @@ server_threads()
 
 from mha import sharing, subspaces  # noqa: E402
 from mha.bert import load_bert  # noqa: E402
+from mha.examples import DEFAULT_TEXT  # noqa: E402
 
 
 def main() -> None:
@@ -35,11 +37,18 @@ def main() -> None:
         "(budget 1.0)"
     )
     for m in ladder():
+        assert m.parameters == m.rung.parameter_count(bert.d_model), m.rung.name  # the structure's count
         print(
-            f"  {m.rung.name:<13} params {m.parameters:>7,}  cache {m.kv_cache / 1024:5.1f} KiB  drift "
+            f"  {m.rung.name:<13} Q/K/V projections {'/'.join(str(g) for g in m.rung.heads):<8} params "
+            f"{m.parameters:>7,}  cache {m.kv_cache / 1024:5.1f} KiB  drift "
             f"{m.drift:.3f}  diversity {m.diversity:.3f}  layer cos {m.layer_cosine:.3f}  sentence cos "
             f"{m.sentence_cosine:.3f}"
         )
+    lesson = bert.attend(DEFAULT_TEXT)
+    print("head diversity on the lesson's sentence, layers 0-5, no training (mean-pooled slices):")
+    for rung in rungs:
+        div = [sharing.rung_measures(bert, lesson, layer, rung).diversity for layer in range(bert.n_layers)]
+        print(f"  {rung.name:<13} {' '.join(f'{d:.3f}' for d in div)}  (range {min(div):.3f}-{max(div):.3f})")
     t0 = time.perf_counter()
     inputs = bert.layer_inputs(sharing.generated_sentences(), args.layer)
     held_out = [bert.attend(t) for t in subspaces.pool_sentences()]
@@ -62,9 +71,11 @@ def main() -> None:
         gap = max(b - a for a, b in zip(stamps, stamps[1:]))
         verdict = "OK" if out.fit.seconds <= 60 and gap <= 1.0 else "OVER"
         print(
-            f"  {rung.name:<13} converted {out.held_out_before:.3f} -> uptrained {out.held_out_after:.3f};  "
-            f"relative error {out.fit.before:.3f} -> {out.fit.after:.3f};  {out.fit.seconds:.1f} s, "
-            f"longest gap between updates {gap:.2f} s  {verdict}"
+            f"  {rung.name:<13} ({'/'.join(str(g) for g in rung.heads)}, {out.fit.module.num_parameters():,} "
+            f"parameters) sentence cosine converted {out.held_out_before:.3f} -> uptrained {out.held_out_after:.3f}; "
+            f"head diversity {out.diversity_before:.3g} -> {out.diversity_after:.3g}; relative error "
+            f"{out.fit.before:.3f} -> {out.fit.after:.3f}; {out.fit.seconds:.1f} s, longest gap between updates "
+            f"{gap:.2f} s  {verdict}"
         )
 
 

@@ -10,6 +10,8 @@ altered projections go through `scratch_layer`, which copies the weights.
 from __future__ import annotations
 
 import copy
+import functools
+import hashlib
 import os
 import socket
 import threading
@@ -182,6 +184,14 @@ class BertRun:
         return len(self.tokens)
 
 
+def weights_digest(model: torch.nn.Module) -> str:
+    """A SHA-256 of every weight of a torch module, by name: equal digests, bit-identical weights."""
+    h = hashlib.sha256()
+    for k, v in model.state_dict().items():
+        h.update(k.encode() + v.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
 class LoadedBert:
     """A Hugging Face BertModel (eager attention, eval mode) with its tokenizer. Read-only."""
 
@@ -195,6 +205,11 @@ class LoadedBert:
         # the fast tokenizer keeps truncation settings in shared mutable state: one caller at a time
         self._tokenizer_lock = threading.Lock()
         self._templates: dict[int, MultiHeadAttention] = {}  # scratch_layer's copies come from here
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """weights_digest of the model, once (the model is read-only)."""
+        return weights_digest(self.model)
 
     def encode(self, text: str, text_b: str | None = None) -> tuple[dict, int]:
         """Tokenize (truncating to the model's maximum); returns (encoding, tokens dropped)."""

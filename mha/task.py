@@ -16,6 +16,8 @@ Shapes: N sentences, P pairs, T tokens, C = d_model, L layers, H heads.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -441,12 +443,14 @@ class Fold:
 class HeadsStudy:
     """Everything the "Do we need every head?" page shows about the model (not the sentence):
     importance both ways on every pair, and pruning curves least-important-first (by signed drop)
-    ranked on one part of the pairs and scored on another, beside in-sample and random ones."""
+    ranked on one part of the pairs and scored on another, beside in-sample and random ones.
+    origin: "computed" here, or "shipped" (data/heads_study.json, see shipped_study)."""
 
     importance: Importance
     folds: list[Fold]
     seeds: tuple[int, ...]
     tolerance: float = 0.02
+    origin: str = "computed"
 
     def held_out_can_go(self) -> list[int]:
         """Per fold: heads that can go, ranked on the other pairs, before Spearman drops by tolerance."""
@@ -471,12 +475,15 @@ def _steps(n: int, step: int) -> list[int]:
     return steps if steps[-1] == n else [*steps, n]
 
 
+STUDY = {"step": 6, "seeds": (0, 1, 2, 3), "random_step": 12, "n_folds": 2}  # heads_study's settings
+
+
 def heads_study(
     bert: LoadedBert,
-    step: int = 6,
-    seeds: tuple[int, ...] = (0, 1, 2, 3),
-    random_step: int = 12,
-    n_folds: int = 2,
+    step: int = STUDY["step"],
+    seeds: tuple[int, ...] = STUDY["seeds"],
+    random_step: int = STUDY["random_step"],
+    n_folds: int = STUDY["n_folds"],
     progress: Callable[[int, int], None] | None = None,
 ) -> HeadsStudy:
     """Importance on every bundled pair, then for each of n_folds parts of the pairs: the heads
@@ -530,3 +537,84 @@ def heads_study(
         ],
         tuple(seeds),
     )
+
+
+# ---------------------------------------------------------------- the study shipped with the package
+
+STUDY_FILE = "data/heads_study.json"  # written by scripts/heads_study.py
+
+
+def study_stamp(bert: LoadedBert) -> dict:
+    """What a stored study must have been computed on: the model's name and weights, the pairs
+    file and the study's settings. A shipped study is used only where all of them are equal."""
+    pairs = resources.files("mha").joinpath("data/similarity_pairs.tsv").read_bytes()
+    return {
+        "model": bert.name,
+        "weights": bert.digest,
+        "pairs": hashlib.sha256(pairs).hexdigest(),
+        "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in STUDY.items()},
+    }
+
+
+def _curve(c: PruningCurve) -> dict:
+    return {"removed": c.removed, "spearman": c.spearman}
+
+
+def study_to_json(study: HeadsStudy, stamp: dict) -> str:
+    """The study as JSON, with the stamp it was computed under."""
+    imp = study.importance
+    body = {
+        "stamp": stamp,
+        "importance": {"drop": imp.drop.tolist(), "gradient": imp.gradient.tolist(), "base": imp.base},
+        "seeds": list(study.seeds),
+        "tolerance": study.tolerance,
+        "folds": [
+            {
+                "pairs": f.pairs.tolist(),
+                "drop": f.drop.tolist(),
+                "held_out": _curve(f.held_out),
+                "in_sample": _curve(f.in_sample),
+                "random": [_curve(c) for c in f.random],
+            }
+            for f in study.folds
+        ],
+    }
+    return json.dumps(body, indent=1)
+
+
+def study_from_json(text: str) -> tuple[HeadsStudy, dict]:
+    """(the study, the stamp it was computed under) from study_to_json's text."""
+    body = json.loads(text)
+    imp = body["importance"]
+
+    def curve(c: dict) -> PruningCurve:
+        return PruningCurve([int(n) for n in c["removed"]], [float(v) for v in c["spearman"]])
+
+    folds = [
+        Fold(
+            np.array(f["pairs"], dtype=int),
+            np.array(f["drop"]),
+            curve(f["held_out"]),
+            curve(f["in_sample"]),
+            [curve(c) for c in f["random"]],
+        )
+        for f in body["folds"]
+    ]
+    study = HeadsStudy(
+        Importance(np.array(imp["drop"]), np.array(imp["gradient"]), float(imp["base"])),
+        folds,
+        tuple(body["seeds"]),
+        float(body["tolerance"]),
+        "shipped",
+    )
+    return study, body["stamp"]
+
+
+def shipped_study(bert: LoadedBert) -> HeadsStudy | None:
+    """The study shipped with the package for this model, if it was computed on exactly these
+    weights, these pairs and these settings (study_stamp); else None (compute it)."""
+    path = resources.files("mha").joinpath(STUDY_FILE)
+    if not path.is_file():
+        return None
+    study, stamp = study_from_json(path.read_text(encoding="utf-8"))
+    return study if stamp == study_stamp(bert) else None

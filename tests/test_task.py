@@ -158,3 +158,42 @@ def test_held_out_curves_are_scored_on_pairs_the_ranking_never_saw():
     curve = task.curve_on([0, 5], cos, gold, part)
     assert curve.removed == [0, 5] and curve.spearman == pytest.approx([1.0, -1.0])
     assert task.curve_on([0, 5], cos, gold).spearman == pytest.approx([1.0, -1.0])
+
+
+def test_the_shipped_study_is_this_models_own(bert):
+    """The study shipped in mha/data (scripts/heads_study.py) is used only for the weights, pairs
+    and settings it was computed on; part of it is computed again here and must agree."""
+    study = task.shipped_study(bert)
+    assert study is not None and study.origin == "shipped", "run scripts/heads_study.py after changing the study"
+    pairs = task.similarity_pairs()
+    folds = task.pair_folds(task.STUDY["n_folds"])
+    assert all(np.array_equal(f.pairs, idx) for f, idx in zip(study.folds, folds))
+    assert study.importance.base == pytest.approx(task.evaluate(bert).spearman, abs=1e-6)
+    batch = task._batch(bert, pairs)
+    gold = batch.gold
+    with torch.inference_mode():
+        base = task._cosines(task._embed(bert, batch), batch).double().numpy()
+        for layer, head in [(0, 2), (3, 7), (5, 9)]:  # the drop of three heads, on every pair and on each part
+            mask = torch.ones(bert.n_layers, bert.n_heads)
+            mask[layer, head] = 0
+            cos = task._cosines(task._embed(bert, batch, mask), batch).double().numpy()
+            abl = task.Ablations(base, cos[None, None], gold)
+            assert study.importance.drop[layer, head] == pytest.approx(abl.drop()[0, 0], abs=1e-5)
+            for f in study.folds:
+                assert f.drop[layer, head] == pytest.approx(abl.drop(f.pairs)[0, 0], abs=1e-5)
+    # one point of a held-out curve: ranked by the other part's stored drops, scored on this part
+    order = task.order_by(study.folds[1].drop)
+    cos = task.curve_cosines(bert, order, [24], pairs)
+    assert study.folds[0].held_out.spearman[4] == pytest.approx(
+        task.curve_on([24], cos, gold, folds[0]).spearman[0], abs=1e-5
+    )
+    cos = task.curve_cosines(bert, task.random_order(bert.n_layers, bert.n_heads, study.seeds[0]), [12], pairs)
+    assert study.folds[1].random[0].spearman[1] == pytest.approx(
+        task.curve_on([12], cos, gold, folds[1]).spearman[0], abs=1e-5
+    )
+    # anything else: computed, never the shipped figures
+    other = LoadedBert("another model", bert.model, bert.tokenizer)
+    assert task.shipped_study(other) is None
+    text = task.study_to_json(study, task.study_stamp(bert))
+    again, stamp = task.study_from_json(text)
+    assert stamp == task.study_stamp(bert) and again.held_out_can_go() == study.held_out_can_go()

@@ -275,12 +275,17 @@ def studies() -> SharedStore:
 
 
 def heads_study(model_name: str, progress: Callable[[int, int], None] | None = None) -> task.HeadsStudy:
-    """The "Do we need every head?" study of a model, computed once per process: the first
-    session computes it (on every core, progress(done, total) as it goes); a session that asks
-    meanwhile waits for that result instead of running the study again."""
+    """The "Do we need every head?" study of a model, once per process: the one shipped with the
+    package if it was computed on exactly this model (task.shipped_study), else computed by the
+    first session that asks (on every core, progress(done, total) as it goes); a session that
+    asks meanwhile waits for that result instead of running the study again."""
 
     def compute() -> task.HeadsStudy:
+        model = load_model(model_name)
+        shipped = task.shipped_study(model)
+        if shipped is not None:
+            return shipped
         with server.all_cores():
-            return task.heads_study(load_model(model_name), progress=progress)
+            return task.heads_study(model, progress=progress)
 
     return studies().get_or_compute(model_name, compute)
