@@ -149,7 +149,7 @@ def _embed(
     for n, (ids, types, mask) in enumerate(batch.chunks):
         h = entering[n][start] if entering is not None else bert.model.embeddings(input_ids=ids, token_type_ids=types)
         states, _ = bert.run_layers(h, mask, replace, head_mask, start=start)
-        pooled.append(_pool(states[-1], mask))
+        pooled.append(_pool(states[-1] if states else h, mask))  # start = L: h is the last states
     return torch.cat(pooled)  # (N, C)
 
 
@@ -162,6 +162,15 @@ def _check_mask(bert: LoadedBert, head_mask) -> torch.Tensor | None:
     return m
 
 
+@lru_cache(maxsize=1)
+def _bundled_states(bert: LoadedBert) -> tuple[_Batch, list[list[torch.Tensor]]]:
+    """The bundled pairs' batch and the hidden states entering every layer (_entering), once per
+    model (the last one asked for): a layer replaced at l needs only layers l.. run again."""
+    batch = _batch(bert, similarity_pairs())
+    with torch.inference_mode():
+        return batch, _entering(bert, batch)
+
+
 @torch.inference_mode()
 def evaluate(
     bert: LoadedBert,
@@ -171,9 +180,16 @@ def evaluate(
 ) -> TaskScore:
     """The model's Spearman on `pairs` (None = the bundled set), with the heads where head_mask
     (L, H) is 0 removed (output zero before W^O) and the layers in `replace` computed by the given
-    modules. One batch of the distinct sentences; the cached model is only read."""
-    batch = _batch(bert, similarity_pairs() if pairs is None else pairs)
-    emb = _embed(bert, batch, _check_mask(bert, head_mask), replace)
+    modules. One batch of the distinct sentences; the cached model is only read. On the bundled
+    set without a head mask, the layers before the first replaced one are not run again."""
+    mask = _check_mask(bert, head_mask)
+    if pairs is None and mask is None:
+        batch, entering = _bundled_states(bert)
+        start = min(replace) if replace else bert.n_layers
+        emb = _embed(bert, batch, None, replace, start=start, entering=entering)
+    else:
+        batch = _batch(bert, similarity_pairs() if pairs is None else pairs)
+        emb = _embed(bert, batch, mask, replace)
     return _score(_cosines(emb, batch), batch.gold)
 
 

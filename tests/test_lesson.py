@@ -15,6 +15,7 @@ from mha import atlas, build, collapse, lesson, metrics, subspaces
 
 SECOND = "Yesterday the old fisherman sold three silver fish to a hungry cat."
 PLAIN_MATHS = re.compile(r"W_\{?\w+\}?\^|W\^[QKVO]|\b[QKV]_i\b|\^T\b|sqrt\(|softmax\(|\bd_k\b|d_model")
+PLAIN_CHART = re.compile(r"W_\{?\w+\}?\^|\^|\b[QKV]_i\b|sqrt\(|\bd_k\b|d_model")  # charts use <sup>, <sub>
 
 
 def app(**params) -> AppTest:
@@ -54,8 +55,8 @@ def chart_texts(at: AppTest) -> list[str]:
 def plain_maths(at: AppTest) -> list[str]:
     """Maths written as plain text: in Markdown outside $...$, in metric labels, in charts (which
     typeset with <sup>/<sub>)."""
-    found = []
-    texts = [str(m.label) for m in at.metric] + chart_texts(at)
+    found = [hit for text in chart_texts(at) for hit in PLAIN_CHART.findall(text)]
+    texts = [str(m.label) for m in at.metric]
     for kind in ("markdown", "caption", "info", "success", "error", "warning", "header", "subheader"):
         texts += [str(getattr(e, "value", "")) for e in at.get(kind)]
     for text in texts:
