@@ -3,9 +3,9 @@
 import streamlit as st
 
 import ui
-from mha import MultiHeadAttention, plots
+from mha import MultiHeadAttention, collapse, plots
 from mha.attention import valid_head_counts
-from mha.build import build_stages
+from mha.build import PERMUTED, build_stages
 
 MAX_SHOWN = 64  # token rows drawn per matrix; the computation always uses all tokens
 
@@ -31,7 +31,11 @@ H = c3.selectbox(
     help=f"Only divisors of d_model = {C} split it evenly into heads of D = C / H.",
 )
 t1, t2, t3, t4 = st.columns(4)
-shared = t1.toggle("Shared Q/K/V", key="build_shared", help="Every head uses one $W^Q, W^K, W^V$ (head 0's slice).")
+shared = t1.toggle(
+    "Shared Q/K/V",
+    key="build_shared",
+    help="Every head uses one $W^Q, W^K, W^V$: the mean of the heads' slices, as on the collapse page.",
+)
 scale = t2.toggle(r"Divide by $\sqrt{d_k}$", value=True, key="build_scale")
 shuffle = t3.toggle(
     "Shuffle the words", key="build_shuffle", help="Permute the input tokens (no position information)."
@@ -78,7 +82,7 @@ k2.metric(
 k3.metric(
     "Effective rank of the concatenation",
     f"{s.measures['effective rank']:.1f}",
-    help=f"At most D = {D} when all heads share Q, K and V.",
+    help=f"At most min(T, $d_k$) = {min(T, D)} when all heads share Q, K and V.",
 )
 st.page_link(
     "app_pages/collapse.py",
@@ -140,7 +144,9 @@ st.plotly_chart(plots.head_grid(tr.weights[0], f"Attention weights of all {H} he
 if shared:
     st.warning(
         f"Shared projections: every head computes the same map (max difference between heads "
-        f"{s.head_spread:.1e}). {H} heads, one point of view.",
+        f"{s.head_spread:.1e}). {H} heads, one point of view."
+        if s.head_spread < collapse.SAME_WEIGHTS
+        else f"Shared projections, yet the heads' maps differ by up to {s.head_spread:.1e}.",
         icon=":material/call_merge:",
     )
 
@@ -161,6 +167,8 @@ if s.shuffle_error is not None:
     st.info(
         f"Shuffled input: every token's output is the same as before, only reordered "
         f"(max difference {s.shuffle_error:.1e}). Attention alone ignores word order; BERT adds learned "
-        "position embeddings before layer 0 to know it (next lesson: positional encodings).",
+        "position embeddings before layer 0 to know it (next lesson: positional encodings)."
+        if s.shuffle_error < PERMUTED
+        else f"Shuffled input: the outputs differ from the reordered ones by up to {s.shuffle_error:.1e}.",
         icon=":material/shuffle:",
     )

@@ -1,4 +1,4 @@
-"""Shared Q/K/V: give every head one projection, on real BERT weights, and watch the heads collapse."""
+"""Shared Q/K/V: give every head one projection, on the model's real weights, and watch the heads collapse."""
 
 import numpy as np
 import streamlit as st
@@ -9,7 +9,7 @@ from mha import collapse, plots
 st.title("Shared Q/K/V: watch the heads collapse")
 st.markdown(
     "The check question: to *save parameters*, give every head the **same** $W^Q$, $W^K$ and $W^V$. "
-    "Here you do it on BERT's real weights, on BERT's real input to the layer, and measure what "
+    "Here you do it on the model's real weights, on its real input to the layer, and measure what "
     "is left. alpha pulls every head's slice towards the shared one: "
     r"$W_i(\alpha) = (1 - \alpha)\, W_i + \alpha\, W_{shared}$."
 )
@@ -153,7 +153,9 @@ st.markdown(
     + f"The layer has {ans.params_shared:,} parameters instead of {ans.params_distinct:,} ({ans.params_saved:,} "
     "saved), "
     + (
-        f"but what remains is one head computed {H} times: a single-head attention that costs more. "
+        f"but what remains is one head computed {H} times: a single head of width {D} would need a "
+        f"{D} x {C} $W^O$ instead of {C} x {C} ({C * C - D * C:,} fewer parameters) and one attention map instead "
+        f"of {H}. "
         if ans.one_head and same
         else "and the heads attend alike but still write different values. "
         if same

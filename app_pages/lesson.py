@@ -206,8 +206,9 @@ elif step == 6:
         f"{ui.source_name(collapse.DEFAULT_SOURCE)}, as on the collapse page.",
     )
     if prediction is not None and shared:
-        out = lesson.sharing_outcome(model, run, layer)
+        before = ui.cached_collapse(inp, layer, 0.0, collapse.DEFAULT_SOURCE, ("k", "q", "v"))
         c = ui.cached_collapse(inp, layer, 1.0, collapse.DEFAULT_SOURCE, ("k", "q", "v"))
+        out = lesson.sharing_outcome(before, c)
         g1, g2 = st.columns(2)
         g1.plotly_chart(plots.head_grid(run.attentions[layer], f"Layer {layer}: BERT's own heads"), width="stretch")
         shared_title = f"Layer {layer}: one shared W<sup>Q</sup>, W<sup>K</sup>, W<sup>V</sup>"
@@ -216,7 +217,7 @@ elif step == 6:
         k1.metric(
             "Head diversity (mean JS)",
             f"{out['diversity after']:.1e}",
-            delta=f"BERT: {out['diversity before']:.3f}",
+            delta=f"{out['diversity after'] - out['diversity before']:+.3f} vs BERT's {out['diversity before']:.3f}",
             delta_color="off",
         )
         k2.metric("Largest difference between heads", f"{out['max difference between heads']:.1e}")

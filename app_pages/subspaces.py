@@ -4,7 +4,7 @@ folds every head's picture into one."""
 import streamlit as st
 
 import ui
-from mha import atlas, plots, subspaces
+from mha import atlas, collapse, plots, subspaces
 
 st.title("Subspaces: each head's own view of your sentence")
 st.markdown(
@@ -51,6 +51,8 @@ if {"q", "k"} <= set(sharing.roles) and sharing.alpha == 1.0:
         f"{spread:.1e}). The heads look at the sentence through one lens, so they attend alike.",
         icon=":material/call_merge:",
     )
+elif spread < collapse.SAME_WEIGHTS:
+    st.info(f"All {H} panels are the same picture here (max difference between panels {spread:.1e}).")
 else:
     st.info(
         f"{H} different pictures (max difference between panels {spread:.2f}): the same word lands in "

@@ -3,16 +3,16 @@
 import streamlit as st
 
 import ui
+from mha import collapse, plots
 from mha import experiment as ex
-from mha import plots
 
 st.title("Why many heads: train them and see")
 st.markdown(
-    "Each position must report the tokens at several fixed relations at once: 1, 2 and 3 "
-    "positions back, and the first token of the sequence. One head gives each position a single "
-    "weighted average, so it cannot fetch four different tokens at once. Five models of the "
-    "same width are trained side by side on the same batches: **distinct** heads; heads that keep "
-    "their own $W_i^Q$ but share K and V in 2 groups (**grouped**, Ainslie et al. 2023) or all together "
+    "Each position must report the tokens at up to four fixed relations at once (1, 2 and 3 positions back, "
+    "and the first token of the sequence; the slider below chooses how many). One head gives each position a "
+    "single weighted average, so it cannot fetch several different tokens at full weight at once. Five models "
+    "of the same width are trained side by side on the same batches: **distinct** heads; heads that keep "
+    "their own $W_i^Q$ but share K and V in groups (**grouped**, Ainslie et al. 2023) or all together "
     "(**mqa**, multi-query, Shazeer 2019); **shared** heads (one $W^Q, W^K, W^V$ for all); and a "
     "**single** full-width head. Vaswani et al. 2017 (Table 3, rows A) saw the same in translation: "
     "one head was 0.9 BLEU below the best number of heads."
@@ -42,8 +42,21 @@ steps = ui.kept(
 )
 seed = int(ui.kept("number_input", "Seed", "why_seed", c4, default=0, min_value=0, max_value=9999))
 settings = ex.Settings(n_relations=n_rel, n_heads=heads, steps=steps, seed=seed)
-if heads < n_rel:
-    st.caption(f"With {heads} heads for {n_rel} relations, even distinct heads have to share the work.")
+groups = min(ex.GROUPS, heads)
+names = ", ".join(settings.relations)
+st.caption(
+    f"With these settings: {n_rel} relation{'s' if n_rel > 1 else ''} ({names}); "
+    + (
+        f"grouped shares K and V in {groups} groups of {heads // groups} heads."
+        if groups < heads
+        else f"grouped has {groups} groups of one head each: the same structure as distinct heads."
+    )
+    + (
+        f" With {heads} heads for {n_rel} relations, even distinct heads have to share the work."
+        if heads < n_rel
+        else ""
+    )
+)
 
 store = ui.experiments()
 result, train = ui.kept_result(
@@ -173,7 +186,7 @@ def locked(kind: str) -> set[str]:
 
 
 shared_maps = models["shared"].example_attention
-copies = float(abs(shared_maps - shared_maps[:1]).max())
+copies = float(abs(shared_maps - shared_maps[:1]).max())  # shared heads: one map, or not
 st.caption(
     "Each cell: the relation whose target that head reads most on the example above, and its mean weight there. "
     + " ".join(
@@ -181,5 +194,5 @@ st.caption(
         for kind in ex.MODELS
     )
     + f" The shared heads' maps differ by at most {copies:.1e}: "
-    + ("exact copies of each other." if copies < 1e-6 else "not copies (something else differs).")
+    + ("copies of each other." if copies < collapse.SAME_WEIGHTS else "not copies (something else differs).")
 )

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .bert import BertRun, LoadedBert
 
 WeightSource = Literal["bert", "random"]
+PERMUTED = 1e-4  # largest |output(shuffled) - output reordered| that still counts as "only reordered"
 
 
 @dataclass

@@ -71,6 +71,8 @@ def shared_module(
     H = m.n_heads
     bias = m.q_proj.bias is not None
     heads = tuple(1 if r in roles else H for r in ROLES)
+    if source == "mean":
+        return group_heads(m, heads)  # the mean of every head's slice: all heads pooled into one
     with torch.inference_mode(False), torch.no_grad():  # ordinary tensors, no autograd
         s = MultiHeadAttention(m.d_model, H, bias=bias, heads=heads)
         for role in ROLES:
@@ -83,6 +85,30 @@ def shared_module(
                 dst.bias.copy_(shared_slice(src.bias, H, source))
         s.out_proj.load_state_dict(m.out_proj.state_dict())
     return s.eval().requires_grad_(False)
+
+
+def group_heads(module: MultiHeadAttention, heads: tuple[int, int, int]) -> MultiHeadAttention:
+    """A copy of `module` with heads = (q, k, v) projections of Q, K and V: the heads of each
+    group of consecutive heads are mean-pooled into one (Ainslie et al. 2023 do this for K and V;
+    one group of every head is the mean slice of shared_module);
+    a role that keeps its number of projections, and W^O, are copied as they are. The result is
+    structural: a pooled role is one parameter per group (MultiHeadAttention(heads=...))."""
+    H, D, C = module.n_heads, module.d_head, module.d_model
+    bias = module.q_proj.bias is not None
+    with torch.inference_mode(False), torch.no_grad():
+        out = MultiHeadAttention(C, H, bias=bias, heads=tuple(heads))  # checks that each count divides H
+        for role, n_src, n_dst in zip(ROLES, module.role_heads, out.role_heads):
+            src, dst = getattr(module, f"{role}_proj"), getattr(out, f"{role}_proj")
+            if n_src == n_dst:
+                dst.load_state_dict(src.state_dict())
+                continue
+            for name in ("weight", "bias") if bias else ("weight",):
+                w = getattr(src, name).detach()
+                per_head = w.reshape(n_src, D, *w.shape[1:]).repeat_interleave(H // n_src, 0)  # (H, D, ...)
+                pooled = per_head.reshape(n_dst, H // n_dst, D, *w.shape[1:]).mean(1)  # (n_dst, D, ...)
+                getattr(dst, name).copy_(pooled.reshape(n_dst * D, *w.shape[1:]))
+        out.out_proj.load_state_dict(module.out_proj.state_dict())
+    return out.eval().requires_grad_(False)
 
 
 def interpolate(
@@ -262,6 +288,7 @@ def whole_model_effect(
 
 
 SAME_TOLERANCE = 1e-6  # head diversity (nats) below which the heads count as computing one map
+SAME_WEIGHTS = 1e-5  # largest difference between two heads' attention weights that is still one map
 
 
 @dataclass(frozen=True)

@@ -158,8 +158,6 @@ def previous_token_question(run: BertRun) -> tuple[Choice, tuple[int, int], tupl
     return Choice(options, options.index(_head(best)), why), best, vertical
 
 
-SAME_WEIGHTS = 1e-5  # largest difference between two heads' weights that counts as the same map
-
 PREDICTIONS = (
     "The heads still attend in different ways",
     "Every head computes the same attention",
@@ -167,13 +165,12 @@ PREDICTIONS = (
 )
 
 
-def sharing_outcome(bert: LoadedBert, run: BertRun, layer: int) -> dict[str, float]:
-    """Step 6: what sharing Q, K and V does to one real layer: head diversity before and after,
-    the largest difference between heads' maps, parameters before and after."""
-    before = collapse.collapse_layer(bert, run, layer, 0.0)
-    after = collapse.collapse_layer(bert, run, layer, 1.0, collapse.DEFAULT_SOURCE)
+def sharing_outcome(before: collapse.LayerCollapse, after: collapse.LayerCollapse) -> dict[str, float]:
+    """Step 6: what sharing Q, K and V does to one real layer (collapse_layer at alpha = 0 and at
+    alpha = 1): head diversity before and after, the largest difference between heads' maps,
+    parameters before and after."""
     return {
-        "heads": bert.n_heads,
+        "heads": after.weights.shape[0],
         "diversity before": metrics.mean_off_diagonal(before.diversity),
         "diversity after": metrics.mean_off_diagonal(after.diversity),
         "max difference between heads": float(np.abs(after.weights - after.weights[:1]).max()),
@@ -184,7 +181,7 @@ def sharing_outcome(bert: LoadedBert, run: BertRun, layer: int) -> dict[str, flo
 
 def prediction_feedback(choice: int, outcome: dict[str, float]) -> tuple[bool, str]:
     """Was the learner's prediction what the layer did?"""
-    identical = outcome["max difference between heads"] < SAME_WEIGHTS
+    identical = outcome["max difference between heads"] < collapse.SAME_WEIGHTS
     right = identical and choice == 1
     did = (
         f"the heads' attention now differs by at most {outcome['max difference between heads']:.1e} and the mean "
@@ -240,4 +237,4 @@ def shuffle_question(bert: LoadedBert, run: BertRun, layer: int, seed: int = 1) 
         "token before layer 0 (its hidden states already know the order); the next lesson, positional "
         "encodings, shows how."
     )
-    return Choice(options, 0 if s.shuffle_error < 1e-4 else 1, why), s.shuffle_error
+    return Choice(options, 0 if s.shuffle_error < build.PERMUTED else 1, why), s.shuffle_error

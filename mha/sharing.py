@@ -29,32 +29,10 @@ from scipy.spatial.distance import jensenshannon
 
 from . import metrics
 from .attention import ROLES, MultiHeadAttention, role_heads
+from .collapse import group_heads
 
 if TYPE_CHECKING:
     from .bert import BertRun, LoadedBert
-
-
-def group_heads(module: MultiHeadAttention, heads: tuple[int, int, int]) -> MultiHeadAttention:
-    """A copy of `module` with heads = (q, k, v) projections of Q, K and V: the heads of each
-    group of consecutive heads are mean-pooled into one (Ainslie et al. 2023 do this for K and V);
-    a role that keeps its number of projections, and W^O, are copied as they are. The result is
-    structural: a pooled role is one parameter per group (MultiHeadAttention(heads=...))."""
-    H, D, C = module.n_heads, module.d_head, module.d_model
-    bias = module.q_proj.bias is not None
-    with torch.inference_mode(False), torch.no_grad():
-        out = MultiHeadAttention(C, H, bias=bias, heads=tuple(heads))  # checks that each count divides H
-        for role, n_src, n_dst in zip(ROLES, module.role_heads, out.role_heads):
-            src, dst = getattr(module, f"{role}_proj"), getattr(out, f"{role}_proj")
-            if n_src == n_dst:
-                dst.load_state_dict(src.state_dict())
-                continue
-            for name in ("weight", "bias") if bias else ("weight",):
-                w = getattr(src, name).detach()
-                per_head = w.reshape(n_src, D, *w.shape[1:]).repeat_interleave(H // n_src, 0)  # (H, D, ...)
-                pooled = per_head.reshape(n_dst, H // n_dst, D, *w.shape[1:]).mean(1)  # (n_dst, D, ...)
-                getattr(dst, name).copy_(pooled.reshape(n_dst * D, *w.shape[1:]))
-        out.out_proj.load_state_dict(module.out_proj.state_dict())
-    return out.eval().requires_grad_(False)
 
 
 def group_kv(module: MultiHeadAttention, kv_heads: int) -> MultiHeadAttention:
@@ -102,6 +80,9 @@ def relative_mse(module: MultiHeadAttention, target: torch.Tensor, x: torch.Tens
     return ((out - target) ** 2 * keep).sum() / ((target**2) * keep).sum()
 
 
+UPTRAIN_LR, UPTRAIN_BATCH = 3e-3, 32  # Adam's learning rate (cosine decay to 0) and sentences per step
+
+
 def uptrain(
     original: MultiHeadAttention,
     converted: MultiHeadAttention,
@@ -109,8 +90,8 @@ def uptrain(
     steps: int = 1000,
     progress: Callable[[UptrainProgress], None] | None = None,
     seed: int = 0,
-    lr: float = 3e-3,
-    batch: int = 32,
+    lr: float = UPTRAIN_LR,
+    batch: int = UPTRAIN_BATCH,
     every: float = 0.25,
 ) -> UptrainResult:
     """Fit a copy of `converted` (its Q/K/V/O, under its own sharing) to reproduce `original`'s
@@ -321,10 +302,6 @@ class Rung:
     def same_attention(self) -> bool:
         """One Q and one K projection for every head: every head computes the same map."""
         return self.heads[:2] == (1, 1) and self.n_heads > 1
-
-    def cached_heads(self) -> int:
-        """K heads + V heads a decoder would cache per layer and token."""
-        return self.heads[1] + self.heads[2]
 
     def module(self, layer: MultiHeadAttention) -> MultiHeadAttention:
         """The layer converted to this rung (a copy; each group's heads mean-pooled, as Ainslie

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -162,13 +163,18 @@ def _check_mask(bert: LoadedBert, head_mask) -> torch.Tensor | None:
     return m
 
 
-@lru_cache(maxsize=1)
+_STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> _bundled_states, gone with it
+
+
 def _bundled_states(bert: LoadedBert) -> tuple[_Batch, list[list[torch.Tensor]]]:
     """The bundled pairs' batch and the hidden states entering every layer (_entering), once per
-    model (the last one asked for): a layer replaced at l needs only layers l.. run again."""
-    batch = _batch(bert, similarity_pairs())
-    with torch.inference_mode():
-        return batch, _entering(bert, batch)
+    model while it lives: a layer replaced at l needs only layers l.. run again."""
+    states = _STATES.get(bert)
+    if states is None:
+        batch = _batch(bert, similarity_pairs())
+        with torch.inference_mode():
+            states = _STATES[bert] = (batch, _entering(bert, batch))
+    return states
 
 
 @torch.inference_mode()
@@ -342,6 +348,9 @@ def _importance(
     return Importance(ablations.drop(), gradient, ablations.spearman()), ablations
 
 
+TOLERANCE = 0.02  # Spearman a pruning may lose and still count as "can go"
+
+
 @dataclass
 class PruningCurve:
     """Spearman as heads are removed in an order: removed[k] heads gone -> spearman[k]."""
@@ -349,7 +358,7 @@ class PruningCurve:
     removed: list[int]
     spearman: list[float]
 
-    def can_go(self, tolerance: float = 0.02) -> int:
+    def can_go(self, tolerance: float = TOLERANCE) -> int:
         """How many heads can go (at the curve's points, in order) before Spearman first drops by
         more than `tolerance` below the full model's."""
         can = 0
@@ -465,7 +474,7 @@ class HeadsStudy:
     importance: Importance
     folds: list[Fold]
     seeds: tuple[int, ...]
-    tolerance: float = 0.02
+    tolerance: float = TOLERANCE
     origin: str = "computed"
 
     def held_out_can_go(self) -> list[int]:
@@ -492,6 +501,7 @@ def _steps(n: int, step: int) -> list[int]:
 
 
 STUDY = {"step": 6, "seeds": (0, 1, 2, 3), "random_step": 12, "n_folds": 2}  # heads_study's settings
+STUDY_VERSION = 1  # raise when heads_study computes something else: a shipped study is then not used
 
 
 def heads_study(
@@ -565,10 +575,13 @@ def study_stamp(bert: LoadedBert) -> dict:
     file and the study's settings. A shipped study is used only where all of them are equal."""
     pairs = resources.files("mha").joinpath("data/similarity_pairs.tsv").read_bytes()
     return {
+        "version": STUDY_VERSION,
         "model": bert.name,
         "weights": bert.digest,
         "pairs": hashlib.sha256(pairs).hexdigest(),
+        "folds": [f.tolist() for f in pair_folds(STUDY["n_folds"])],
         "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in STUDY.items()},
+        "tolerance": TOLERANCE,
     }
 
 
@@ -583,7 +596,6 @@ def study_to_json(study: HeadsStudy, stamp: dict) -> str:
         "stamp": stamp,
         "importance": {"drop": imp.drop.tolist(), "gradient": imp.gradient.tolist(), "base": imp.base},
         "seeds": list(study.seeds),
-        "tolerance": study.tolerance,
         "folds": [
             {
                 "pairs": f.pairs.tolist(),
@@ -620,7 +632,7 @@ def study_from_json(text: str) -> tuple[HeadsStudy, dict]:
         Importance(np.array(imp["drop"]), np.array(imp["gradient"]), float(imp["base"])),
         folds,
         tuple(body["seeds"]),
-        float(body["tolerance"]),
+        float(body["stamp"]["tolerance"]),
         "shipped",
     )
     return study, body["stamp"]

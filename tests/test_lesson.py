@@ -142,7 +142,9 @@ def test_walk_the_lesson(bert, text, right_first):
     predict = [r for r in at.radio if "predict" in str(r.key)][0]
     predict.set_value(1 if right_first else 0).run()
     at.toggle(key="lesson_share").set_value(True).run()
-    outcome = lesson.sharing_outcome(bert, run, 0)
+    outcome = lesson.sharing_outcome(
+        collapse.collapse_layer(bert, run, 0, 0.0), collapse.collapse_layer(bert, run, 0, 1.0)
+    )
     assert outcome["max difference between heads"] < 1e-5
     said = " ".join(e.value for e in [*at.success, *at.error] if "fell from" in e.value)
     assert said.startswith("Right") == right_first and "divergence between heads fell" in said
@@ -203,7 +205,9 @@ def test_which_roles_takes_the_least_divergence_within_a_tolerance(bert, monkeyp
 
 def test_sharing_feedback_counts_the_models_heads(bert):
     run = bert.attend("Time flies like an arrow.")
-    outcome = lesson.sharing_outcome(bert, run, 1)
+    outcome = lesson.sharing_outcome(
+        collapse.collapse_layer(bert, run, 1, 0.0), collapse.collapse_layer(bert, run, 1, 1.0)
+    )
     assert outcome["heads"] == bert.n_heads and outcome["parameters after"] < outcome["parameters before"]
     right, text = lesson.prediction_feedback(1, outcome)
     assert right and f"{bert.n_heads} copies of one head" in text and "Twelve" not in text

@@ -29,6 +29,7 @@ from .cache import (
 from .state import MAX_CHARS, Inputs, inputs, kept, literal, notice, show_notices, sync_url
 from .widgets import (
     Sharing,
+    agreement_words,
     choice_question,
     current_run,
     ensure_model,
@@ -62,6 +63,7 @@ __all__ = [
     "layer_inputs",
     "uptrains",
     "Sharing",
+    "agreement_words",
     "source_name",
     "cached_alpha_frames",
     "cached_layer_maps",

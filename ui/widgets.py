@@ -167,6 +167,11 @@ class Sharing:
         return source_name(self.source)
 
 
+def agreement_words(rho: float) -> str:
+    """How alike two rankings are, in words, from Spearman's rho: the page says no more than the number."""
+    return "only loosely" if rho < 0.5 else "moderately" if rho < 0.8 else "closely"
+
+
 def source_name(source: int | str) -> str:
     """A shared slice in words: "the mean of all heads' slices" or "head 3's slice"."""
     return "the mean of all heads' slices" if source == "mean" else f"head {source}'s slice"
@@ -200,7 +205,7 @@ def sharing_controls(n_heads: int, prefix: str, default_alpha: float = 0.5) -> S
         "Shared projection",
         [collapse.DEFAULT_SOURCE, *(h for h in range(n_heads) if h != collapse.DEFAULT_SOURCE)],
         key=f"{prefix}_source",
-        format_func=lambda s: "mean of all heads" if s == "mean" else f"head {s}'s slice",
+        format_func=source_name,
     )
     roles = c4.multiselect(
         "Share the projections of",
