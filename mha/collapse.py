@@ -248,9 +248,17 @@ def alpha_sweep(
     steps: int = 11,
 ) -> list[dict[str, float]]:
     """The scalar measures (diversity, the subspace overlap of W^Q, W^K and W^V, effective rank)
-    at `steps` evenly spaced alphas from 0 (distinct) to 1 (shared)."""
+    at `steps` evenly spaced alphas from 0 (distinct) to 1 (shared). A projection that is not
+    pulled keeps its weights, so its overlap is computed once, at alpha = 0."""
     roles = tuple(roles)
-    return [collapse_layer(bert, run, layer, float(a), source, roles).summary() for a in np.linspace(0.0, 1.0, steps)]
+    alphas = [float(a) for a in np.linspace(0.0, 1.0, steps)]
+    first = collapse_layer(bert, run, layer, alphas[0], source, roles)
+    rows = [first.summary()]
+    for a in alphas[1:]:
+        c = collapse_layer(bert, run, layer, a, source, roles, overlap_roles=roles)
+        c.overlap = {r: c.overlap[r] if r in roles else first.overlap[r] for r in ROLES}
+        rows.append(c.summary())
+    return rows
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:

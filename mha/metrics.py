@@ -75,9 +75,11 @@ def subspace_overlap(weight: np.ndarray, n_heads: int) -> np.ndarray:
     tests check against it), so their squares sum to ||A_o^T B_o||_F^2: no SVD per pair.
     """
     bases, ranks = head_bases(weight, n_heads)  # (H, C, D), (H,)
-    products = np.swapaxes(bases, 1, 2)[:, None] @ bases[None]  # (H, H, D, D): A_i^T A_j
+    H, C, D = bases.shape
+    stacked = bases.transpose(1, 0, 2).reshape(C, H * D)  # (C, H*D): every head's basis side by side
+    products = (stacked.T @ stacked).reshape(H, D, H, D)  # block (i, j) = A_i^T A_j, in one product
     k = np.minimum(ranks[:, None], ranks[None, :])  # (H, H) number of principal angles
-    return np.clip((products**2).sum((-2, -1)) / np.maximum(k, 1), 0.0, 1.0)
+    return np.clip((products**2).sum((1, 3)) / np.maximum(k, 1), 0.0, 1.0)
 
 
 def effective_rank(matrix: np.ndarray) -> float:
