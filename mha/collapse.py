@@ -16,6 +16,7 @@ cached BERT it came from) is never modified.
 from __future__ import annotations
 
 import copy
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -133,6 +134,11 @@ def module_at(
     return shared_module(m, source, roles) if alpha == 1.0 else interpolate(m, alpha, source, roles)
 
 
+def _at(m: MultiHeadAttention, alpha: float, source: Source, roles: Iterable[str]) -> MultiHeadAttention:
+    """module_at on a module the caller owns (a fresh copy): pulled in place below alpha = 1."""
+    return shared_module(m, source, roles) if alpha == 1.0 else _interpolate_in_place(m, alpha, source, roles)
+
+
 def _interpolate_in_place(
     m: MultiHeadAttention, alpha: float, source: Source, roles: Iterable[str]
 ) -> MultiHeadAttention:
@@ -194,18 +200,33 @@ def collapse_layer(
 ) -> LayerCollapse:
     """Layer `layer` of BERT at position alpha on the path to shared projections (module_at),
     with all measures (subspace overlap for the projections in overlap_roles)."""
-    m = module_at(bert.scratch_layer(layer), alpha, source, roles)
-    x = run.layer_input(layer)  # (1, T, C)
-    return measure(m, x, alpha, overlap_roles)
-
-
-def measure(
-    m: MultiHeadAttention, x: torch.Tensor, alpha: float = float("nan"), overlap_roles: Iterable[str] = ROLES
-) -> LayerCollapse:
-    """Run module m on x (1, T, C) and compute every collapse measure (any projection mode)."""
+    roles = _roles(roles)
+    m = _at(bert.scratch_layer(layer), alpha, source, roles)  # our own copy
     with torch.inference_mode():
-        tr = m.trace(x)
-    return measures_from(m, tr.weights[0].numpy(), tr.concat[0].numpy(), alpha, overlap_roles)
+        tr = m.trace(run.layer_input(layer))  # (1, T, C) in
+    overlap = {r: path_overlap(bert, m, layer, alpha, source, roles, r) for r in overlap_roles}
+    return measures_from(m, tr.weights[0].numpy(), tr.concat[0].numpy(), alpha, overlap=overlap)
+
+
+_OVERLAPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {path point: (H, H)}
+
+
+def path_overlap(
+    bert: LoadedBert, m: MultiHeadAttention, layer: int, alpha: float, source: Source, roles: tuple, role: str
+) -> np.ndarray:
+    """head_overlap(m, role) for m = layer `layer` at alpha on the path to sharing `roles`: it
+    depends on the weights alone, not on the sentence, so it is kept per model (read-only; a
+    projection that is not pulled is the model's own at any alpha)."""
+    memo = _OVERLAPS.setdefault(bert, {})
+    key = (layer, alpha, source, roles, role) if role in roles else (layer, role)
+    found = memo.get(key)
+    if found is None:
+        if len(memo) > 4096:  # ~1 KB each for 12 heads: a bound, not a working set
+            memo.clear()
+        found = head_overlap(m, role)
+        found.setflags(write=False)
+        memo[key] = found
+    return found
 
 
 def head_overlap(m: MultiHeadAttention, role: str) -> np.ndarray:
@@ -225,9 +246,11 @@ def measures_from(
     concat: np.ndarray,
     alpha: float = float("nan"),
     overlap_roles: Iterable[str] = ROLES,
+    overlap: dict[str, np.ndarray] | None = None,
 ) -> LayerCollapse:
-    """The measures of module m given its attention (H, T, T) and concatenated head outputs (T, C)."""
-    overlap = {r: head_overlap(m, r) for r in overlap_roles}
+    """The measures of module m given its attention (H, T, T) and concatenated head outputs (T, C)
+    (and the subspace overlaps, if already known)."""
+    overlap = {r: head_overlap(m, r) for r in overlap_roles} if overlap is None else overlap
     return LayerCollapse(
         alpha,
         weights,
@@ -248,17 +271,9 @@ def alpha_sweep(
     steps: int = 11,
 ) -> list[dict[str, float]]:
     """The scalar measures (diversity, the subspace overlap of W^Q, W^K and W^V, effective rank)
-    at `steps` evenly spaced alphas from 0 (distinct) to 1 (shared). A projection that is not
-    pulled keeps its weights, so its overlap is computed once, at alpha = 0."""
+    at `steps` evenly spaced alphas from 0 (distinct) to 1 (shared)."""
     roles = tuple(roles)
-    alphas = [float(a) for a in np.linspace(0.0, 1.0, steps)]
-    first = collapse_layer(bert, run, layer, alphas[0], source, roles)
-    rows = [first.summary()]
-    for a in alphas[1:]:
-        c = collapse_layer(bert, run, layer, a, source, roles, overlap_roles=roles)
-        c.overlap = {r: c.overlap[r] if r in roles else first.overlap[r] for r in ROLES}
-        rows.append(c.summary())
-    return rows
+    return [collapse_layer(bert, run, layer, float(a), source, roles).summary() for a in np.linspace(0.0, 1.0, steps)]
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -283,7 +298,7 @@ def whole_model_effect(
     old = run.hidden_states[-1]  # (T, C)
     if not layers:
         return {"sentence embedding cosine": 1.0, "mean token cosine": 1.0, "min token cosine": 1.0}
-    replace = {i: module_at(bert.scratch_layer(i), alpha, source, roles) for i in layers}
+    replace = {i: _at(bert.scratch_layer(i), alpha, source, roles) for i in layers}
     with torch.inference_mode():  # the layers before the first changed one are the run's own
         states, _ = bert.run_layers(run.layer_input(layers[0]), replace=replace, start=layers[0])
     new = states[-1][0].float().numpy()  # (T, C)
