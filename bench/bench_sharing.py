@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from common import median_seconds, sentence, server_threads
+from common import median_seconds, sentence, server_threads, with_progress
 
 server_threads()
 
@@ -58,17 +58,11 @@ def main() -> None:
     )
     print(f"uptraining layer {args.layer}, {args.steps} steps, held-out sentence cosine (mean of {len(held_out)}):")
     for rung in rungs[1:]:
-        stamps = [time.perf_counter()]
-        out = sharing.uptrain_rung(
-            bert,
-            args.layer,
-            rung,
-            inputs,
-            held_out,
-            args.steps,
-            progress=lambda p, stamps=stamps: stamps.append(time.perf_counter()),
+        out, _, gap, _ = with_progress(
+            lambda progress, rung=rung: sharing.uptrain_rung(
+                bert, args.layer, rung, inputs, held_out, args.steps, progress=progress
+            )
         )
-        gap = max(b - a for a, b in zip(stamps, stamps[1:]))
         verdict = "OK" if out.fit.seconds <= 60 and gap <= 1.0 else "OVER"
         print(
             f"  {rung.name:<13} ({'/'.join(str(g) for g in rung.heads)}, {out.fit.module.num_parameters():,} "

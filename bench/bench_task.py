@@ -13,7 +13,7 @@ import argparse
 import os
 import time
 
-from common import median_seconds, server_threads
+from common import median_seconds, server_threads, with_progress
 
 server_threads()
 
@@ -53,21 +53,17 @@ def main() -> None:
         print(f"evaluate with layer {layer} shared: median {t:.3f} s")
     t = median_seconds(lambda: task.evaluate(bert, head_mask=np.ones((bert.n_layers, bert.n_heads))), args.runs)
     print(f"evaluate with a head mask (every layer runs): median {t:.3f} s")
-    stamps = [time.perf_counter()]
-    imp = task.head_importance(bert, progress=lambda done, total, s=stamps: s.append(time.perf_counter()))
-    gap = max(b - a for a, b in zip(stamps, stamps[1:]))
+    imp, took, gap, _ = with_progress(lambda progress: task.head_importance(bert, progress=progress))
     print(
-        f"importance of {imp.drop.size} heads, 1 torch thread (the server's): {stamps[-1] - stamps[0]:.1f} s "
+        f"importance of {imp.drop.size} heads, 1 torch thread (the server's): {took:.1f} s "
         f"(budget 30), longest gap between updates {gap:.2f} s (budget 1); agreement |drop| vs gradient "
         f"{imp.agreement():.2f}"
     )
     torch.set_num_threads(os.cpu_count() or 1)  # as the page runs the study (ui.server.all_cores)
-    stamps = [time.perf_counter()]
-    study = task.heads_study(bert, progress=lambda done, total, s=stamps: s.append(time.perf_counter()))
-    gap = max(b - a for a, b in zip(stamps, stamps[1:]))
+    study, took, gap, runs = with_progress(lambda progress: task.heads_study(bert, progress=progress))
     print(
-        f"the whole study, {os.cpu_count()} torch threads: {stamps[-1] - stamps[0]:.1f} s, {len(stamps) - 1} model "
-        f"runs, longest gap between updates {gap:.2f} s"
+        f"the whole study, {os.cpu_count()} torch threads: {took:.1f} s, {runs} model runs, longest gap between "
+        f"updates {gap:.2f} s"
     )
     print(
         f"  parts of the pairs: {[len(f.pairs) for f in study.folds]}; the parts rank the heads alike at Spearman "

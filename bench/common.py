@@ -29,6 +29,14 @@ def sentence(n_tokens: int, salt: int) -> str:
     return " ".join(WORDS[(i * 7 + salt) % len(WORDS)] for i in range(n_tokens - 2))
 
 
+def with_progress(fn):
+    """fn(progress) -> (its result, seconds, longest gap between two progress calls or the start,
+    the number of progress calls)."""
+    stamps = [time.perf_counter()]
+    result = fn(lambda *_: stamps.append(time.perf_counter()))
+    return result, stamps[-1] - stamps[0], max(b - a for a, b in zip(stamps, stamps[1:])), len(stamps) - 1
+
+
 def median_seconds(fn, runs: int, warmup: int = 1) -> float:
     """Median wall time of fn() over `runs` calls, after `warmup` calls."""
     for _ in range(warmup):
