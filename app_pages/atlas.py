@@ -4,7 +4,7 @@ import numpy as np
 import streamlit as st
 
 import ui
-from mha import atlas, metrics, plots
+from mha import atlas, plots
 
 st.title("Head atlas")
 st.markdown(
@@ -30,10 +30,10 @@ st.caption(
     "j = i + 1; punctuation = the tokens '.' and ',' as in Clark et al. 2019). "
     f"Entropy in nats, from 0 (one key) to ln T = {np.log(run.n_tokens):.2f} (uniform). "
     "Confidence = mean largest weight (Voita et al. 2019). Patterns are the app's own rule after "
-    f"Kovaleva et al. 2019, thresholds {metrics.PATTERN_THRESHOLDS}."
+    f"Kovaleva et al. 2019, thresholds {atlas.PATTERN_THRESHOLDS}."
 )
 layer, head = ui.layer_head(run)
-st.info(metrics.describe(m, m["pattern"][layer, head], layer, head, run.n_tokens), icon=":material/psychology:")
+st.info(atlas.describe(m, m["pattern"][layer, head], layer, head, run.n_tokens), icon=":material/psychology:")
 st.plotly_chart(
     plots.attention_heatmap(run.attentions[layer, head], run.tokens, f"Layer {layer}, head {head}"), width="stretch"
 )
@@ -44,7 +44,7 @@ f1, f2, f3 = st.columns([2, 2, 1])
 q = ui.token_picker("From (query)", run.tokens, atlas.find_token(run.tokens, "making", 1), "link_q", f1)
 k = ui.token_picker("To (key)", run.tokens, atlas.find_token(run.tokens, "difficult", run.n_tokens - 2), "link_k", f2)
 both = f3.toggle("Either direction", key="link_both")
-ranking = metrics.link_ranking(run.attentions, q, k, both)
+ranking = atlas.link_ranking(run.attentions, q, k, both)
 st.dataframe(
     [{"layer": l, "head": h, "weight": round(w, 4), "pattern": m["pattern"][l, h]} for l, h, w in ranking[:10]],
     hide_index=True,

@@ -178,7 +178,7 @@ elif step == 5:
     ui.choice_question(f"{tag}-prev", "Which head reads the previous token most?", q.options, q.answer, q.why)
     st.markdown("Now a head of your choice:")
     layer, head = ui.layer_head(run)
-    st.info(metrics.describe(m, m["pattern"][layer, head], layer, head, run.n_tokens), icon=":material/psychology:")
+    st.info(atlas.describe(m, m["pattern"][layer, head], layer, head, run.n_tokens), icon=":material/psychology:")
     st.plotly_chart(
         plots.attention_heatmap(run.attentions[layer, head], run.tokens, f"Layer {layer}, head {head}", height=420),
         width="stretch",

@@ -1,6 +1,12 @@
-"""The head atlas: every head's measures as a table, token-level views, two-sentence comparison.
+"""The head atlas: what each head does on a run, from the literature's per-head measures (shares
+of attention to [CLS], [SEP], punctuation, itself, its neighbours; entropy; confidence; a
+positional flag; a Kovaleva-style pattern label), the heads that link two tokens, rollout and
+value-weighted attention for one token, two sentences compared, the measures as CSV.
 
-Glue between a BERT run and `metrics`; pure functions of their inputs, no Streamlit.
+References: Clark et al. 2019, "What Does BERT Look At?"; Voita et al. 2019; Kovaleva et al.
+2019, "Revealing the Dark Secrets of BERT"; Abnar & Zuidema 2020 (rollout); Kobayashi et al.
+2020 (attention weighted by the norm of what each key adds).
+Shapes: attentions (L, H, T, T), row i = query token i, column j = key token j.
 """
 
 from __future__ import annotations
@@ -9,19 +15,234 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-
-from . import metrics
+import torch
 
 if TYPE_CHECKING:
     from .bert import BertRun, LoadedBert
+
+# ---------------------------------------------------------------- per-head measures
+
+PATTERN_THRESHOLDS = {  # the app's own rule of thumb after Kovaleva et al. 2019's five classes
+    "vertical": 0.5,  # share of attention to [CLS]/[SEP]
+    "diagonal": 0.5,  # share to the previous + next token
+    "vertical+diagonal": 0.6,  # both together, each at least `mixed_min`
+    "mixed_min": 0.2,
+    "block": 0.8,  # share that stays inside the query's own sentence (pairs only)
+}
+POSITIONAL_MIN = 0.9  # a head is positional if >= 90% of queries have the same argmax offset
+
+
+PUNCTUATION = (".", ",")  # what Clark et al. 2019 count as punctuation (their code: "." or ",")
+
+
+def _mean_share(att: np.ndarray, key_mask: np.ndarray) -> np.ndarray:
+    """Mean over queries of the weight on the keys in key_mask (T,) -> (L, H)."""
+    return att[..., key_mask].sum(-1).mean(-1)
+
+
+def offset_share(att: np.ndarray, offset: int) -> np.ndarray:
+    """Mean over queries i of the weight on key j = i + offset -> (L, H).
+
+    offset = -1 is the previous token, +1 the next token, 0 the token itself. Queries with no
+    such key (the first token for -1, the last for +1) count as 0.
+    """
+    T = att.shape[-1]
+    diag = np.diagonal(att, offset=offset, axis1=-2, axis2=-1)  # (L, H, T - |offset|)
+    return diag.sum(-1) / T
+
+
+def entropy(att: np.ndarray) -> np.ndarray:
+    """Mean over queries of the entropy of each attention row, in nats -> (L, H).
+
+    0 = every query attends to one key; ln T = uniform attention (the upper bound).
+    """
+    p = np.clip(att, 1e-12, 1.0)
+    return -(att * np.log(p)).sum(-1).mean(-1)
+
+
+def confidence(att: np.ndarray) -> np.ndarray:
+    """Mean over queries of the largest weight (Voita et al. 2019) -> (L, H), in [1/T, 1]."""
+    return att.max(-1).mean(-1)
+
+
+def positional(att: np.ndarray, min_share: float = POSITIONAL_MIN) -> tuple[np.ndarray, np.ndarray]:
+    """Positional heads: the argmax key sits at the same offset j - i for >= min_share of queries.
+
+    Returns (flag (L, H) bool, most common offset (L, H) int).
+    """
+    T = att.shape[-1]
+    L, H = att.shape[:2]
+    offsets = att.argmax(-1) - np.arange(T) + T  # (L, H, T) argmax offset, shifted to >= 0
+    counts = np.stack([np.bincount(row, minlength=2 * T) for row in offsets.reshape(L * H, T)])
+    counts = counts.reshape(L, H, 2 * T)  # (L, H, 2T) how many queries have each offset
+    return counts.max(-1) / T >= min_share, counts.argmax(-1) - T
+
+
+def head_measures(
+    attentions: np.ndarray, tokens: list[str], segment_ids: list[int] | None = None
+) -> dict[str, np.ndarray]:
+    """Every per-head measure, each (L, H), in one dict (Clark et al. 2019; Voita et al. 2019).
+
+    Shares follow Clark et al. 2019's code: the mean over queries of the weight on [CLS], on
+    [SEP], on the tokens "." and "," ("to punctuation"), on the query itself, on the previous
+    and on the next token. "entropy / ln T" is the entropy over its maximum for the length, so
+    that sentences of different lengths compare (in [0, 1]).
+    """
+    att = np.asarray(attentions, dtype=np.float32)
+    toks = np.array(tokens)
+    out = {
+        "to [CLS]": _mean_share(att, toks == "[CLS]"),
+        "to [SEP]": _mean_share(att, toks == "[SEP]"),
+        "to punctuation": _mean_share(att, np.isin(toks, PUNCTUATION)),
+        "to itself": offset_share(att, 0),
+        "to previous": offset_share(att, -1),
+        "to next": offset_share(att, 1),
+        "entropy": entropy(att),
+        "entropy / ln T": entropy(att) / np.log(max(att.shape[-1], 2)),
+        "confidence": confidence(att),
+    }
+    flag, offset = positional(att)
+    out["positional"] = flag
+    out["argmax offset"] = offset
+    if segment_ids is not None and 1 in segment_ids:
+        seg = np.asarray(segment_ids)
+        same = seg[:, None] == seg[None, :]  # (T, T) query and key in the same sentence
+        out["within sentence"] = (att * same).sum(-1).mean(-1)
+    return out
+
+
+def pattern_labels(m: dict[str, np.ndarray], n_tokens: int, th: dict[str, float] = PATTERN_THRESHOLDS) -> np.ndarray:
+    """A Kovaleva et al. 2019-style pattern per head from its measures -> (L, H) str.
+
+    vertical (to [CLS]/[SEP]), diagonal (to the previous/next token), vertical+diagonal,
+    block (stays within its sentence of a pair), heterogeneous (none of these). A share only
+    counts if it is also at least twice what uniform attention over n_tokens would give, so
+    that short inputs are not all labelled by chance.
+    """
+    uniform = 2.0 / max(n_tokens, 1)  # the share of two keys under uniform attention
+    vertical = m["to [CLS]"] + m["to [SEP]"]
+    diagonal = m["to previous"] + m["to next"]
+
+    def strong(share: np.ndarray, threshold: float) -> np.ndarray:
+        return (share >= threshold) & (share >= 2 * uniform)
+
+    labels = np.full(vertical.shape, "heterogeneous", dtype=object)
+    block = m.get("within sentence")
+    if block is not None:
+        labels[block >= th["block"]] = "block"
+    mixed = (
+        (vertical + diagonal >= th["vertical+diagonal"])
+        & strong(vertical, th["mixed_min"])
+        & strong(diagonal, th["mixed_min"])
+    )
+    labels[mixed] = "vertical+diagonal"
+    labels[strong(diagonal, th["diagonal"])] = "diagonal"
+    labels[strong(vertical, th["vertical"])] = "vertical"
+    return labels
+
+
+def rollout(attentions: np.ndarray) -> np.ndarray:
+    """Attention rollout (Abnar & Zuidema 2020): A_l' = rownorm(0.5 mean_h(A_l) + 0.5 I),
+    R_0 = A_0', R_l = A_l' R_(l-1). Returns (L, T, T): R_l, how much each token at layer l
+    draws on each input token. Rows sum to 1.
+    """
+    att = np.asarray(attentions, dtype=np.float64)
+    T = att.shape[-1]
+    out = np.empty((att.shape[0], T, T))
+    R = np.eye(T)
+    for l in range(att.shape[0]):
+        a = 0.5 * att[l].mean(0) + 0.5 * np.eye(T)
+        a /= a.sum(-1, keepdims=True)
+        R = a @ R
+        out[l] = R
+    return out
+
+
+def link_ranking(attentions: np.ndarray, query: int, key: int, both_ways: bool = False) -> list[tuple[int, int, float]]:
+    """All heads ranked by the weight from token `query` to token `key` (or the larger of the
+    two directions): [(layer, head, weight), ...], strongest first."""
+    w = attentions[:, :, query, key]
+    if both_ways:
+        w = np.maximum(w, attentions[:, :, key, query])
+    order = np.argsort(w, axis=None)[::-1]
+    L, H = w.shape
+    return [(int(i // H), int(i % H), float(w.flat[i])) for i in order]
+
+
+MOSTLY = 0.5  # a head "attends mostly to" something only with at least half of its weight there
+NEAR_UNIFORM = 0.9  # entropy at least this share of ln T: "close to uniform"
+
+
+def describe(m: dict[str, np.ndarray], label: str, layer: int, head: int, n_tokens: int) -> str:
+    """One line on what a head does, from its measures: "mostly" only where a share is at least
+    MOSTLY, "close to uniform" only where the entropy is at least NEAR_UNIFORM of ln T."""
+    pick = {k: float(v[layer, head]) for k, v in m.items() if k.startswith("to ") or k in ("entropy", "confidence")}
+    shares = {k: v for k, v in pick.items() if k.startswith("to ")}
+    top, share = max(shares.items(), key=lambda kv: kv[1])
+    where = {
+        "to [CLS]": "the [CLS] token",
+        "to [SEP]": "the [SEP] token",
+        "to punctuation": '"." and ","',
+        "to itself": "itself",
+        "to previous": "the previous token",
+        "to next": "the next token",
+    }[top]
+    most = float(np.log(max(n_tokens, 2)))
+    if share >= MOSTLY:
+        text = f"Layer {layer}, head {head} ({label}): attends mostly to {where} ({share:.0%})"
+    else:
+        spread = (
+            "spreads its attention close to uniformly"
+            if pick["entropy"] >= NEAR_UNIFORM * most
+            else "spreads its attention"
+        )
+        text = f"Layer {layer}, head {head} ({label}): {spread}; its largest share goes to {where} ({share:.0%})"
+    if bool(m["positional"][layer, head]):
+        text += f"; positional (offset {int(m['argmax offset'][layer, head]):+d})"
+    return (
+        text
+        + f"; entropy {pick['entropy']:.2f} of at most ln T = {most:.2f} nats, confidence {pick['confidence']:.2f}."
+    )
+
+
+def _contributions(module, tr) -> torch.Tensor:
+    """f_h(x_j) = (x_j W_h^V + b_h^V) W_h^O for every head h and key j -> (H, T, C), where
+    W_h^O is the head's D columns of W^O: what key j adds to a query's output through head h."""
+    H, D = module.n_heads, module.d_head
+    w_o = module.out_proj.weight.reshape(module.d_model, H, D).permute(1, 2, 0)  # (H, D, C)
+    return tr.v[0] @ w_o  # (H, T, C)
+
+
+def value_weighted(module, x) -> np.ndarray:
+    """||alpha^h_ij f_h(x_j)|| for every head h, query i and key j -> (H, T, T).
+
+    The per-head form of Kobayashi et al. 2020's measure: weighting attention by the norm of
+    what each key contributes tempers raw weights on keys that add little (often [CLS], [SEP],
+    punctuation). module: a distinct-mode mha.MultiHeadAttention; x: (1, T, C) torch tensor.
+    """
+    with torch.inference_mode():
+        tr = module.trace(x)
+        norms = _contributions(module, tr).norm(dim=-1)  # (H, T)
+        return (tr.weights[0] * norms[:, None, :]).numpy()  # (H, T, T)
+
+
+def value_weighted_row(module, x, query: int) -> np.ndarray:
+    """||sum_h alpha^h_(query,j) f_h(x_j)|| for every key j -> (T,): Kobayashi et al. 2020's
+    norm for a whole layer (the norm of the sum over heads, not a sum or mean of norms)."""
+    with torch.inference_mode():
+        tr = module.trace(x)
+        f = _contributions(module, tr)  # (H, T, C)
+        summed = (tr.weights[0, :, query, :, None] * f).sum(0)  # (T, C): sum over heads
+        return summed.norm(dim=-1).numpy()
+
 
 SHARES = ("to [CLS]", "to [SEP]", "to punctuation", "to itself", "to previous", "to next")
 
 
 def measures(run: BertRun) -> dict[str, np.ndarray]:
     """Every per-head measure of a run, each (L, H), plus "pattern" labels (L, H)."""
-    m = metrics.head_measures(run.attentions, run.tokens, run.segment_ids)
-    m["pattern"] = metrics.pattern_labels(m, run.n_tokens)
+    m = head_measures(run.attentions, run.tokens, run.segment_ids)
+    m["pattern"] = pattern_labels(m, run.n_tokens)
     return m
 
 
@@ -64,11 +285,11 @@ def token_views(bert: LoadedBert, run: BertRun, token: int) -> dict[str, np.ndar
     if not 0 <= token < run.n_tokens:
         raise ValueError(f"token must be in 0..{run.n_tokens - 1}, got {token}")
     raw = run.attentions[:, :, token, :].mean(1)  # (L, T)
-    roll = metrics.rollout(run.attentions)[:, token, :]  # (L, T)
+    roll = rollout(run.attentions)[:, token, :]  # (L, T)
     vw = []
     for l in range(run.n_layers):
         x = run.layer_input(l)  # (1, T, C)
-        row = metrics.value_weighted_row(bert.scratch_layer(l), x, token)  # (T,)
+        row = value_weighted_row(bert.scratch_layer(l), x, token)  # (T,)
         vw.append(row / row.sum())
     return {"raw attention": raw, "rollout": roll, "value-weighted": np.stack(vw)}
 

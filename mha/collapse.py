@@ -276,10 +276,6 @@ def alpha_sweep(
     return [collapse_layer(bert, run, layer, float(a), source, roles).summary() for a in np.linspace(0.0, 1.0, steps)]
 
 
-def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1) + 1e-12)
-
-
 def whole_model_effect(
     bert: LoadedBert,
     run: BertRun,
@@ -302,9 +298,9 @@ def whole_model_effect(
     with torch.inference_mode():  # the layers before the first changed one are the run's own
         states, _ = bert.run_layers(run.layer_input(layers[0]), replace=replace, start=layers[0])
     new = states[-1][0].float().numpy()  # (T, C)
-    per_token = _cosine(new, old)  # (T,)
+    per_token = metrics.cosine(new, old)  # (T,)
     return {
-        "sentence embedding cosine": float(_cosine(new.mean(0), old.mean(0))),
+        "sentence embedding cosine": float(metrics.cosine(new.mean(0), old.mean(0))),
         "mean token cosine": float(per_token.mean()),
         "min token cosine": float(per_token.min()),
     }

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from scipy.spatial.distance import jensenshannon
 
 from . import metrics
 from .attention import ROLES, MultiHeadAttention, role_heads
@@ -392,16 +391,6 @@ class RungMeasures:
     sentence_cosine: float
 
 
-def _attention_drift(new: np.ndarray, old: np.ndarray) -> float:
-    """Mean JS divergence (nats) between (H, T, T) maps of the same heads."""
-    d = jensenshannon(new.astype(np.float64), old.astype(np.float64), axis=-1) ** 2  # (H, T)
-    return float(np.nan_to_num(d).mean())
-
-
-def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1) + 1e-12)
-
-
 def rung_measures(
     bert: LoadedBert, run: BertRun, layer: int, rung: Rung, module: MultiHeadAttention | None = None
 ) -> RungMeasures:
@@ -419,10 +408,10 @@ def rung_measures(
         rung=rung,
         parameters=m.num_parameters(),
         kv_cache=kv_cache_bytes(bert.n_layers, m.role_heads[1], D, v_heads=m.role_heads[2]),
-        drift=_attention_drift(w[0].numpy(), ref_w[0].numpy()),
+        drift=float(metrics.js_divergence(w[0].numpy(), ref_w[0].numpy()).mean()),  # same head, new vs old
         diversity=metrics.mean_off_diagonal(metrics.head_diversity(w[0].numpy())),
-        layer_cosine=float(_cosine(out[0].numpy(), ref_out[0].numpy()).mean()),
-        sentence_cosine=float(_cosine(new_states.mean(0), old_states.mean(0))),
+        layer_cosine=float(metrics.cosine(out[0].numpy(), ref_out[0].numpy()).mean()),
+        sentence_cosine=float(metrics.cosine(new_states.mean(0), old_states.mean(0))),
     )
 
 
@@ -438,7 +427,7 @@ def held_out_cosine(bert: LoadedBert, runs: list[BertRun], layer: int, module: M
     return float(
         np.mean(
             [
-                _cosine(bert.encode_with(r, replace={layer: module})[-1].mean(0), r.hidden_states[-1].mean(0))
+                metrics.cosine(bert.encode_with(r, replace={layer: module})[-1].mean(0), r.hidden_states[-1].mean(0))
                 for r in runs
             ]
         )

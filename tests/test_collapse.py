@@ -180,6 +180,10 @@ def test_head_diversity_equals_scipy_on_real_attention_at_512_tokens(bert):
             d = jensenshannon(w[a].astype(np.float64), w[b].astype(np.float64), axis=-1) ** 2  # (T,)
             expect[a, b] = np.nan_to_num(d, nan=0.0).mean()
     np.testing.assert_allclose(metrics.head_diversity(w), expect, atol=1e-6)
+    # the same measure between the same head of two layers (the ladder's drift): one implementation
+    other = run.attentions[3]
+    drift = np.nan_to_num(jensenshannon(w.astype(np.float64), other.astype(np.float64), axis=-1) ** 2, nan=0.0)
+    np.testing.assert_allclose(metrics.js_divergence(w, other), drift, atol=1e-6)
 
 
 def test_subspace_overlap_matches_scipy_subspace_angles():

@@ -298,7 +298,7 @@ def test_build_page_shows_the_collapse_measures():
 
 
 def test_atlas_page_measures_link_finder_and_comparison(bert):
-    from mha import atlas, metrics
+    from mha import atlas
 
     text = (
         "It is in this spirit that a majority of American governments have passed new laws "
@@ -337,7 +337,7 @@ def test_atlas_page_measures_link_finder_and_comparison(bert):
     assert len(at.dataframe[1].value) == 5
     info = " ".join(i.value for i in at.info)
     assert "Layer 0, head 0" in info and "mostly" not in info  # its largest share is 7%: not "mostly"
-    assert metrics.describe(m, m["pattern"][0, 0], 0, 0, run.n_tokens) in info
+    assert atlas.describe(m, m["pattern"][0, 0], 0, 0, run.n_tokens) in info
 
 
 def test_repeated_tokens_are_distinguishable_in_every_picker():

@@ -8,7 +8,7 @@ import torch
 from conftest import SENTENCES
 from scipy.stats import entropy as scipy_entropy
 
-from mha import MultiHeadAttention, metrics
+from mha import MultiHeadAttention, atlas, metrics
 
 T = 6
 TOKENS = ["[CLS]", "the", "cat", ",", "sat", "[SEP]"]
@@ -29,7 +29,7 @@ TO_CLS[:, 0] = 1.0
 
 
 def test_identity_attention():
-    m = metrics.head_measures(stack(IDENTITY), TOKENS)
+    m = atlas.head_measures(stack(IDENTITY), TOKENS)
     assert m["to itself"][0, 0] == pytest.approx(1)
     assert m["entropy"][0, 0] == pytest.approx(0, abs=1e-6)
     assert m["confidence"][0, 0] == pytest.approx(1)
@@ -37,7 +37,7 @@ def test_identity_attention():
 
 
 def test_uniform_attention_has_entropy_ln_t():
-    m = metrics.head_measures(stack(UNIFORM), TOKENS)
+    m = atlas.head_measures(stack(UNIFORM), TOKENS)
     assert m["entropy"][0, 0] == pytest.approx(np.log(T), rel=1e-5)
     assert m["entropy"][0, 0] == pytest.approx(scipy_entropy(UNIFORM[0]), rel=1e-5)
     assert m["confidence"][0, 0] == pytest.approx(1 / T)
@@ -49,49 +49,49 @@ def test_entropy_matches_scipy_on_random_rows():
     rng = np.random.default_rng(0)
     att = rng.dirichlet(np.ones(T), size=(2, 3, T))  # (L, H, T, T)
     expect = np.array([[np.mean([scipy_entropy(att[l, h, i]) for i in range(T)]) for h in range(3)] for l in range(2)])
-    np.testing.assert_allclose(metrics.entropy(att), expect, rtol=1e-6)
+    np.testing.assert_allclose(atlas.entropy(att), expect, rtol=1e-6)
 
 
 def test_previous_and_next_heads_are_positional():
-    m = metrics.head_measures(stack(PREVIOUS, NEXT), TOKENS)
+    m = atlas.head_measures(stack(PREVIOUS, NEXT), TOKENS)
     assert m["to previous"][0, 0] == pytest.approx((T - 1) / T)  # every query but the first
     assert m["to next"][0, 1] == pytest.approx((T - 1) / T)
     assert m["to previous"][0, 1] == 0 and m["to next"][0, 0] == 0
     pure_previous = stack(np.eye(T, k=-1) + np.eye(T, k=T - 1))  # first token wraps to the last
-    m2 = metrics.head_measures(pure_previous, TOKENS)
+    m2 = atlas.head_measures(pure_previous, TOKENS)
     assert m2["to previous"][0, 0] == pytest.approx((T - 1) / T)
     assert not m["positional"][0, 0]  # 5 of 6 queries (83%) read the previous token: below 90%
-    labels = metrics.pattern_labels(m, T)
+    labels = atlas.pattern_labels(m, T)
     assert list(labels[0]) == ["diagonal", "diagonal"]
 
 
 def test_positional_threshold():
     att = np.tile(np.eye(20, k=-1), (1, 1, 1, 1)).astype(np.float32)
     att[..., 0, 0] = 1  # 19 of 20 queries (95%) read the previous token
-    flag, offset = metrics.positional(att)
+    flag, offset = atlas.positional(att)
     assert flag[0, 0] and offset[0, 0] == -1
     att[..., 2:4, :] = 0
     att[..., 2:4, 0] = 1  # now 17 of 20 (85%)
-    flag, _ = metrics.positional(att)
+    flag, _ = atlas.positional(att)
     assert not flag[0, 0]
 
 
 def test_pattern_labels_vertical_and_block():
-    m = metrics.head_measures(stack(TO_CLS, UNIFORM), TOKENS)
-    assert list(metrics.pattern_labels(m, T)[0]) == ["vertical", "heterogeneous"]
+    m = atlas.head_measures(stack(TO_CLS, UNIFORM), TOKENS)
+    assert list(atlas.pattern_labels(m, T)[0]) == ["vertical", "heterogeneous"]
     seg = [0, 0, 0, 0, 1, 1]
     block = np.zeros((T, T))
     block[:4, 1:3] = 0.5
     block[4:, 4] = 1.0
-    m = metrics.head_measures(stack(block), TOKENS, seg)
+    m = atlas.head_measures(stack(block), TOKENS, seg)
     assert m["within sentence"][0, 0] == pytest.approx(1)
-    assert metrics.pattern_labels(m, T)[0, 0] == "block"
+    assert atlas.pattern_labels(m, T)[0, 0] == "block"
 
 
 def test_rollout_rows_sum_to_one_and_one_layer_is_half_attention_half_identity():
     rng = np.random.default_rng(1)
     att = rng.dirichlet(np.ones(T), size=(3, 4, T))  # (L, H, T, T)
-    R = metrics.rollout(att)
+    R = atlas.rollout(att)
     np.testing.assert_allclose(R.sum(-1), 1, atol=1e-12)
     one = 0.5 * att[0].mean(0) + 0.5 * np.eye(T)
     np.testing.assert_allclose(R[0], one / one.sum(-1, keepdims=True), atol=1e-12)
@@ -109,7 +109,7 @@ def test_js_of_a_head_with_itself_is_zero():
 def test_link_ranking_top_is_the_argmax():
     rng = np.random.default_rng(3)
     att = rng.dirichlet(np.ones(T), size=(2, 3, T))
-    ranking = metrics.link_ranking(att, 2, 4)
+    ranking = atlas.link_ranking(att, 2, 4)
     l, h = np.unravel_index(att[:, :, 2, 4].argmax(), (2, 3))
     assert ranking[0][:2] == (l, h) and len(ranking) == 6
     assert [r[2] for r in ranking] == sorted((r[2] for r in ranking), reverse=True)
@@ -119,7 +119,7 @@ def test_value_weighted_is_attention_times_contribution_norm():
     torch.manual_seed(0)
     m = MultiHeadAttention(16, 4).eval()
     x = torch.randn(1, 5, 16)
-    vw = metrics.value_weighted(m, x)
+    vw = atlas.value_weighted(m, x)
     with torch.no_grad():
         tr = m.trace(x)
         Wo = m.out_proj.weight  # (C, C)
@@ -131,7 +131,7 @@ def test_value_weighted_is_attention_times_contribution_norm():
 def test_measures_on_the_bundled_bert_are_finite_bounded_and_find_positional_heads(bert):
     for text in SENTENCES:
         run = bert.attend(text)
-        m = metrics.head_measures(run.attentions, run.tokens, run.segment_ids)
+        m = atlas.head_measures(run.attentions, run.tokens, run.segment_ids)
         T_ = run.n_tokens
         for k, v in m.items():
             assert np.all(np.isfinite(v)), k
@@ -143,11 +143,11 @@ def test_measures_on_the_bundled_bert_are_finite_bounded_and_find_positional_hea
         assert m["to previous"].max() > 0.5 and m["to previous"][0, 2] > 0.9  # layer 0, head 2
         assert m["to next"].max() > 0.5 and m["to next"][1, 8] > 0.5  # layer 1, head 8
         assert m["to [CLS]"].max() > 0.7  # MiniLM's "vertical" heads read [CLS] more than [SEP]
-        labels = metrics.pattern_labels(m, T_)
+        labels = atlas.pattern_labels(m, T_)
         assert {"vertical", "diagonal"} <= set(labels.ravel())
-        R = metrics.rollout(run.attentions)
+        R = atlas.rollout(run.attentions)
         np.testing.assert_allclose(R.sum(-1), 1, atol=1e-9)
-        assert metrics.link_ranking(run.attentions, 2, 5)[0][:2] == tuple(
+        assert atlas.link_ranking(run.attentions, 2, 5)[0][:2] == tuple(
             np.unravel_index(run.attentions[:, :, 2, 5].argmax(), run.attentions.shape[:2])
         )
 
@@ -156,7 +156,7 @@ def test_punctuation_share_counts_only_periods_and_commas_as_clark_et_al():
     tokens = ["[CLS]", "wait", "!", "yes", ",", "now", ".", "[SEP]"]
     rng = np.random.default_rng(4)
     att = rng.dirichlet(np.ones(len(tokens)), size=(2, 3, len(tokens)))  # (L, H, T, T)
-    m = metrics.head_measures(att, tokens)
+    m = atlas.head_measures(att, tokens)
     # Clark et al.'s notebook: a mask of the "." and "," keys, tiled over queries, summed, / T
     puncts = np.array([t in (".", ",") for t in tokens], dtype=float)
     selector = np.tile(puncts[None], (len(tokens), 1))
@@ -169,14 +169,14 @@ def test_value_weighted_row_is_the_norm_of_the_sum_over_heads():
     torch.manual_seed(1)
     m = MultiHeadAttention(16, 4).eval()
     x = torch.randn(1, 5, 16)
-    row = metrics.value_weighted_row(m, x, 2)
+    row = atlas.value_weighted_row(m, x, 2)
     with torch.no_grad():
         tr = m.trace(x)
         Wo = m.out_proj.weight  # (C, C)
         for j in range(5):  # Kobayashi et al. 2020: || sum_h alpha^h_ij f_h(x_j) ||
             total = sum(tr.weights[0, h, 2, j] * (tr.v[0, h, j] @ Wo[:, h * 4 : (h + 1) * 4].T) for h in range(4))
             assert row[j] == pytest.approx(float(total.norm()), rel=1e-5)
-        per_head = metrics.value_weighted(m, x)[:, 2]  # (H, T)
+        per_head = atlas.value_weighted(m, x)[:, 2]  # (H, T)
     assert np.all(row <= per_head.sum(0) + 1e-6)  # triangle inequality: not the sum of norms
     assert not np.allclose(row, per_head.mean(0))
 
@@ -189,9 +189,9 @@ def test_describe_says_mostly_only_above_a_threshold():
     uniform = np.full((1, 2, T, T), 1.0 / T, dtype=np.float32)
     uniform[0, 1] = np.eye(T, k=-1)  # head 1 reads the previous token ...
     uniform[0, 1, 0, 0] = 1.0  # ... and the first token itself
-    m = metrics.head_measures(uniform, tokens)
-    flat = metrics.describe(m, "heterogeneous", 0, 0, T)
+    m = atlas.head_measures(uniform, tokens)
+    flat = atlas.describe(m, "heterogeneous", 0, 0, T)
     assert "mostly" not in flat and "close to uniformly" in flat and f"ln T = {np.log(T):.2f}" in flat
-    prev = metrics.describe(m, "diagonal", 0, 1, T)
+    prev = atlas.describe(m, "diagonal", 0, 1, T)
     assert "attends mostly to the previous token" in prev
     assert m["entropy / ln T"][0, 0] == pytest.approx(1.0, rel=1e-5) and m["entropy / ln T"][0, 1] < 0.01
