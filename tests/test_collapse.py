@@ -183,7 +183,7 @@ def test_head_diversity_equals_scipy_on_real_attention_at_512_tokens(bert):
     # the same measure between the same head of two layers (the ladder's drift): one implementation
     other = run.attentions[3]
     drift = np.nan_to_num(jensenshannon(w.astype(np.float64), other.astype(np.float64), axis=-1) ** 2, nan=0.0)
-    np.testing.assert_allclose(metrics.js_divergence(w, other), drift, atol=1e-6)
+    np.testing.assert_allclose(metrics.js_divergence(w, other), drift, atol=2e-6)  # float32, per row
 
 
 def test_subspace_overlap_matches_scipy_subspace_angles():
