@@ -5,7 +5,7 @@ import statistics
 import streamlit as st
 
 import ui
-from mha import collapse, plots, sharing
+from mha import collapse, ladder, plots, uptrain
 
 st.title("What may be shared: multi-query and grouped-query attention")
 st.markdown(
@@ -23,7 +23,7 @@ D = C // H
 layer, _ = ui.layer_head(run, head=False)
 
 with st.spinner("Converting the layer rung by rung..."):
-    ladder = ui.cached_ladder(inp, layer)
+    measured = ui.cached_ladder(inp, layer)
 st.subheader(f"The ladder, layer {layer}")
 st.dataframe(
     [
@@ -38,11 +38,11 @@ st.dataframe(
             "layer output cosine": round(m.layer_cosine, 3),
             "sentence cosine": round(m.sentence_cosine, 3),
         }
-        for m in ladder
+        for m in measured
     ],
     hide_index=True,
 )
-st.plotly_chart(plots.ladder_chart(ladder), width="stretch")
+st.plotly_chart(plots.ladder_chart(measured), width="stretch")
 st.caption(
     "Projections: how many distinct $W^Q$, $W^K$, $W^V$ the layer has (each $d_{model} \\times d_k$); head $i$ "
     "reads its group's. Drift: Jensen-Shannon divergence between a head's new and BERT's own attention, averaged "
@@ -54,10 +54,10 @@ st.caption(
 
 st.subheader("Which of Q, K, V must differ for heads to differ?")
 if H > 1:
-    by_heads = {m.rung.heads: m for m in ladder}
-    bert_div = ladder[0].diversity
-    identical = [m for m in ladder if m.diversity < collapse.SAME_TOLERANCE]
-    share_qk = [m for m in ladder if m.rung.same_attention]
+    by_heads = {m.rung.heads: m for m in measured}
+    bert_div = measured[0].diversity
+    identical = [m for m in measured if m.diversity < collapse.SAME_TOLERANCE]
+    share_qk = [m for m in measured if m.rung.same_attention]
     mqa, q_only, qk = by_heads[(H, 1, 1)], by_heads[(1, H, H)], by_heads[(1, 1, H)]
     exact = {m.rung.name for m in identical} == {m.rung.name for m in share_qk}
     st.markdown(
@@ -78,14 +78,14 @@ if H > 1:
     g1, g2 = st.columns(2)
     g1.plotly_chart(
         plots.head_grid(
-            sharing.rung_attention(model, run, layer, mqa.rung),
+            ladder.rung_attention(model, run, layer, mqa.rung),
             f"K and V shared (MQA): diversity {mqa.diversity:.3f}",
         ),
         width="stretch",
     )
     g2.plotly_chart(
         plots.head_grid(
-            sharing.rung_attention(model, run, layer, qk.rung), f"Q and K shared: diversity {qk.diversity:.1e}"
+            ladder.rung_attention(model, run, layer, qk.rung), f"Q and K shared: diversity {qk.diversity:.1e}"
         ),
         width="stretch",
     )
@@ -93,8 +93,8 @@ else:
     st.info("This model has one head per layer: there is nothing to share between heads.")
 
 st.subheader("K/V cache per token, if these were decoders")
-shapes = {f"{inp.model} ({model.n_layers} x {H} x {D})": (model.n_layers, H, D), **sharing.REFERENCE_MODELS}
-st.dataframe(sharing.cache_table(shapes), hide_index=True)
+shapes = {f"{inp.model} ({model.n_layers} x {H} x {D})": (model.n_layers, H, D), **ladder.REFERENCE_MODELS}
+st.dataframe(ladder.cache_table(shapes), hide_index=True)
 st.caption(
     "A decoder keeps every past token's K and V of every layer: layers x (K heads + V heads) x $d_k$ values, "
     "2 bytes each in fp16. The fraction is what each keeps of MHA's cache. GQA's group count is the proper "
@@ -102,7 +102,7 @@ st.caption(
 )
 
 st.subheader("A short uptraining")
-converted = [m.layer_cosine for m in ladder[1:]]
+converted = [m.layer_cosine for m in measured[1:]]
 st.markdown(
     (
         f"Mean-pooling alone moves the layer: on your sentence its output's cosine to BERT's own is "
@@ -112,12 +112,12 @@ st.markdown(
     )
     + "Ainslie et al. then continue training the converted model (5 % of the original pre-training). Here, "
     "much smaller: one layer is fitted to reproduce BERT's own layer output on "
-    f"{len(sharing.generated_sentences()):,} generated sentences (Adam, lr {sharing.UPTRAIN_LR:g} with cosine "
-    f"decay, batches of {sharing.UPTRAIN_BATCH}), then measured on the bundled hand-written sentences it never "
+    f"{len(uptrain.generated_sentences()):,} generated sentences (Adam, lr {uptrain.UPTRAIN_LR:g} with cosine "
+    f"decay, batches of {uptrain.UPTRAIN_BATCH}), then measured on the bundled hand-written sentences it never "
     "saw. The converted layer keeps its structure while it trains: a shared projection is one matrix, so every "
     "head that reads it moves with it. It is a short layer-wise fit, not the paper's uptraining."
 )
-choices = [m.rung for m in ladder if m.rung.name != "MHA"]
+choices = [m.rung for m in measured if m.rung.name != "MHA"]
 if not choices:
     st.stop()
 u1, u2, u3 = st.columns([2, 1, 1])
@@ -144,7 +144,7 @@ if outcome is None and go:
     bar.progress(0.0, text="Preparing the sentences...")
     inputs = ui.layer_inputs(inp.model, layer)
     held_out = ui.cached_pool_runs(inp.model)
-    outcome = sharing.uptrain_rung(
+    outcome = ladder.uptrain_rung(
         model,
         layer,
         rung,
@@ -165,8 +165,8 @@ if outcome is None:
         else "Press **Uptrain**: a progress bar follows the steps as they run."
     )
     st.stop()
-after = sharing.rung_measures(model, run, layer, rung, outcome.fit.module)
-before = next(m for m in ladder if m.rung == rung)
+after = ladder.rung_measures(model, run, layer, rung, outcome.fit.module)
+before = next(m for m in measured if m.rung == rung)
 n_held = outcome.held_out_sentences
 st.dataframe(
     [

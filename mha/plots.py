@@ -820,7 +820,7 @@ def spectra_chart(per_head: np.ndarray, stacked: dict[str, np.ndarray], referenc
 
 
 def ladder_chart(rows: list) -> go.Figure:
-    """The ladder's rungs (sharing.RungMeasures) left to right: sentence and layer-output cosine
+    """The ladder's rungs (ladder.RungMeasures) left to right: sentence and layer-output cosine
     (left axis), head diversity (right axis)."""
     names = [r.rung.name for r in rows]
     fig = go.Figure()

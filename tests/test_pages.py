@@ -428,23 +428,23 @@ def table_with(at: AppTest, column: str):
 
 
 def test_sharing_page_ladder_and_uptraining(bert):
-    from mha import sharing
+    from mha import ladder
 
     at = app(layer="5")
     at.switch_page("app_pages/sharing.py").run()
     no_exception(at)
     run = bert.attend(at.session_state["text"])
     table = table_with(at, "rung")
-    assert list(table["rung"]) == [r.name for r in sharing.ladder(bert.n_heads)]
-    for r in sharing.ladder(bert.n_heads):
-        expect = sharing.rung_measures(bert, run, 5, r)
+    assert list(table["rung"]) == [r.name for r in ladder.rungs(bert.n_heads)]
+    for r in ladder.rungs(bert.n_heads):
+        expect = ladder.rung_measures(bert, run, 5, r)
         row = table[table["rung"] == r.name].iloc[0]
         assert row["parameters (layer)"] == expect.parameters
         assert row["sentence cosine"] == pytest.approx(expect.sentence_cosine, abs=2e-3)
         assert row["head diversity (JS)"] == pytest.approx(expect.diversity, abs=2e-3)
     assert not [m.value for m in at.markdown if "must stay distinct" in m.value]  # contradicted by the numbers
     (which,) = [m.value for m in at.markdown if "Sharing **K and V** (MQA) leaves" in m.value]
-    by = {r.heads: sharing.rung_measures(bert, run, 5, r) for r in sharing.ladder(bert.n_heads)}
+    by = {r.heads: ladder.rung_measures(bert, run, 5, r) for r in ladder.rungs(bert.n_heads)}
     mqa, q_only, mha = by[(12, 1, 1)], by[(1, 12, 12)], by[(12, 12, 12)]
     assert f"differ by {mha.diversity:.3f}" in which and f"leaves {mqa.diversity:.3f}" in which
     assert f"leaves {q_only.diversity:.3f}" in which

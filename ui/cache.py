@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import streamlit as st
 
-from mha import atlas, bert, collapse, sharing, subspaces, task
+from mha import atlas, bert, collapse, ladder, subspaces, task, uptrain
 
 from . import server
 from .state import Inputs
@@ -229,17 +229,17 @@ def cached_spectra(model_name: str, layer: int) -> subspaces.WeightSpectra:
 
 
 @per_sentence
-def cached_ladder(inp: Inputs, layer: int) -> list[sharing.RungMeasures]:
+def cached_ladder(inp: Inputs, layer: int) -> list[ladder.RungMeasures]:
     """Every rung of the ladder MHA -> GQA -> MQA -> shared for one layer, measured."""
     model = load_model(inp.model)
     run = cached_run(inp)
-    return [sharing.rung_measures(model, run, layer, rung) for rung in sharing.ladder(model.n_heads)]
+    return [ladder.rung_measures(model, run, layer, rung) for rung in ladder.rungs(model.n_heads)]
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)
 def layer_inputs(model_name: str, layer: int) -> tuple:
     """The generated sentences' hidden states entering one layer (read-only, shared)."""
-    return load_model(model_name).layer_inputs(sharing.generated_sentences(), layer)
+    return load_model(model_name).layer_inputs(uptrain.generated_sentences(), layer)
 
 
 @st.cache_resource(show_spinner=False)

@@ -3,7 +3,7 @@ uptraining of layer 5 for every rung (each run <= 60 s, a progress update at lea
 with the held-out sentence cosine and head diversity before and after (the README's figures), and
 the ladder's measures on the lesson's sentence in every layer (which projections must differ).
 
-    python bench/bench_sharing.py [--steps 1000] [--layer 5]
+    python bench/bench_ladder.py [--steps 1000] [--layer 5]
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from common import median_seconds, sentence, server_threads, with_progress
 
 server_threads()
 
-from mha import sharing, subspaces  # noqa: E402
+from mha import ladder, subspaces, uptrain  # noqa: E402
 from mha.bert import load_bert  # noqa: E402
 from mha.examples import DEFAULT_TEXT  # noqa: E402
 
@@ -27,16 +27,16 @@ def main() -> None:
     args = parser.parse_args()
     bert = load_bert()
     run = bert.attend(sentence(128, 0))
-    rungs = sharing.ladder(bert.n_heads)
+    rungs = ladder.rungs(bert.n_heads)
 
-    def ladder():
-        return [sharing.rung_measures(bert, run, args.layer, r) for r in rungs]
+    def measure_all():
+        return [ladder.rung_measures(bert, run, args.layer, r) for r in rungs]
 
     print(
-        f"ladder, {len(rungs)} rungs, layer {args.layer}, 128 tokens: median {median_seconds(ladder, 5):.3f} s "
+        f"ladder, {len(rungs)} rungs, layer {args.layer}, 128 tokens: median {median_seconds(measure_all, 5):.3f} s "
         "(budget 1.0)"
     )
-    for m in ladder():
+    for m in measure_all():
         assert m.parameters == m.rung.parameter_count(bert.d_model), m.rung.name  # the structure's count
         print(
             f"  {m.rung.name:<13} Q/K/V projections {'/'.join(str(g) for g in m.rung.heads):<8} params "
@@ -47,10 +47,10 @@ def main() -> None:
     lesson = bert.attend(DEFAULT_TEXT)
     print("head diversity on the lesson's sentence, layers 0-5, no training (mean-pooled slices):")
     for rung in rungs:
-        div = [sharing.rung_measures(bert, lesson, layer, rung).diversity for layer in range(bert.n_layers)]
+        div = [ladder.rung_measures(bert, lesson, layer, rung).diversity for layer in range(bert.n_layers)]
         print(f"  {rung.name:<13} {' '.join(f'{d:.3f}' for d in div)}  (range {min(div):.3f}-{max(div):.3f})")
     t0 = time.perf_counter()
-    inputs = bert.layer_inputs(sharing.generated_sentences(), args.layer)
+    inputs = bert.layer_inputs(uptrain.generated_sentences(), args.layer)
     held_out = [bert.attend(t) for t in subspaces.pool_sentences()]
     print(
         f"inputs: {inputs[0].shape[0]} generated sentences, padded to {inputs[0].shape[1]} tokens, and "
@@ -59,7 +59,7 @@ def main() -> None:
     print(f"uptraining layer {args.layer}, {args.steps} steps, held-out sentence cosine (mean of {len(held_out)}):")
     for rung in rungs[1:]:
         out, _, gap, _ = with_progress(
-            lambda progress, rung=rung: sharing.uptrain_rung(
+            lambda progress, rung=rung: ladder.uptrain_rung(
                 bert, args.layer, rung, inputs, held_out, args.steps, progress=progress
             )
         )

@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import SENTENCES, weights_digest
 
-from mha import MultiHeadAttention, sharing
+from mha import MultiHeadAttention, ladder, uptrain
 
 
 @pytest.fixture(scope="module")
@@ -18,18 +18,18 @@ def run(bert):
 
 def test_group_kv_mean_pools_each_group_and_keeps_queries(bert):
     layer = bert.scratch_layer(2)
-    g4 = sharing.group_kv(layer, 4)
+    g4 = ladder.group_kv(layer, 4)
     assert g4.kv_heads == 4 and g4.k_proj.weight.shape == (4 * 32, 384)
     torch.testing.assert_close(g4.q_proj.weight, layer.q_proj.weight)
     torch.testing.assert_close(g4.k_proj.weight[32:64], layer.k_proj.weight[96:192].reshape(3, 32, 384).mean(0))
     torch.testing.assert_close(g4.v_proj.bias[:32], layer.v_proj.bias[:96].reshape(3, 32).mean(0))
-    assert sharing.group_kv(g4, 2).kv_heads == 2  # a grouped module can be pooled further
+    assert ladder.group_kv(g4, 2).kv_heads == 2  # a grouped module can be pooled further
 
 
 def test_group_kv_of_heads_that_already_share_changes_nothing(bert, run):
     x = torch.from_numpy(run.hidden_states[1]).unsqueeze(0)
-    g3 = sharing.group_kv(bert.scratch_layer(1), 3)
-    again = sharing.group_kv(g3, 3)
+    g3 = ladder.group_kv(bert.scratch_layer(1), 3)
+    again = ladder.group_kv(g3, 3)
     for name, value in g3.state_dict().items():
         torch.testing.assert_close(again.state_dict()[name], value, rtol=0, atol=1e-7)
     # a distinct module whose K/V heads are equal within each group of 4: pooling is the identity
@@ -40,33 +40,33 @@ def test_group_kv_of_heads_that_already_share_changes_nothing(bert, run):
             proj.weight.copy_(proj.weight.view(2, 4, 6, 48)[:, :1].expand(2, 4, 6, 48).reshape(48, 48))
             proj.bias.copy_(proj.bias.view(2, 4, 6)[:, :1].expand(2, 4, 6).reshape(48))
         y = torch.randn(1, 7, 48)
-        torch.testing.assert_close(sharing.group_kv(m, 2)(y)[0], m(y)[0], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(ladder.group_kv(m, 2)(y)[0], m(y)[0], rtol=1e-5, atol=1e-6)
     with torch.no_grad():
         torch.testing.assert_close(again(x)[0], g3(x)[0], rtol=1e-5, atol=1e-6)
 
 
 def test_uptraining_brings_the_layer_closer_and_is_deterministic(bert):
     before_digest = weights_digest(bert.model)
-    texts = sharing.generated_sentences(200, seed=1)
-    assert texts == sharing.generated_sentences(200, seed=1) and len(set(texts)) > 150
+    texts = uptrain.generated_sentences(200, seed=1)
+    assert texts == uptrain.generated_sentences(200, seed=1) and len(set(texts)) > 150
     inputs = bert.layer_inputs(texts, 5)
     assert inputs[0].shape[0] == 200 and inputs[1].sum(1).min() >= 5
     original = bert.scratch_layer(5)
-    converted = sharing.group_kv(original, 4)
+    converted = ladder.group_kv(original, 4)
     seen = []
-    a = sharing.uptrain(original, converted, inputs, steps=60, progress=seen.append, every=0.0)
-    b = sharing.uptrain(original, converted, inputs, steps=60)
+    a = uptrain.uptrain(original, converted, inputs, steps=60, progress=seen.append, every=0.0)
+    b = uptrain.uptrain(original, converted, inputs, steps=60)
     assert a.after < a.before / 2 and a.losses == b.losses and a.after == b.after
     assert [p.step for p in seen] == list(range(1, 61)) and seen[-1].fraction == 1.0
     with torch.no_grad():  # the caller's converted module is not trained in place
-        torch.testing.assert_close(converted.k_proj.weight, sharing.group_kv(original, 4).k_proj.weight)
+        torch.testing.assert_close(converted.k_proj.weight, ladder.group_kv(original, 4).k_proj.weight)
     assert weights_digest(bert.model) == before_digest
     with pytest.raises(ValueError, match="steps"):
-        sharing.uptrain(original, converted, inputs, steps=0)
+        uptrain.uptrain(original, converted, inputs, steps=0)
 
 
 def test_ladder_measures_on_the_real_layer(bert, run):
-    rungs = sharing.ladder(bert.n_heads)
+    rungs = ladder.rungs(bert.n_heads)
     assert [r.name for r in rungs] == [
         "MHA",
         "GQA-6",
@@ -78,7 +78,7 @@ def test_ladder_measures_on_the_real_layer(bert, run):
         "shared Q, K",
         "shared Q",
     ]
-    m = {r.name: sharing.rung_measures(bert, run, 4, r) for r in rungs}
+    m = {r.name: ladder.rung_measures(bert, run, 4, r) for r in rungs}
     C, H = bert.d_model, bert.n_heads
     for r in rungs:  # every rung's count is its structure's: a shared projection is one matrix
         layer = r.module(bert.scratch_layer(4))
@@ -100,28 +100,28 @@ def test_ladder_measures_on_the_real_layer(bert, run):
 
 
 def test_kv_cache_of_reference_decoders():
-    assert sharing.kv_cache_bytes(32, 32, 128) == 512 * 1024  # a 7B model with MHA, fp16
-    assert sharing.kv_cache_bytes(32, 8, 128) == 128 * 1024  # with GQA-8
-    assert sharing.kv_cache_bytes(6, 1, 32, v_heads=12) == 6 * 13 * 32 * 2  # one K head, 12 V heads
-    rows = {r["model"]: r for r in sharing.cache_table(sharing.REFERENCE_MODELS)}
+    assert ladder.kv_cache_bytes(32, 32, 128) == 512 * 1024  # a 7B model with MHA, fp16
+    assert ladder.kv_cache_bytes(32, 8, 128) == 128 * 1024  # with GQA-8
+    assert ladder.kv_cache_bytes(6, 1, 32, v_heads=12) == 6 * 13 * 32 * 2  # one K head, 12 V heads
+    rows = {r["model"]: r for r in ladder.cache_table(ladder.REFERENCE_MODELS)}
     assert rows["a 7B model (32 x 32 x 128), e.g. Llama 2 7B"]["GQA"] == "GQA-8: 128.0 KiB (1/4)"
     # a group count that divides each model's heads: GQA-8 does not exist for 12 heads
     assert rows["bert-base shape (12 x 12 x 64)"]["GQA"] == "GQA-3: 9.0 KiB (1/4)"
     for heads in range(2, 65):
-        g = sharing.gqa_groups(heads)
+        g = ladder.gqa_groups(heads)
         assert g is None if all(heads % d for d in range(2, heads)) else (heads % g == 0 and 1 < g < heads)
-    assert [sharing.gqa_groups(h) for h in (4, 6, 8, 12, 16, 32, 7)] == [2, 2, 2, 3, 4, 8, None]
+    assert [ladder.gqa_groups(h) for h in (4, 6, 8, 12, 16, 32, 7)] == [2, 2, 2, 3, 4, 8, None]
 
 
 def test_uptraining_keeps_a_shared_projection_shared(bert):
     """The tied rung trains as one matrix: after uptraining, every head still computes the same
     map (head diversity exactly 0), while its per-head values have moved. With untied copies
     (equal values in a distinct module) each head's Q/K got its own gradient and came apart."""
-    rung = next(r for r in sharing.ladder(bert.n_heads) if r.name == "shared Q, K")
-    texts = sharing.generated_sentences(64, seed=2)
+    rung = next(r for r in ladder.rungs(bert.n_heads) if r.name == "shared Q, K")
+    texts = uptrain.generated_sentences(64, seed=2)
     inputs = bert.layer_inputs(texts, 5)
-    held_out = [bert.attend(t) for t in sharing.generated_sentences(4, seed=3)]
-    out = sharing.uptrain_rung(bert, 5, rung, inputs, held_out, steps=40)
+    held_out = [bert.attend(t) for t in uptrain.generated_sentences(4, seed=3)]
+    out = ladder.uptrain_rung(bert, 5, rung, inputs, held_out, steps=40)
     m = out.fit.module
     assert m.role_heads == (1, 1, bert.n_heads) and m.num_parameters() == rung.parameter_count(bert.d_model)
     assert out.diversity_before == 0.0 and out.diversity_after == 0.0 and out.held_out_sentences == 4
