@@ -18,14 +18,13 @@ C, H, T = model.d_model, model.n_heads, run.n_tokens
 D = C // H
 layer, _ = ui.layer_head(run, head=False)
 
-sharing = ui.sharing_controls(H, "collapse")
-alpha, source, roles = sharing.alpha, sharing.source, sharing.roles
-if not roles:
-    st.info("Choose at least one of $W^Q, W^K, W^V$ to share.")
+path = ui.path_controls(H, "collapse")
+if path is None:
     st.stop()
+alpha, roles = path.alpha, path.roles
 names = ", ".join(f"$W^{r.upper()}$" for r in "qkv" if r in roles)
 st.caption(
-    f"The shared projection is {sharing.source_name}. Below alpha = 1 every head still has its own {names} (pulled "
+    f"The shared projection is {path.source_name}. Below alpha = 1 every head still has its own {names} (pulled "
     f"towards the shared one); at alpha = 1 each of {names} is one matrix for all {H} heads."
     + (
         " Sharing only $W^Q$ and $W^K$ makes every head attend the same way, but the values stay distinct, so the "
@@ -36,10 +35,10 @@ st.caption(
 )
 
 with st.spinner("Recomputing the layer along the path from distinct to shared..."):
-    sweep = ui.cached_sweep(inp, layer, source, roles)  # does not depend on alpha: cached
-    now = ui.cached_collapse(inp, layer, alpha, source, roles)
+    sweep = ui.cached_sweep(inp, layer, path)  # does not depend on alpha: cached
+    now = ui.cached_collapse(inp, layer, path)
 summary, before = now.summary(), sweep[0]
-ans = collapse.answer(sweep, C, H, roles, T)
+ans = collapse.answer(sweep, C, H, path, T)
 first_role = roles[0] if "q" not in roles else "q"
 overlap_key = f"subspace overlap W^{first_role.upper()}"
 
@@ -114,11 +113,11 @@ st.subheader(f"What it costs the whole model, at alpha = {alpha:.2f}")
 scope = st.radio("Share in", ["this layer", "every layer"], horizontal=True, key="collapse_scope")
 layers = (layer,) if scope == "this layer" else tuple(range(run.n_layers))
 with st.spinner("Running the whole model with shared projections..."):
-    effect = ui.cached_whole_model(inp, layers, alpha, source, roles)
-    effect_shared = effect if alpha == 1.0 else ui.cached_whole_model(inp, layers, 1.0, source, roles)
+    effect = ui.cached_whole_model(inp, layers, path)
+    effect_shared = effect if alpha == 1.0 else ui.cached_whole_model(inp, layers, path.at(1.0))
 with st.spinner("Scoring the model on its own task (sentence similarity)..."):
-    task_now = ui.cached_task_shared(inp.model, layers, alpha, source, roles)
-    task_shared = task_now if alpha == 1.0 else ui.cached_task_shared(inp.model, layers, 1.0, source, roles)
+    task_now = ui.cached_task_shared(inp.model, layers, path)
+    task_shared = task_now if alpha == 1.0 else ui.cached_task_shared(inp.model, layers, path.at(1.0))
     task_base = ui.cached_task(inp.model)
 e1, e2, e3, e4 = st.columns(4)
 e1.metric(
@@ -141,7 +140,7 @@ overlaps = ", ".join(
     f"$W^{r.upper()}$ {ans.overlap_shared[r]:.2f} (BERT: {ans.overlap_bert[r]:.2f})" for r in "qkv" if r in roles
 )
 st.markdown(
-    f"With {names} shared ({sharing.source_name}: one matrix for every head) the {H} heads of layer {layer} "
+    f"With {names} shared ({path.source_name}: one matrix for every head) the {H} heads of layer {layer} "
     + (
         f"compute the same attention: the mean divergence between heads is {ans.diversity_shared:.1e}"
         if same

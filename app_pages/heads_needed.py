@@ -20,7 +20,7 @@ st.markdown(
 inp, run, model = ui.page_start()
 L, H = model.n_layers, model.n_heads
 
-store = ui.studies()
+store = ui.STUDIES
 study = store.get(inp.model)
 if study is None and inp.model != bert.DEFAULT_MODEL:  # larger models: only when asked
     st.info(
@@ -44,7 +44,7 @@ if study.origin == "shipped":
     st.caption(
         "Everything on this page but the editor was computed once by `scripts/heads_study.py` on exactly this "
         "model's weights and these pairs (checked when the page loads it), so no visitor waits for it; "
-        "`tests/test_task.py` computes part of it again."
+        "`tests/test_pruning.py` computes part of it again."
     )
 
 st.subheader("What each head is worth")

@@ -6,7 +6,7 @@ import zlib
 import streamlit as st
 
 import ui
-from mha import atlas, build, collapse, diagram, lesson, metrics, plots
+from mha import atlas, build, collapse, diagram, lesson, metrics, plots, subspaces
 
 N = len(lesson.STEPS)
 inp, run, model = ui.page_start()
@@ -111,7 +111,7 @@ elif step == 3:
     b = c2.selectbox(
         "Second head", range(H), index=min(1, H - 1), key="lesson_head_b", format_func=lambda h: f"head {h}"
     )
-    maps = ui.cached_layer_maps(inp, layer, 0.0, 0, ("k", "q", "v"))
+    maps = ui.cached_layer_maps(inp, layer, subspaces.BERT)
     pick = [a, b]
     st.plotly_chart(
         plots.subspace_panels(
@@ -203,11 +203,11 @@ elif step == 6:
         disabled=prediction is None,
         key="lesson_share",
         help="Predict first: the toggle unlocks once you have chosen. The shared projection is "
-        f"{ui.source_name(collapse.DEFAULT_SOURCE)}, as on the collapse page.",
+        f"{collapse.source_name(collapse.DEFAULT_SOURCE)}, as on the collapse page.",
     )
     if prediction is not None and shared:
-        before = ui.cached_collapse(inp, layer, 0.0, collapse.DEFAULT_SOURCE, ("k", "q", "v"))
-        c = ui.cached_collapse(inp, layer, 1.0, collapse.DEFAULT_SOURCE, ("k", "q", "v"))
+        before = ui.cached_collapse(inp, layer, collapse.CollapsePath(0.0))
+        c = ui.cached_collapse(inp, layer, collapse.CollapsePath(1.0))
         out = lesson.sharing_outcome(before, c)
         g1, g2 = st.columns(2)
         g1.plotly_chart(plots.head_grid(run.attentions[layer], f"Layer {layer}: BERT's own heads"), width="stretch")
@@ -233,9 +233,7 @@ elif step == 6:
         st.markdown("**Deeper: which projections must differ for heads to differ?** Try subsets:")
         roles = st.multiselect("Share", ["q", "k", "v"], default=["k", "v"], key="lesson_roles", format_func=str.upper)
         if roles:
-            tried = collapse.collapse_layer(
-                model, run, layer, 1.0, collapse.DEFAULT_SOURCE, tuple(sorted(roles)), overlap_roles=()
-            )
+            tried = ui.cached_collapse(inp, layer, collapse.CollapsePath(1.0, roles=tuple(roles)))
             st.metric(
                 f"Head diversity sharing {', '.join(f'$W^{r.upper()}$' for r in sorted(roles))}",
                 f"{metrics.mean_off_diagonal(tried.diversity):.1e}",

@@ -131,7 +131,7 @@ rung = u1.selectbox(
 steps = u2.select_slider("Steps", [250, 500, 1000, 2000], value=1000, key="sharing_steps")
 seed = int(u3.number_input("Seed", 0, 9999, 0, key="sharing_seed"))
 key = (inp.model, layer, rung, steps, seed)
-store = ui.uptrains()
+store = ui.UPTRAINS
 outcome, go = ui.kept_result(
     store,
     key,
@@ -141,20 +141,23 @@ outcome, go = ui.kept_result(
 )
 bar = st.empty()
 if outcome is None and go:
-    bar.progress(0.0, text="Preparing the sentences...")
-    inputs = ui.layer_inputs(inp.model, layer)
-    held_out = ui.cached_pool_runs(inp.model)
-    outcome = ladder.uptrain_rung(
-        model,
-        layer,
-        rung,
-        inputs,
-        held_out,
-        steps,
-        seed,
-        lambda p: bar.progress(p.fraction, text=f"step {p.step} of {p.steps}: relative error {p.loss:.3f}"),
-    )
-    store.put(key, outcome)
+
+    def fit() -> ladder.UptrainOutcome:
+        bar.progress(0.0, text="Preparing the sentences...")
+        return ladder.uptrain_rung(
+            model,
+            layer,
+            rung,
+            ui.layer_inputs(inp.model, layer),
+            ui.cached_pool_runs(inp.model),
+            steps,
+            seed,
+            lambda p: bar.progress(p.fraction, text=f"step {p.step} of {p.steps}: relative error {p.loss:.3f}"),
+        )
+
+    if store.busy(key):
+        bar.info("Another session is running this uptraining: waiting for its result...")
+    outcome = ui.kept_run(store, key, fit)
     bar.empty()
 if outcome is None:
     rates = [o.fit.seconds / len(o.fit.losses) for k, o in store.entries() if k[0] == inp.model and o.fit.losses]

@@ -16,21 +16,20 @@ st.markdown(
 inp, run, model = ui.page_start()
 H = model.n_heads
 layer, _ = ui.layer_head(run, head=False)
-sharing = ui.sharing_controls(H, "subspaces", default_alpha=0.0)
-if not sharing.roles:
-    st.info("Choose at least one of $W^Q, W^K, W^V$ to share.")
+path = ui.path_controls(H, "subspaces", default_alpha=0.0)
+if path is None:
     st.stop()
 token = ui.token_picker("Token to follow", run.tokens, atlas.find_token(run.tokens, "mole", 1), "subspaces_token")
 
 with st.spinner("Projecting every head..."):
-    maps = ui.cached_layer_maps(inp, layer, sharing.alpha, sharing.source, sharing.roles)
+    maps = ui.cached_layer_maps(inp, layer, path)
 st.plotly_chart(
     plots.subspace_panels(
         maps.queries,
         maps.keys,
         maps.fidelity,
         run.tokens,
-        f"Layer {layer} at alpha = {sharing.alpha:.2f}: queries (●) and keys (◇) of every token, per head",
+        f"Layer {layer} at alpha = {path.alpha:.2f}: queries (●) and keys (◇) of every token, per head",
         token=token,
         weights=maps.weights,
     ),
@@ -45,7 +44,7 @@ st.caption(
     "score (keys are centred first, which the softmax does not notice); 1 = exact."
 )
 spread = subspaces.max_map_difference(maps)
-if {"q", "k"} <= set(sharing.roles) and sharing.alpha == 1.0:
+if {"q", "k"} <= set(path.roles) and path.alpha == 1.0:
     st.success(
         f"$W^Q$ and $W^K$ shared: all {H} panels are the same picture (max difference between panels "
         f"{spread:.1e}). The heads look at the sentence through one lens, so they attend alike.",
@@ -63,12 +62,12 @@ else:
 
 st.subheader("Play along alpha")
 with st.spinner("Computing the pictures from distinct to shared..."):
-    frames = ui.cached_alpha_frames(inp, layer, sharing.source, sharing.roles)
+    frames = ui.cached_alpha_frames(inp, layer, path)
 st.plotly_chart(
     plots.subspace_animation(
         [(a, m.queries, m.keys) for a, m in frames],
         run.tokens,
-        f"Layer {layer}: {', '.join(f'W<sup>{r.upper()}</sup>' for r in 'qkv' if r in sharing.roles)} pulled "
+        f"Layer {layer}: {', '.join(f'W<sup>{r.upper()}</sup>' for r in 'qkv' if r in path.roles)} pulled "
         "from distinct (0) to shared (1)",
     ),
     width="stretch",

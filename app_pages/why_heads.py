@@ -58,7 +58,7 @@ st.caption(
     )
 )
 
-store = ui.experiments()
+store = ui.EXPERIMENTS
 result, train = ui.kept_result(
     store,
     settings,
@@ -86,9 +86,14 @@ def show(p: ex.Progress) -> None:
 
 
 if result is None and train:
-    bar.progress(0.0, text="Starting (the first run of the server imports part of PyTorch: ~1 s)...")
-    result = ex.run(settings, show, every=0.5)
-    store.put(settings, result)
+
+    def train_all() -> ex.ExperimentResult:
+        bar.progress(0.0, text="Starting (the first run of the server imports part of PyTorch: ~1 s)...")
+        return ex.run(settings, show, every=0.5)
+
+    if store.busy(settings):
+        bar.info("Another session is training with these settings: waiting for its result...")
+    result = ui.kept_run(store, settings, train_all)
     st.session_state.pop("_why_training", None)
     bar.empty()
 if result is None:

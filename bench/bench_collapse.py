@@ -27,6 +27,7 @@ server_threads()
 from livetest import ROOT  # noqa: E402
 from mha import collapse, metrics  # noqa: E402
 from mha.bert import load_bert  # noqa: E402
+from mha.collapse import CollapsePath  # noqa: E402
 
 
 def scipy_diversity(w: np.ndarray) -> np.ndarray:
@@ -48,13 +49,17 @@ def parts(bert, run) -> list:
         (
             "one layer, shared, all measures",
             0.3 if run.n_tokens == 128 else None,
-            lambda: collapse.collapse_layer(bert, run, 2, 1.0),
+            lambda: collapse.collapse_layer(bert, run, 2, CollapsePath()),
         ),
-        ("alpha sweep, 11 points", 2.0, lambda: collapse.alpha_sweep(bert, run, 2)),
+        ("alpha sweep, 11 points", 2.0, lambda: collapse.alpha_sweep(bert, run, 2, CollapsePath())),
         ("head diversity (ours)", None, lambda: metrics.head_diversity(w)),
         ("head diversity (scipy reference)", None, lambda: scipy_diversity(w)),
-        ("whole model, layer 2 shared", None, lambda: collapse.whole_model_effect(bert, run, [2])),
-        ("whole model, every layer shared", None, lambda: collapse.whole_model_effect(bert, run, range(L))),
+        ("whole model, layer 2 shared", None, lambda: collapse.whole_model_effect(bert, run, [2], CollapsePath())),
+        (
+            "whole model, every layer shared",
+            None,
+            lambda: collapse.whole_model_effect(bert, run, range(L), CollapsePath()),
+        ),
     ]
 
 
@@ -116,7 +121,9 @@ def task_figures(bert) -> None:
         for layers in ([0], list(range(bert.n_layers))):
             replace = {i: collapse.shared_module(bert.scratch_layer(i), source) for i in layers}
             score = task.evaluate(bert, replace=replace).spearman
-            cos = collapse.whole_model_effect(bert, lesson, layers, 1.0, source)["sentence embedding cosine"]
+            cos = collapse.whole_model_effect(bert, lesson, layers, CollapsePath(1.0, source))[
+                "sentence embedding cosine"
+            ]
             where = "layer 0" if layers == [0] else "every layer"
             slice_ = "the mean slice" if source == "mean" else f"head {source}'s slice"
             print(f"  {slice_:<16} in {where:<11}: Spearman {score:.3f}; the lesson sentence's cosine {cos:.3f}")

@@ -18,6 +18,7 @@ server_threads()
 
 from mha import plots, subspaces  # noqa: E402
 from mha.bert import load_bert  # noqa: E402
+from mha.collapse import CollapsePath  # noqa: E402
 from mha.examples import DEFAULT_TEXT  # noqa: E402
 
 
@@ -34,18 +35,18 @@ def main() -> None:
         plots.subspace_panels(m.queries, m.keys, m.fidelity, run.tokens, "", token=3, weights=m.weights).to_json()
 
     def frames():
-        fr = subspaces.alpha_frames(bert, run, layer)
+        fr = subspaces.alpha_frames(bert, run, layer, CollapsePath())
         plots.subspace_animation([(a, m.queries, m.keys) for a, m in fr], run.tokens, "").to_json()
 
     texts = subspaces.pool_sentences()
     t0 = time.perf_counter()
     runs = [bert.attend(t) for t in texts]  # what the page caches once per model
-    p = subspaces.pool(bert, [run, *runs], layer)
+    p = subspaces.pool_spaces(bert, [run, *runs], layer)
     pm = subspaces.pool_maps(p)
     first = time.perf_counter() - t0
 
     def cached_pool():
-        q = subspaces.pool(bert, [run, *runs], layer)
+        q = subspaces.pool_spaces(bert, [run, *runs], layer)
         subspaces.pool_maps(q)
 
     rows = [
@@ -64,7 +65,9 @@ def main() -> None:
     print(f"pool figure: {len(figure) / 1e6:.2f} MB of JSON for {len(p.tokens)} tokens")
     lesson = bert.attend(DEFAULT_TEXT)
     fid = [subspaces.layer_maps(bert, lesson, layer).fidelity for layer in range(bert.n_layers)]
-    lesson_pool = [subspaces.pool_maps(subspaces.pool(bert, [lesson, *runs], l)).fidelity for l in range(bert.n_layers)]
+    lesson_pool = [
+        subspaces.pool_maps(subspaces.pool_spaces(bert, [lesson, *runs], l)).fidelity for l in range(bert.n_layers)
+    ]
     spectra = [subspaces.weight_spectra(bert.scratch_layer(layer)) for layer in range(bert.n_layers)]
     q, k = [s.energy_rank("query") for s in spectra], [s.energy_rank("key") for s in spectra]
     print(

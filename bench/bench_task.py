@@ -20,7 +20,7 @@ server_threads()
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from mha import collapse, task  # noqa: E402
+from mha import collapse, pruning, task  # noqa: E402
 from mha.bert import load_bert  # noqa: E402
 
 
@@ -60,7 +60,7 @@ def main() -> None:
         f"{imp.agreement():.2f}"
     )
     torch.set_num_threads(os.cpu_count() or 1)  # as the page runs the study (ui.server.all_cores)
-    study, took, gap, runs = with_progress(lambda progress: task.heads_study(bert, progress=progress))
+    study, took, gap, runs = with_progress(lambda progress: pruning.heads_study(bert, progress=progress))
     print(
         f"the whole study, {os.cpu_count()} torch threads: {took:.1f} s, {runs} model runs, longest gap between "
         f"updates {gap:.2f} s"

@@ -9,7 +9,8 @@ cached BERT it came from) is never modified.
 - `interpolate(m, alpha, ...)`: the continuous path W_i(alpha) = (1 - alpha) W_i + alpha W_shared
   for every head i, as a distinct-mode module (alpha = 0: m itself; every head still has its
   own weights, equal ones at alpha = 1).
-- `module_at(m, alpha, ...)`: the path's module at alpha: interpolate below 1, shared_module at 1,
+- `CollapsePath(alpha, source, roles)`: one point on that path, the settings of the collapse page
+  passed whole; `module_at(m, path)` is its module: interpolate below 1, shared_module at 1,
   where sharing really removes parameters.
 """
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 import copy
 import weakref
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -32,6 +33,46 @@ if TYPE_CHECKING:
 
 Source = int | Literal["mean"]
 DEFAULT_SOURCE: Source = "mean"  # the shared slice everywhere unless the learner picks a head's
+
+
+def _roles(roles: Iterable[str]) -> tuple[str, ...]:
+    roles = tuple(sorted(set(roles)))
+    if bad := [r for r in roles if r not in ROLES]:
+        raise ValueError(f"roles must be among {ROLES}, got {bad}")
+    return roles
+
+
+@dataclass(frozen=True)
+class CollapsePath:
+    """One point on the path from distinct to shared projections: W_i(alpha) = (1 - alpha) W_i +
+    alpha W_shared for the projections in `roles` (sorted), W_shared being head `source`'s slice or
+    the mean of every head's. At alpha = 1 a shared projection is one matrix for every head."""
+
+    alpha: float = 1.0
+    source: Source = DEFAULT_SOURCE
+    roles: tuple[str, ...] = ROLES
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.alpha <= 1.0:
+            raise ValueError(f"alpha must be in [0, 1], got {self.alpha}")
+        if self.source != "mean" and not (isinstance(self.source, int) and self.source >= 0):
+            raise ValueError(f"source must be 'mean' or a head index, got {self.source!r}")
+        object.__setattr__(self, "alpha", float(self.alpha))
+        object.__setattr__(self, "roles", _roles(self.roles))
+
+    def at(self, alpha: float) -> CollapsePath:
+        """The same path at another alpha."""
+        return replace(self, alpha=alpha)
+
+    @property
+    def source_name(self) -> str:
+        """The shared slice in words."""
+        return source_name(self.source)
+
+
+def source_name(source: Source) -> str:
+    """A shared slice in words: "the mean of all heads' slices" or "head 3's slice"."""
+    return "the mean of all heads' slices" if source == "mean" else f"head {source}'s slice"
 
 
 def _head_slices(w: torch.Tensor, H: int) -> torch.Tensor:
@@ -52,13 +93,6 @@ def shared_slice(w: torch.Tensor, H: int, source: Source = DEFAULT_SOURCE) -> to
 def _check(m: MultiHeadAttention) -> None:
     if m.role_heads != (m.n_heads,) * 3:
         raise ValueError("start from a module with distinct projections (every head its own W^Q, W^K, W^V)")
-
-
-def _roles(roles: Iterable[str]) -> tuple[str, ...]:
-    roles = tuple(sorted(set(roles)))
-    if bad := [r for r in roles if r not in ROLES]:
-        raise ValueError(f"roles must be among {ROLES}, got {bad}")
-    return roles
 
 
 def shared_module(
@@ -126,17 +160,19 @@ def interpolate(
         return _interpolate_in_place(copy.deepcopy(m), alpha, source, roles)
 
 
-def module_at(
-    m: MultiHeadAttention, alpha: float, source: Source = DEFAULT_SOURCE, roles: Iterable[str] = ROLES
-) -> MultiHeadAttention:
-    """The module at alpha on the path from m to shared `roles` (a copy): interpolated weights
-    below 1, the shared structure (shared_module) at 1."""
-    return shared_module(m, source, roles) if alpha == 1.0 else interpolate(m, alpha, source, roles)
+def module_at(m: MultiHeadAttention, path: CollapsePath) -> MultiHeadAttention:
+    """The module at path.alpha on the path from m to shared path.roles (a copy): interpolated
+    weights below 1, the shared structure (shared_module) at 1."""
+    _check(m)
+    with torch.inference_mode(False):
+        return _at(copy.deepcopy(m), path)
 
 
-def _at(m: MultiHeadAttention, alpha: float, source: Source, roles: Iterable[str]) -> MultiHeadAttention:
+def _at(m: MultiHeadAttention, path: CollapsePath) -> MultiHeadAttention:
     """module_at on a module the caller owns (a fresh copy): pulled in place below alpha = 1."""
-    return shared_module(m, source, roles) if alpha == 1.0 else _interpolate_in_place(m, alpha, source, roles)
+    if path.alpha == 1.0:
+        return shared_module(m, path.source, path.roles)
+    return _interpolate_in_place(m, path.alpha, path.source, path.roles)
 
 
 def _interpolate_in_place(
@@ -190,35 +226,26 @@ class LayerCollapse:
 
 
 def collapse_layer(
-    bert: LoadedBert,
-    run: BertRun,
-    layer: int,
-    alpha: float,
-    source: Source = DEFAULT_SOURCE,
-    roles: Iterable[str] = ROLES,
-    overlap_roles: Iterable[str] = ROLES,
+    bert: LoadedBert, run: BertRun, layer: int, path: CollapsePath, overlap_roles: Iterable[str] = ROLES
 ) -> LayerCollapse:
-    """Layer `layer` of BERT at position alpha on the path to shared projections (module_at),
-    with all measures (subspace overlap for the projections in overlap_roles)."""
-    roles = _roles(roles)
-    m = _at(bert.scratch_layer(layer), alpha, source, roles)  # our own copy
+    """Layer `layer` of BERT at one point of the path to shared projections (module_at), with
+    all measures (subspace overlap for the projections in overlap_roles)."""
+    m = _at(bert.scratch_layer(layer), path)  # our own copy
     with torch.inference_mode():
         tr = m.trace(run.layer_input(layer))  # (1, T, C) in
-    overlap = {r: path_overlap(bert, m, layer, alpha, source, roles, r) for r in overlap_roles}
-    return measures_from(m, tr.weights[0].numpy(), tr.concat[0].numpy(), alpha, overlap=overlap)
+    overlap = {r: path_overlap(bert, m, layer, path, r) for r in overlap_roles}
+    return measures_from(m, tr.weights[0].numpy(), tr.concat[0].numpy(), path.alpha, overlap=overlap)
 
 
 _OVERLAPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {path point: (H, H)}
 
 
-def path_overlap(
-    bert: LoadedBert, m: MultiHeadAttention, layer: int, alpha: float, source: Source, roles: tuple, role: str
-) -> np.ndarray:
-    """head_overlap(m, role) for m = layer `layer` at alpha on the path to sharing `roles`: it
-    depends on the weights alone, not on the sentence, so it is kept per model (read-only; a
-    projection that is not pulled is the model's own at any alpha)."""
+def path_overlap(bert: LoadedBert, m: MultiHeadAttention, layer: int, path: CollapsePath, role: str) -> np.ndarray:
+    """head_overlap(m, role) for m = layer `layer` at a point of the path: it depends on the
+    weights alone, not on the sentence, so it is kept per model (read-only; a projection that is
+    not pulled is the model's own at any alpha)."""
     memo = _OVERLAPS.setdefault(bert, {})
-    key = (layer, alpha, source, roles, role) if role in roles else (layer, role)
+    key = (layer, path, role) if role in path.roles else (layer, role)
     found = memo.get(key)
     if found is None:
         if len(memo) > 4096:  # ~1 KB each for 12 heads: a bound, not a working set
@@ -263,38 +290,27 @@ def measures_from(
 
 
 def alpha_sweep(
-    bert: LoadedBert,
-    run: BertRun,
-    layer: int,
-    source: Source = DEFAULT_SOURCE,
-    roles: Iterable[str] = ROLES,
-    steps: int = 11,
+    bert: LoadedBert, run: BertRun, layer: int, path: CollapsePath, steps: int = 11
 ) -> list[dict[str, float]]:
     """The scalar measures (diversity, the subspace overlap of W^Q, W^K and W^V, effective rank)
-    at `steps` evenly spaced alphas from 0 (distinct) to 1 (shared)."""
-    roles = tuple(roles)
-    return [collapse_layer(bert, run, layer, float(a), source, roles).summary() for a in np.linspace(0.0, 1.0, steps)]
+    at `steps` evenly spaced alphas from 0 (distinct) to 1 (shared) on the path's source and roles
+    (its own alpha is not used)."""
+    return [collapse_layer(bert, run, layer, path.at(float(a))).summary() for a in np.linspace(0.0, 1.0, steps)]
 
 
-def whole_model_effect(
-    bert: LoadedBert,
-    run: BertRun,
-    layers: Iterable[int],
-    alpha: float = 1.0,
-    source: Source = DEFAULT_SOURCE,
-    roles: Iterable[str] = ROLES,
-) -> dict[str, float]:
-    """Run the whole BERT with `layers` pulled to shared projections (module_at, on copies).
+def whole_model_effect(bert: LoadedBert, run: BertRun, layers: Iterable[int], path: CollapsePath) -> dict[str, float]:
+    """Run the whole BERT with `layers` at a point of the path to shared projections (module_at,
+    on copies).
 
     Returns the cosine similarity to the original model of the sentence embedding (mean of the
     final hidden states, as all-MiniLM-L6-v2 pools) and the mean and minimum per-token cosine.
     The layers before the first changed one are not run again: their output is run.hidden_states.
     """
-    roles, layers = tuple(roles), sorted(set(layers))
+    layers = sorted(set(layers))
     old = run.hidden_states[-1]  # (T, C)
     if not layers:
         return {"sentence embedding cosine": 1.0, "mean token cosine": 1.0, "min token cosine": 1.0}
-    replace = {i: _at(bert.scratch_layer(i), alpha, source, roles) for i in layers}
+    replace = {i: _at(bert.scratch_layer(i), path) for i in layers}
     with torch.inference_mode():  # the layers before the first changed one are the run's own
         states, _ = bert.run_layers(run.layer_input(layers[0]), replace=replace, start=layers[0])
     new = states[-1][0].float().numpy()  # (T, C)
@@ -337,10 +353,10 @@ class Answer:
         return self.rank_bound is not None
 
 
-def answer(sweep: list[dict[str, float]], d_model: int, n_heads: int, roles: Iterable[str], n_tokens: int) -> Answer:
+def answer(sweep: list[dict[str, float]], d_model: int, n_heads: int, path: CollapsePath, n_tokens: int) -> Answer:
     """The numbers of the collapse page's answer, from alpha_sweep's measures (alpha = 0 and 1)
-    and the structure of a layer with `roles` shared."""
-    roles = _roles(roles)
+    and the structure of a layer with path.roles shared."""
+    roles = path.roles
     first, last = sweep[0], sweep[-1]
     if not (first["alpha"] == 0.0 and last["alpha"] == 1.0):
         raise ValueError("the answer needs the sweep's two ends, alpha = 0 and alpha = 1")

@@ -208,7 +208,7 @@ def which_roles_question(bert: LoadedBert, run: BertRun, layer: int) -> tuple[Ch
     with the least divergence between heads, and it must be below collapse.SAME_TOLERANCE."""
     div = {}
     for roles, name in zip(ROLE_SETS, ROLE_NAMES):
-        c = collapse.collapse_layer(bert, run, layer, 1.0, collapse.DEFAULT_SOURCE, roles, overlap_roles=())
+        c = collapse.collapse_layer(bert, run, layer, collapse.CollapsePath(1.0, roles=roles), overlap_roles=())
         div[name] = metrics.mean_off_diagonal(c.diversity)
     least = min(div, key=div.get)
     if div[least] >= collapse.SAME_TOLERANCE:

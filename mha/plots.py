@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 if TYPE_CHECKING:
-    from .task import HeadsStudy
+    from .pruning import HeadsStudy
 
 SCALE = "Viridis"
 
@@ -870,7 +870,7 @@ def loss_curve(losses: list[float], title: str) -> go.Figure:
 
 
 def pruning_chart(study: HeadsStudy) -> go.Figure:
-    """Spearman lost as heads go, per part of the pairs (task.HeadsStudy): ranked on the other
+    """Spearman lost as heads go, per part of the pairs (pruning.HeadsStudy): ranked on the other
     part (held out, solid), on the same part (in sample, dashed), and the band of random orders
     (every seed and part, shaded), each against the full model's score on that part."""
     fig = go.Figure()

@@ -18,7 +18,6 @@ Shapes: H heads, T tokens, C = d_model, D = d_k = C / H, N tokens of a pool of s
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from importlib import resources
 from typing import TYPE_CHECKING
@@ -28,7 +27,9 @@ import torch
 from scipy.linalg import orthogonal_procrustes
 
 from .attention import MultiHeadAttention
-from .collapse import DEFAULT_SOURCE, ROLES, Source, module_at
+from .collapse import CollapsePath, module_at
+
+BERT = CollapsePath(alpha=0.0)  # no pull: the model's own heads
 
 if TYPE_CHECKING:
     from .bert import BertRun, LoadedBert
@@ -108,17 +109,11 @@ def head_maps(spaces: HeadSpaces, weights: np.ndarray | None = None) -> HeadMaps
     return HeadMaps(qs, ks, fid, weights)
 
 
-def layer_maps(
-    bert: LoadedBert,
-    run: BertRun,
-    layer: int,
-    alpha: float = 0.0,
-    source: Source = DEFAULT_SOURCE,
-    roles: Iterable[str] = ROLES,
-) -> HeadMaps:
-    """head_maps of BERT's layer `layer` on the run's input to it, pulled towards shared
-    projections by alpha exactly as the collapse page does (on a copy of the weights)."""
-    m = module_at(bert.scratch_layer(layer), alpha, source, roles)
+def layer_maps(bert: LoadedBert, run: BertRun, layer: int, path: CollapsePath = BERT) -> HeadMaps:
+    """head_maps of BERT's layer `layer` on the run's input to it, at a point of the path to shared
+    projections exactly as the collapse page has it (on a copy of the weights; default: alpha = 0,
+    the model's own heads)."""
+    m = module_at(bert.scratch_layer(layer), path)
     spaces, weights = _spaces_and_weights(m, run.hidden_states[layer])
     return head_maps(spaces, weights)
 
@@ -147,19 +142,13 @@ def aligned_frames(frames: list[HeadMaps]) -> list[HeadMaps]:
 
 
 def alpha_frames(
-    bert: LoadedBert,
-    run: BertRun,
-    layer: int,
-    source: Source = DEFAULT_SOURCE,
-    roles: Iterable[str] = ROLES,
-    steps: int = 11,
+    bert: LoadedBert, run: BertRun, layer: int, path: CollapsePath, steps: int = 11
 ) -> list[tuple[float, HeadMaps]]:
-    """layer_maps at `steps` evenly spaced alphas from 0 (distinct) to 1 (shared), without the
-    attention weights (the frames of an animation need only the points), each frame aligned to
-    the one before (aligned_frames)."""
-    roles = tuple(roles)
+    """layer_maps at `steps` evenly spaced alphas from 0 (distinct) to 1 (shared) on the path's
+    source and roles, without the attention weights (the frames of an animation need only the
+    points), each frame aligned to the next (aligned_frames)."""
     alphas = [float(a) for a in np.linspace(0.0, 1.0, steps)]
-    frames = [replace(layer_maps(bert, run, layer, a, source, roles), weights=None) for a in alphas]
+    frames = [replace(layer_maps(bert, run, layer, path.at(a)), weights=None) for a in alphas]
     return list(zip(alphas, aligned_frames(frames)))
 
 
@@ -237,7 +226,7 @@ class Pool:
     position: np.ndarray
 
 
-def pool(bert: LoadedBert, runs: list[BertRun], layer: int) -> Pool:
+def pool_spaces(bert: LoadedBert, runs: list[BertRun], layer: int) -> Pool:
     """Every token of `runs` at BERT's layer `layer` (real weights), pooled."""
     m = bert.scratch_layer(layer)
     qs, ks, tokens, sentence, position = [], [], [], [], []

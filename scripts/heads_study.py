@@ -1,7 +1,7 @@
 """Write the bundled model's "Do we need every head?" study into mha/data/heads_study.json, so that
 no visitor waits for it (the page uses it only if it was computed on exactly the loaded weights,
-the bundled pairs and the study's settings: mha.task.shipped_study). Run it again after changing
-the study's code, settings or the pairs; tests/test_task.py recomputes part of the file.
+the bundled pairs and the study's settings: mha.pruning.shipped_study). Run it again after changing
+the study's code, settings or the pairs; tests/test_pruning.py recomputes part of the file.
 
     python scripts/heads_study.py
 """
@@ -17,21 +17,21 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from mha import task  # noqa: E402
+from mha import pruning  # noqa: E402
 from mha.bert import load_bert  # noqa: E402
 
-OUT = Path(__file__).resolve().parents[1] / "mha" / task.STUDY_FILE
+OUT = Path(__file__).resolve().parents[1] / "mha" / pruning.STUDY_FILE
 
 
 def main() -> None:
     bert = load_bert()
     torch.set_num_threads(os.cpu_count() or 1)
     t0 = time.perf_counter()
-    study = task.heads_study(
+    study = pruning.heads_study(
         bert, progress=lambda done, total: print(f"\r{done} of {total} model runs", end="", file=sys.stderr)
     )
     print(file=sys.stderr)
-    OUT.write_text(task.study_to_json(study, task.study_stamp(bert)) + "\n", encoding="utf-8")
+    OUT.write_text(pruning.study_to_json(study, pruning.study_stamp(bert)) + "\n", encoding="utf-8")
     print(
         f"{bert.name}: study in {time.perf_counter() - t0:.1f} s, written to {OUT.relative_to(OUT.parents[2])}: "
         f"held out {study.held_out_can_go()}, in sample {study.in_sample_can_go()} heads can go"

@@ -10,7 +10,9 @@ import time
 import numpy as np
 import pytest
 
+from mha.collapse import CollapsePath
 from ui import Inputs, cache
+from ui.store import SharedStore, read_only
 
 MB = 2**20
 
@@ -20,7 +22,7 @@ def block(mb: float) -> np.ndarray:
 
 
 def test_the_store_keeps_its_bytes_under_the_budget_least_recently_used_out_first():
-    store = cache.SharedStore(size=None, budget_mb=10)
+    store = SharedStore(size=None, budget_mb=10)
     for key in "abcd":
         store.put(key, block(3))
     assert store.bytes <= 10 * MB and list(store.items) == ["b", "c", "d"]  # "a" went first
@@ -29,14 +31,14 @@ def test_the_store_keeps_its_bytes_under_the_budget_least_recently_used_out_firs
     assert list(store.items) == ["d", "b", "e"]
     store.put("big", block(25))  # larger than the budget: kept alone, the newest
     assert list(store.items) == ["big"] and store.bytes == 25 * MB + 0
-    counted = cache.read_only({"x": [block(1), (block(2), "text")], "y": 1.5})
+    counted = read_only({"x": [block(1), (block(2), "text")], "y": 1.5})
     assert 3 * MB <= counted < 3 * MB + 2000
 
 
 def test_a_new_value_never_pushes_out_its_own_sentence():
     """A long sentence's run and what the page derives from it stay together, even past the
     budget (else every rerun would compute the run again); other sentences go first."""
-    store = cache.SharedStore(size=None, budget_mb=10, group=lambda key: key[1])
+    store = SharedStore(size=None, budget_mb=10, group=lambda key: key[1])
     store.put(("run", "short"), block(2))
     store.put(("run", "long"), block(8))
     store.put(("measures", "long"), block(3))  # over budget: the short sentence goes, not the run
@@ -48,7 +50,7 @@ def test_a_new_value_never_pushes_out_its_own_sentence():
 
 
 def test_values_in_the_store_are_read_only():
-    store = cache.SharedStore(size=4)
+    store = SharedStore(size=4)
     value = {"weights": np.ones((2, 3)), "parts": [np.zeros(4)]}
     store.put("k", value)
     with pytest.raises(ValueError, match="read-only"):
@@ -58,7 +60,7 @@ def test_values_in_the_store_are_read_only():
 
 
 def test_a_value_is_computed_once_while_others_wait():
-    store = cache.SharedStore(size=None, budget_mb=1)
+    store = SharedStore(size=None, budget_mb=1)
     calls, got = [], []
 
     def compute():
@@ -85,14 +87,14 @@ def test_cached_runs_are_shared_read_only_and_equal_to_a_fresh_run(bert):
     np.testing.assert_array_equal(run.attentions, fresh.attentions)
     np.testing.assert_array_equal(run.hidden_states, fresh.hidden_states)
     # the engine reads a cached run without copying it into a warning or a write
-    c = cache.cached_collapse(inp, 1, 0.5, 0, ("k", "q", "v"))
+    c = cache.cached_collapse(inp, 1, CollapsePath(0.5, 0))
     assert not c.weights.flags.writeable and c.weights.shape == (bert.n_heads, run.n_tokens, run.n_tokens)
 
 
 def test_long_runs_stay_within_the_results_budget(bert):
     from mha.examples import DEFAULT_TEXT
 
-    store = cache.results()
+    store = cache.RESULTS
     inputs = [Inputs.from_raw(bert.name, f"{n} " + " ".join([DEFAULT_TEXT] * 40)) for n in range(3)]
     for inp in inputs:  # three 512-token runs: 81 MB each, each one more than the budget alone
         run = cache.cached_run(inp)
@@ -106,7 +108,7 @@ def test_two_first_visitors_run_the_heads_study_once(monkeypatch):
     """The page checked lock.locked() and then took the lock without looking at the store again:
     two first visitors could both run the 20-60 s study. Through ui.heads_study, one runs it and
     the other waits for its result."""
-    from mha import task
+    from mha import pruning
 
     runs, got, started = [], [], threading.Barrier(2)
 
@@ -116,9 +118,9 @@ def test_two_first_visitors_run_the_heads_study_once(monkeypatch):
         return {"study": len(runs)}
 
     monkeypatch.setattr(cache, "load_model", lambda name: f"model {name}")
-    monkeypatch.setattr(task, "heads_study", study)
-    monkeypatch.setattr(task, "shipped_study", lambda model: None)  # no study ships for this model
-    cache.studies().items.pop("race-test", None)
+    monkeypatch.setattr(pruning, "heads_study", study)
+    monkeypatch.setattr(pruning, "shipped_study", lambda model: None)  # no study ships for this model
+    cache.STUDIES.items.pop("race-test", None)
 
     def visit():
         started.wait()
@@ -130,8 +132,8 @@ def test_two_first_visitors_run_the_heads_study_once(monkeypatch):
     for t in threads:
         t.join()
     assert runs == ["model race-test"] and got[0] is got[1]
-    assert not cache.studies().busy("race-test")
-    cache.studies().items.pop("race-test", None)
+    assert not cache.STUDIES.busy("race-test")
+    cache.STUDIES.items.pop("race-test", None)
 
 
 def test_overlapping_all_cores_calls_leave_the_servers_thread_count():

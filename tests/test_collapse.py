@@ -9,6 +9,7 @@ import torch
 from conftest import SENTENCES
 
 from mha import MultiHeadAttention, collapse, metrics
+from mha.collapse import CollapsePath
 
 TOL = dict(rtol=1e-5, atol=1e-6)
 
@@ -22,7 +23,7 @@ def run(bert):
 def test_fully_shared_heads_are_identical_in_every_layer(bert, run, source):
     H, D = bert.n_heads, bert.d_model // bert.n_heads
     for layer in range(bert.n_layers):
-        c = collapse.collapse_layer(bert, run, layer, 1.0, source)
+        c = collapse.collapse_layer(bert, run, layer, CollapsePath(1.0, source))
         assert np.abs(c.weights - c.weights[:1]).max() < 1e-6
         assert metrics.mean_off_diagonal(c.diversity) < 1e-9
         for role in "qkv":
@@ -32,14 +33,14 @@ def test_fully_shared_heads_are_identical_in_every_layer(bert, run, source):
 
 def test_alpha_zero_is_bert_itself(bert, run):
     for layer in range(bert.n_layers):
-        c = collapse.collapse_layer(bert, run, layer, 0.0)
+        c = collapse.collapse_layer(bert, run, layer, CollapsePath(0.0))
         torch.testing.assert_close(torch.from_numpy(c.weights), torch.from_numpy(run.attentions[layer]), **TOL)
         assert metrics.mean_off_diagonal(c.diversity) > 0.05  # clearly different heads
 
 
 def test_head_diversity_falls_monotonically_along_the_path(bert, run):
     for layer in (0, 3, 5):
-        sweep = collapse.alpha_sweep(bert, run, layer)
+        sweep = collapse.alpha_sweep(bert, run, layer, CollapsePath())
         js = [s["head diversity (JS)"] for s in sweep]
         assert all(a > b for a, b in zip(js, js[1:])), (layer, js)
         assert js[-1] < 1e-9 and js[0] > 0.05
@@ -48,7 +49,7 @@ def test_head_diversity_falls_monotonically_along_the_path(bert, run):
 def test_the_sweep_follows_the_overlap_of_every_projection(bert, run):
     """Sharing only K and V leaves W^Q where it was: the sweep must show W^K and W^V moving, not
     only W^Q (it followed W^Q alone, as if the three moved the same way)."""
-    sweep = collapse.alpha_sweep(bert, run, 2, "mean", ("k", "v"), steps=3)
+    sweep = collapse.alpha_sweep(bert, run, 2, CollapsePath(roles=("k", "v")), steps=3)
     q = [s["subspace overlap W^Q"] for s in sweep]
     assert max(q) - min(q) < 1e-9  # W^Q is not shared: its overlap stays BERT's
     for role in "KV":
@@ -57,13 +58,13 @@ def test_the_sweep_follows_the_overlap_of_every_projection(bert, run):
 
 
 def test_sharing_only_q_and_k_collapses_patterns_but_not_values(bert, run):
-    c = collapse.collapse_layer(bert, run, 2, 1.0, roles=("q", "k"))
+    c = collapse.collapse_layer(bert, run, 2, CollapsePath(1.0, roles=("q", "k")))
     assert np.abs(c.weights - c.weights[:1]).max() < 1e-6  # same attention in every head ...
     assert metrics.mean_off_diagonal(c.overlap["v"]) < 0.5  # ... but values still differ
     D = bert.d_model // bert.n_heads
     heads = c.concat.reshape(len(c.concat), bert.n_heads, D)  # (T, H, D)
     assert np.abs(heads - heads[:, :1]).max() > 1e-2  # so the heads' outputs still differ
-    full = collapse.collapse_layer(bert, run, 2, 1.0)
+    full = collapse.collapse_layer(bert, run, 2, CollapsePath(1.0))
     full_heads = full.concat.reshape(len(full.concat), bert.n_heads, D)
     assert np.abs(full_heads - full_heads[:, :1]).max() < 1e-5  # unlike sharing Q, K and V
 
@@ -97,10 +98,11 @@ def test_sharing_some_roles_is_structure_not_equal_values(bert, run, roles):
         for got, want in zip(shared(x), collapse.interpolate(base, 1.0, "mean", roles)(x)):
             torch.testing.assert_close(got, want, **TOL)
     # the collapse page's module at alpha = 1 is this structure; below 1 every head keeps its weights
-    at_one = collapse.collapse_layer(bert, run, 3, 1.0, "mean", roles, overlap_roles=roles)
+    at_one = collapse.collapse_layer(bert, run, 3, CollapsePath(1.0, "mean", roles), overlap_roles=roles)
     assert at_one.parameters == shared.num_parameters() < base.num_parameters()
     assert (
-        collapse.collapse_layer(bert, run, 3, 0.5, "mean", roles, overlap_roles=()).parameters == base.num_parameters()
+        collapse.collapse_layer(bert, run, 3, CollapsePath(0.5, "mean", roles), overlap_roles=()).parameters
+        == base.num_parameters()
     )
     for r in roles:
         np.testing.assert_array_equal(at_one.overlap[r], np.ones((H, H)))  # one subspace, exactly
@@ -128,8 +130,15 @@ def test_invalid_collapse_arguments_raise():
         collapse.shared_module(MultiHeadAttention(32, 4, "shared"))
     with pytest.raises(ValueError, match="distinct"):
         collapse.interpolate(MultiHeadAttention(32, 4, kv_heads=2), 0.5)
+    with pytest.raises(ValueError, match="alpha"):
+        CollapsePath(1.5)
+    with pytest.raises(ValueError, match="roles"):
+        CollapsePath(0.5, roles=("x",))
+    with pytest.raises(ValueError, match="source"):
+        CollapsePath(0.5, source="first")
+    assert CollapsePath(0.3, roles=("v", "q", "q")) == CollapsePath(0.3, roles=("q", "v"))  # one value per setting
     with pytest.raises(ValueError, match="alpha = 0 and alpha = 1"):
-        collapse.answer([{"alpha": 0.0}, {"alpha": 0.5}], 32, 4, ("q",), 5)
+        collapse.answer([{"alpha": 0.0}, {"alpha": 0.5}], 32, 4, CollapsePath(roles=("q",)), 5)
 
 
 def test_encode_with_no_replacement_reproduces_bert(bert, run):
@@ -137,9 +146,9 @@ def test_encode_with_no_replacement_reproduces_bert(bert, run):
 
 
 def test_whole_model_effect_costs_more_when_more_layers_share(bert, run):
-    none = collapse.whole_model_effect(bert, run, [], 1.0)
-    one = collapse.whole_model_effect(bert, run, [3], 1.0)
-    every = collapse.whole_model_effect(bert, run, range(bert.n_layers), 1.0)
+    none = collapse.whole_model_effect(bert, run, [], CollapsePath(1.0))
+    one = collapse.whole_model_effect(bert, run, [3], CollapsePath(1.0))
+    every = collapse.whole_model_effect(bert, run, range(bert.n_layers), CollapsePath(1.0))
     assert none["sentence embedding cosine"] > 0.9999
     assert every["sentence embedding cosine"] < one["sentence embedding cosine"] < 0.9999
     assert every["mean token cosine"] < 0.9
@@ -214,8 +223,8 @@ def test_answer_numbers_and_csv(bert, run):
 
     import pandas as pd
 
-    sweep = collapse.alpha_sweep(bert, run, 2, 0, ("q", "k", "v"), steps=3)
-    a = collapse.answer(sweep, bert.d_model, bert.n_heads, ("v", "q", "k"), run.n_tokens)
+    sweep = collapse.alpha_sweep(bert, run, 2, CollapsePath(1.0, 0), steps=3)
+    a = collapse.answer(sweep, bert.d_model, bert.n_heads, CollapsePath(roles=("v", "q", "k")), run.n_tokens)
     C, D = bert.d_model, bert.d_model // bert.n_heads
     # the bound on the rank of T identical T x D head outputs is min(T, D): 16 tokens here, not D = 32
     assert a.roles == ("k", "q", "v") and a.same_attention and a.one_head and a.rank_bound == min(run.n_tokens, D) == 16
@@ -223,7 +232,7 @@ def test_answer_numbers_and_csv(bert, run):
     assert a.diversity_bert == sweep[0]["head diversity (JS)"] > 0.05 and a.diversity_shared < 1e-9
     assert a.params_distinct == MultiHeadAttention.parameter_count(C, bert.n_heads, "distinct")
     assert a.params_shared == MultiHeadAttention.parameter_count(C, bert.n_heads, "shared")
-    kv = collapse.answer(sweep, C, bert.n_heads, ("k", "v"), run.n_tokens)
+    kv = collapse.answer(sweep, C, bert.n_heads, CollapsePath(roles=("k", "v")), run.n_tokens)
     assert set(kv.overlap_bert) == {"k", "v"}  # the overlap of what is shared, not of W^Q
     assert not kv.same_attention and not kv.one_head and kv.rank_bound is None
     assert kv.params_saved == 2 * ((C * C + C) - (C * D + D))  # only W^K and W^V (and biases) shrink
@@ -236,7 +245,7 @@ def test_answer_numbers_and_csv(bert, run):
 def test_whole_model_effect_equals_the_full_forward_pass(bert, run, layers):
     """Starting at the first changed layer from the run's own states = running BERT from its
     embeddings with the changed layers (encode_with, checked against Transformers above)."""
-    got = collapse.whole_model_effect(bert, run, layers, 0.7, "mean", ("q", "v"))
+    got = collapse.whole_model_effect(bert, run, layers, CollapsePath(0.7, "mean", ("q", "v")))
     replace = {i: collapse.interpolate(bert.scratch_layer(i), 0.7, "mean", ("q", "v")) for i in layers}
     new, old = bert.encode_with(run, replace=replace)[-1], run.hidden_states[-1]  # (T, C) each
     cos = (new * old).sum(-1) / np.linalg.norm(new, axis=-1) / np.linalg.norm(old, axis=-1)
@@ -253,8 +262,8 @@ def test_whole_model_effect_runs_only_the_layers_from_the_first_changed_one(bert
         for i, layer in enumerate(bert.model.encoder.layer)
     ]
     try:
-        collapse.whole_model_effect(bert, run, [5], 1.0)
-        collapse.whole_model_effect(bert, run, [4, 2], 1.0)
+        collapse.whole_model_effect(bert, run, [5], CollapsePath(1.0))
+        collapse.whole_model_effect(bert, run, [4, 2], CollapsePath(1.0))
     finally:
         for h in hooks:
             h.remove()

@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from livetest import ROOT
 from mha import atlas, build, collapse, lesson, metrics, subspaces
+from mha.collapse import CollapsePath
 
 SECOND = "Yesterday the old fisherman sold three silver fish to a hungry cat."
 PLAIN_MATHS = re.compile(r"W_\{?\w+\}?\^|W\^[QKVO]|\b[QKV]_i\b|\^T\b|sqrt\(|softmax\(|\bd_k\b|d_model")
@@ -143,14 +144,14 @@ def test_walk_the_lesson(bert, text, right_first):
     predict.set_value(1 if right_first else 0).run()
     at.toggle(key="lesson_share").set_value(True).run()
     outcome = lesson.sharing_outcome(
-        collapse.collapse_layer(bert, run, 0, 0.0), collapse.collapse_layer(bert, run, 0, 1.0)
+        collapse.collapse_layer(bert, run, 0, CollapsePath(0.0)), collapse.collapse_layer(bert, run, 0, CollapsePath())
     )
     assert outcome["max difference between heads"] < 1e-5
     said = " ".join(e.value for e in [*at.success, *at.error] if "fell from" in e.value)
     assert said.startswith("Right") == right_first and "divergence between heads fell" in said
     seen_right += right_first
-    div_qk = metrics.mean_off_diagonal(collapse.collapse_layer(bert, run, 0, 1.0, "mean", ("k", "q")).diversity)
-    div_kv = metrics.mean_off_diagonal(collapse.collapse_layer(bert, run, 0, 1.0, "mean", ("k", "v")).diversity)
+    div_qk = metrics.mean_off_diagonal(collapse.collapse_layer(bert, run, 0, CollapsePath(roles=("k", "q"))).diversity)
+    div_kv = metrics.mean_off_diagonal(collapse.collapse_layer(bert, run, 0, CollapsePath(roles=("k", "v"))).diversity)
     assert div_qk < 1e-9 < div_kv
     ask("Q and K", question(at).options)
     assert not plain_maths(at)
@@ -206,7 +207,7 @@ def test_which_roles_takes_the_least_divergence_within_a_tolerance(bert, monkeyp
 def test_sharing_feedback_counts_the_models_heads(bert):
     run = bert.attend("Time flies like an arrow.")
     outcome = lesson.sharing_outcome(
-        collapse.collapse_layer(bert, run, 1, 0.0), collapse.collapse_layer(bert, run, 1, 1.0)
+        collapse.collapse_layer(bert, run, 1, CollapsePath(0.0)), collapse.collapse_layer(bert, run, 1, CollapsePath())
     )
     assert outcome["heads"] == bert.n_heads and outcome["parameters after"] < outcome["parameters before"]
     right, text = lesson.prediction_feedback(1, outcome)

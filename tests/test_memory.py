@@ -47,7 +47,7 @@ def test_memory_growth_over_many_sentences_is_bounded(bert):
     for k in range(24):
         script_run(k)
     growth = rss_mb() - before
-    assert cache.results().bytes <= cache.RESULTS_MB * 2**20 + 30 * 2**20  # + one sentence (at most 305 words here)
+    assert cache.RESULTS.bytes <= cache.RESULTS_MB * 2**20 + 30 * 2**20  # + one sentence (at most 305 words here)
     # without release_memory: +276 MB over 30 sentences here; with it: +58 MB
     assert growth <= cache.RESULTS_MB + 40, f"RSS grew {growth:.0f} MB over 24 sentences"
 

@@ -10,6 +10,7 @@ from conftest import plotly_array, weights_digest
 from streamlit.testing.v1 import AppTest
 
 from livetest import ROOT
+from mha.collapse import CollapsePath
 from ui.pages import PAGES as SPECS
 
 TIMEOUT = 120
@@ -209,7 +210,7 @@ def test_collapse_page_measures_equal_the_engine(bert):
     no_exception(at)
     at.slider(key="collapse_alpha").set_value(0.3).run()
     run = bert.attend(at.session_state["text"])
-    c = collapse.collapse_layer(bert, run, 2, 0.3)
+    c = collapse.collapse_layer(bert, run, 2, CollapsePath(0.3))
     charts = collapse_charts(at)
     np.testing.assert_allclose(charts["Head diversity (JS, nats)"], metrics.head_diversity(c.weights), atol=1e-6)
     moved = collapse.interpolate(bert.scratch_layer(2), 0.3)
@@ -246,8 +247,8 @@ def test_collapse_answer_is_at_alpha_one_and_the_slider_shows_what_is_in_effect(
     diversity = metric["Head diversity (mean JS) at alpha = 0.50"]
     assert diversity.proto.delta.startswith("-") and "vs BERT's" in diversity.proto.delta  # lower: arrow down
     run = bert.attend(at.session_state["text"])
-    shared = collapse.whole_model_effect(bert, run, [1], 1.0, "mean")
-    half = collapse.whole_model_effect(bert, run, [1], 0.5, "mean")
+    shared = collapse.whole_model_effect(bert, run, [1], CollapsePath(1.0))
+    half = collapse.whole_model_effect(bert, run, [1], CollapsePath(0.5))
     assert f"{shared['sentence embedding cosine']:.3f}" != f"{half['sentence embedding cosine']:.3f}"
     (answer,) = [m.value for m in at.markdown if "parameters instead of" in m.value]
     assert f"cosine {shared['sentence embedding cosine']:.3f} of the original" in answer
@@ -482,7 +483,7 @@ def test_heads_needed_page_maps_held_out_curves_and_editor(bert):
     no_exception(at)
     maps = [f for f in figures(at) if f["layout"]["title"]["text"].startswith(("Spearman lost", "Gradient importance"))]
     assert len(maps) == 2 and plotly_array(maps[0]["data"][0]["z"]).shape == (bert.n_layers, bert.n_heads)
-    study = cache.studies().get(bert.name)
+    study = cache.STUDIES.get(bert.name)
     curve = [f for f in figures(at) if f["layout"]["title"]["text"].startswith("Removing heads one after another")][0]
     names = [t["name"] for t in curve["data"] if t.get("name")]
     assert names == [

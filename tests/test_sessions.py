@@ -94,6 +94,6 @@ def test_eight_concurrent_sessions_see_only_their_own_results(bert):
         assert r["sidebar"] == r["text"]
         run = bert.attend(r["text"])
         np.testing.assert_allclose(r["head_map"], run.attentions[r["layer"], r["head"]], atol=1e-5)
-        expect = collapse.collapse_layer(bert, run, r["layer"], 1.0 if r["shared"] else 0.5)
+        expect = collapse.collapse_layer(bert, run, r["layer"], collapse.CollapsePath(1.0 if r["shared"] else 0.5))
         np.testing.assert_allclose(r["diversity"], expect.diversity, atol=1e-5)
         assert (np.abs(r["diversity"]).max() < 1e-9) == r["shared"]

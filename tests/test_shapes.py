@@ -8,12 +8,12 @@ import json
 import re
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from livetest import ROOT
 from mha.attention import valid_head_counts
 from mha.bert import save_random_bert
+from ui import cache
 from ui.pages import PAGES
 
 SHAPES = {"bert-base": (12, 12, 768), "odd": (3, 4, 128)}
@@ -25,12 +25,10 @@ def local_model(request, tmp_path_factory):
     path = save_random_bert(tmp_path_factory.mktemp(request.param), L, H, C)
     mp = pytest.MonkeyPatch()
     mp.setenv("MHA_MODEL_DIR", path)
-    st.cache_data.clear()  # results cached for "local" belong to the previous directory
-    st.cache_resource.clear()
+    cache.clear()  # results kept for "local" belong to the previous directory
     yield request.param, (L, H, C)
     mp.undo()
-    st.cache_data.clear()
-    st.cache_resource.clear()
+    cache.clear()
 
 
 BUNDLED_FIGURES = re.compile(

@@ -12,6 +12,7 @@ from conftest import SENTENCES, weights_digest
 from scipy.spatial import procrustes
 
 from mha import MultiHeadAttention, subspaces
+from mha.collapse import CollapsePath
 
 
 @pytest.fixture(scope="module")
@@ -74,11 +75,11 @@ def test_distinct_heads_give_different_pictures_in_every_layer(bert, run):
 @pytest.mark.parametrize("roles", [("q", "k"), ("q", "k", "v")])
 def test_shared_queries_and_keys_give_one_picture(bert, run, roles):
     for layer in range(bert.n_layers):
-        maps = subspaces.layer_maps(bert, run, layer, 1.0, 4, roles)
+        maps = subspaces.layer_maps(bert, run, layer, CollapsePath(1.0, 4, roles))
         assert np.abs(maps.queries - maps.queries[:1]).max() < 1e-5
         assert np.abs(maps.keys - maps.keys[:1]).max() < 1e-5
         assert subspaces.max_map_difference(maps) < 1e-5
-    kv = subspaces.layer_maps(bert, run, 0, 1.0, 4, ("k", "v"))  # queries still distinct
+    kv = subspaces.layer_maps(bert, run, 0, CollapsePath(1.0, 4, ("k", "v")))  # queries still distinct
     assert subspaces.max_map_difference(kv) > 0.1
 
 
@@ -88,10 +89,10 @@ def dots(maps):
 
 
 def test_alpha_frames_run_from_bert_to_one_picture(bert, run):
-    frames = subspaces.alpha_frames(bert, run, 1, "mean", ("q", "k", "v"))
+    frames = subspaces.alpha_frames(bert, run, 1, CollapsePath())
     assert [a for a, _ in frames] == pytest.approx(np.linspace(0, 1, 11))
     assert frames[0][1].weights is None
-    first, last = subspaces.layer_maps(bert, run, 1), subspaces.layer_maps(bert, run, 1, 1.0, "mean")
+    first, last = subspaces.layer_maps(bert, run, 1), subspaces.layer_maps(bert, run, 1, CollapsePath(1.0))
     np.testing.assert_allclose(dots(frames[0][1]), dots(first), atol=1e-4)  # the same picture, maybe turned
     np.testing.assert_array_equal(frames[-1][1].queries, last.queries)  # the shared end as it is
     assert subspaces.max_map_difference(frames[-1][1]) < 1e-5 < subspaces.max_map_difference(frames[0][1])
@@ -110,10 +111,10 @@ def test_frames_are_aligned_so_that_only_real_change_moves_a_point(bert, run):
     np.testing.assert_allclose(aligned[0].queries, b.queries, atol=1e-6)  # the swap is gone
     np.testing.assert_allclose(dots(aligned[0]), dots(a), atol=1e-5)
     raw = [
-        subspaces.replace(subspaces.layer_maps(bert, run, 1, float(al), "mean"), weights=None)
+        subspaces.replace(subspaces.layer_maps(bert, run, 1, CollapsePath(float(al))), weights=None)
         for al in np.linspace(0, 1, 11)
     ]
-    done = [m for _, m in subspaces.alpha_frames(bert, run, 1, "mean", ("q", "k", "v"))]
+    done = [m for _, m in subspaces.alpha_frames(bert, run, 1, CollapsePath())]
     for r, d in zip(raw, done):
         np.testing.assert_allclose(dots(d), dots(r), atol=1e-4)
 
@@ -147,7 +148,7 @@ def test_pool_of_bundled_sentences(bert, run):
     texts = subspaces.pool_sentences()
     assert 45 <= len(texts) <= 60 and all(t and not t.startswith("#") for t in texts)
     runs = [run, *(bert.attend(t) for t in texts[:5])]
-    p = subspaces.pool(bert, runs, 2)
+    p = subspaces.pool_spaces(bert, runs, 2)
     N = sum(r.n_tokens for r in runs)
     assert p.queries.shape == p.keys.shape == (bert.n_heads, N, 32) and len(p.tokens) == N
     assert (p.sentence == 0).sum() == run.n_tokens and p.position[0] == 0 and p.position[run.n_tokens - 1] == 1
@@ -165,7 +166,7 @@ def test_pool_of_bundled_sentences(bert, run):
         energy += (s**2).sum()
     assert maps.fidelity[h] == pytest.approx(1 - residual / energy, rel=1e-6)
     # a pool of one sentence: the picture is that sentence's own best rank-2 fit, the same fidelity
-    alone = subspaces.pool_maps(subspaces.pool(bert, [run], 2))
+    alone = subspaces.pool_maps(subspaces.pool_spaces(bert, [run], 2))
     np.testing.assert_allclose(alone.fidelity, subspaces.layer_maps(bert, run, 2).fidelity, atol=1e-5)
     assert subspaces.token_kinds(["[CLS]", "the", "##s", ",", "...", "[SEP]"]) == [
         "special",
@@ -179,8 +180,8 @@ def test_pool_of_bundled_sentences(bert, run):
 
 def test_the_cached_model_is_untouched(bert, run):
     before = weights_digest(bert.model)
-    subspaces.alpha_frames(bert, run, 0, 0, ("q", "k"))
-    subspaces.layer_maps(bert, run, 5, 1.0, "mean")
+    subspaces.alpha_frames(bert, run, 0, CollapsePath(1.0, 0, ("q", "k")))
+    subspaces.layer_maps(bert, run, 5, CollapsePath(1.0))
     subspaces.weight_spectra(bert.scratch_layer(5))
-    subspaces.pool(bert, [run], 3)
+    subspaces.pool_spaces(bert, [run], 3)
     assert weights_digest(bert.model) == before

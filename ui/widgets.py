@@ -5,12 +5,12 @@ path to shared projections."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
 
 from mha import bert, collapse
+from mha.collapse import CollapsePath
 from mha.examples import EXAMPLES
 
 from .cache import cached_run, load_model
@@ -153,28 +153,9 @@ def token_picker(
     return box.selectbox(label, range(len(tokens)), index=default, key=key, format_func=lambda i: f"{i}: {tokens[i]}")
 
 
-@dataclass(frozen=True)
-class Sharing:
-    """The path to shared projections: W_i(alpha) = (1 - alpha) W_i + alpha W_shared for `roles`."""
-
-    alpha: float
-    source: int | str  # the head whose slice is shared, or "mean"
-    roles: tuple[str, ...]  # sorted subset of ("k", "q", "v"); may be empty
-
-    @property
-    def source_name(self) -> str:
-        """The shared slice in words."""
-        return source_name(self.source)
-
-
 def agreement_words(rho: float) -> str:
     """How alike two rankings are, in words, from Spearman's rho: the page says no more than the number."""
     return "only loosely" if rho < 0.5 else "moderately" if rho < 0.8 else "closely"
-
-
-def source_name(source: int | str) -> str:
-    """A shared slice in words: "the mean of all heads' slices" or "head 3's slice"."""
-    return "the mean of all heads' slices" if source == "mean" else f"head {source}'s slice"
 
 
 def _shared_toggled(prefix: str) -> None:
@@ -188,8 +169,9 @@ def _shared_toggled(prefix: str) -> None:
         ss[alpha] = ss.pop(keep)
 
 
-def sharing_controls(n_heads: int, prefix: str, default_alpha: float = 0.5) -> Sharing:
-    """The shared toggle, the alpha slider, the shared slice and the roles, in one row.
+def path_controls(n_heads: int, prefix: str, default_alpha: float = 0.5) -> CollapsePath | None:
+    """The shared toggle, the alpha slider, the shared slice and the roles, in one row: the point
+    of the collapse path they set (None, with a message, when no projection is chosen).
 
     Widget keys start with `prefix` (e.g. "collapse_alpha"), so each page keeps its own setting.
     The shared slice is the mean of the heads' slices unless a head is chosen (collapse.DEFAULT_SOURCE).
@@ -205,7 +187,7 @@ def sharing_controls(n_heads: int, prefix: str, default_alpha: float = 0.5) -> S
         "Shared projection",
         [collapse.DEFAULT_SOURCE, *(h for h in range(n_heads) if h != collapse.DEFAULT_SOURCE)],
         key=f"{prefix}_source",
-        format_func=source_name,
+        format_func=collapse.source_name,
     )
     roles = c4.multiselect(
         "Share the projections of",
@@ -215,7 +197,10 @@ def sharing_controls(n_heads: int, prefix: str, default_alpha: float = 0.5) -> S
         format_func=str.upper,
         help="$W^Q$, $W^K$, $W^V$: which of the three every head shares.",
     )
-    return Sharing(1.0 if shared else float(alpha), source, tuple(sorted(roles)))
+    if not roles:
+        st.info("Choose at least one of $W^Q, W^K, W^V$ to share.")
+        return None
+    return CollapsePath(1.0 if shared else float(alpha), source, tuple(roles))
 
 
 def _first_try(qid: str, right: bool) -> None:
