@@ -23,7 +23,8 @@ st.subheader("Every head, coloured by one measure")
 measure = st.selectbox("Measure", MEASURES, index=MEASURES.index("to previous"), key="atlas_measure")
 zmax = float(np.log(run.n_tokens)) if measure == "entropy" else 1.0
 st.plotly_chart(
-    plots.atlas_heatmap(m[measure], hover, f"{measure} (hover a head for all its measures)", zmax=zmax), width="stretch"
+    plots.atlas.atlas_heatmap(m[measure], hover, f"{measure} (hover a head for all its measures)", zmax=zmax),
+    width="stretch",
 )
 st.caption(
     "Shares are the mean weight a query puts on those keys ('previous' = key j = i - 1, 'next' = "
@@ -35,7 +36,8 @@ st.caption(
 layer, head = ui.layer_head(run)
 st.info(atlas.describe(m, m["pattern"][layer, head], layer, head, run.n_tokens), icon=":material/psychology:")
 st.plotly_chart(
-    plots.attention_heatmap(run.attentions[layer, head], run.tokens, f"Layer {layer}, head {head}"), width="stretch"
+    plots.heads.attention_heatmap(run.attentions[layer, head], run.tokens, f"Layer {layer}, head {head}"),
+    width="stretch",
 )
 
 st.subheader("Link finder: which heads connect two tokens?")
@@ -52,7 +54,7 @@ st.dataframe(
 cols = st.columns(3)
 for col, (l, h, w) in zip(cols, ranking[:3]):
     col.plotly_chart(
-        plots.attention_heatmap(run.attentions[l, h], run.tokens, f"Layer {l}, head {h}: {w:.2f}", height=420),
+        plots.heads.attention_heatmap(run.attentions[l, h], run.tokens, f"Layer {l}, head {h}: {w:.2f}", height=420),
         width="stretch",
     )
 
@@ -68,7 +70,7 @@ if other.strip():
     )
     diff, top = atlas.compare(m, m_b, cmp_measure)
     st.plotly_chart(
-        plots.atlas_heatmap(diff, hover, f"{cmp_measure}: compared minus yours", diverging=True), width="stretch"
+        plots.atlas.atlas_heatmap(diff, hover, f"{cmp_measure}: compared minus yours", diverging=True), width="stretch"
     )
     T_b = len(ui.cached_run(inp_b).tokens)
     st.caption(
@@ -96,7 +98,8 @@ with st.spinner("Computing rollout and value-weighted attention..."):
 v1, v2, v3 = st.columns(3)
 for col, (name, rows) in zip((v1, v2, v3), tv.items()):
     col.plotly_chart(
-        plots.token_rows(rows, run.tokens, f"{name}: “{plots.token_label(run.tokens[tok])}”"), width="stretch"
+        plots.atlas.token_rows(rows, run.tokens, f"{name}: “{plots.common.token_label(run.tokens[tok])}”"),
+        width="stretch",
     )
 st.caption(
     "Raw attention is one layer's weights averaged over heads; rollout multiplies them through "

@@ -15,10 +15,10 @@ st.caption(
 )
 
 st.subheader("The whole model at a glance")
-st.plotly_chart(plots.model_view(run.attentions), width="stretch")
+st.plotly_chart(plots.heads.model_view(run.attentions), width="stretch")
 st.caption(
     "Each tile is one head (long inputs are averaged into at most "
-    f"{plots.TILE} x {plots.TILE} cells per tile). Look for vertical stripes (everyone reads "
+    f"{plots.heads.TILE} x {plots.heads.TILE} cells per tile). Look for vertical stripes (everyone reads "
     "[CLS] or [SEP]), diagonals (the previous or next token) and blocks (Kovaleva et al. 2019)."
 )
 
@@ -55,7 +55,7 @@ if pair and block:
     )
 c1, c2 = st.columns([3, 2])
 c1.plotly_chart(
-    plots.attention_heatmap(one, q_labels, f"Layer {layer}, head {head}", key_tokens=k_labels), width="stretch"
+    plots.heads.attention_heatmap(one, q_labels, f"Layer {layer}, head {head}", key_tokens=k_labels), width="stretch"
 )
 with c2:
     others = st.multiselect(
@@ -65,11 +65,11 @@ with c2:
         format_func=lambda h: f"head {h}",
         max_selections=6,
     )
-    st.plotly_chart(plots.line_view(att[others or [head]], labels, others or [head]), width="stretch")
+    st.plotly_chart(plots.heads.line_view(att[others or [head]], labels, others or [head]), width="stretch")
 
 st.subheader("Token focus")
 query = ui.token_picker("Token", labels, default=min(2, len(labels) - 1), key="focus_token")
-st.plotly_chart(plots.token_focus(att, labels, query), width="stretch")
+st.plotly_chart(plots.heads.token_focus(att, labels, query), width="stretch")
 
 st.subheader("Download")
 d1, d2, d3 = st.columns(3)

@@ -95,7 +95,7 @@ lo, hi = head * D, (head + 1) * D
 
 st.header(f"0. Input X ({T} x {C})")
 st.markdown(f"BERT's hidden states entering layer {layer}: one {C}-dimensional vector per token.")
-st.plotly_chart(plots.matrix_heatmap(tr.x[0, :MAX_SHOWN], shown, "X"), width="stretch")
+st.plotly_chart(plots.build.matrix_heatmap(tr.x[0, :MAX_SHOWN], shown, "X"), width="stretch")
 
 st.header(f"1. Project: $Q_i, K_i, V_i$ ({T} x {D} per head)")
 st.markdown(
@@ -107,7 +107,7 @@ st.markdown(
     )
 )
 st.plotly_chart(
-    plots.matrix_heatmap(
+    plots.build.matrix_heatmap(
         s.q_heads_side_by_side[:MAX_SHOWN],
         shown,
         "Q = X W<sup>Q</sup>, split into heads",
@@ -131,7 +131,7 @@ st.markdown(
     + ("" if scale else "**Scaling is off**: watch the largest weight per row approach 1.")
 )
 st.plotly_chart(
-    plots.attention_heatmap(
+    plots.heads.attention_heatmap(
         tr.weights[0, head, :MAX_SHOWN, :MAX_SHOWN],
         shown,
         f"Head {head}: softmax(QK<sup>T</sup>{' / √d<sub>k</sub>' if scale else ''})",
@@ -140,7 +140,7 @@ st.plotly_chart(
 )
 
 st.header(f"3. All {H} heads at once")
-st.plotly_chart(plots.head_grid(tr.weights[0], f"Attention weights of all {H} heads"), width="stretch")
+st.plotly_chart(plots.heads.head_grid(tr.weights[0], f"Attention weights of all {H} heads"), width="stretch")
 if shared:
     st.warning(
         f"Shared projections: every head computes the same map (max difference between heads "
@@ -152,7 +152,7 @@ if shared:
 
 st.header(f"4. Head outputs ({T} x {D}) -> concatenation ({T} x {C})")
 st.plotly_chart(
-    plots.matrix_heatmap(
+    plots.build.matrix_heatmap(
         tr.concat[0, :MAX_SHOWN], shown, "Concat(head_1, ..., head_H)", boundaries=[h * D for h in range(1, H)]
     ),
     width="stretch",
@@ -160,7 +160,7 @@ st.plotly_chart(
 
 st.header(f"5. Mix with $W^O$ ({C} x {C}) -> output ({T} x {C})")
 st.plotly_chart(
-    plots.matrix_heatmap(tr.output[0, :MAX_SHOWN], shown, "Output = Concat W<sup>O</sup> + b"), width="stretch"
+    plots.build.matrix_heatmap(tr.output[0, :MAX_SHOWN], shown, "Output = Concat W<sup>O</sup> + b"), width="stretch"
 )
 
 if s.shuffle_error is not None:

@@ -74,17 +74,18 @@ p4.metric(
 )
 
 g1, g2 = st.columns(2)
-g1.plotly_chart(plots.head_grid(run.attentions[layer], f"Layer {layer}: BERT's own {H} heads"), width="stretch")
-g2.plotly_chart(plots.head_grid(now.weights, f"Layer {layer} at alpha = {alpha:.2f}"), width="stretch")
+g1.plotly_chart(plots.heads.head_grid(run.attentions[layer], f"Layer {layer}: BERT's own {H} heads"), width="stretch")
+g2.plotly_chart(plots.heads.head_grid(now.weights, f"Layer {layer} at alpha = {alpha:.2f}"), width="stretch")
 
 st.subheader("Head by head")
 m1, m2, m3, m4 = st.columns(4)
 m1.plotly_chart(
-    plots.head_matrix(now.diversity, "Head diversity (JS, nats)", zmax=float(np.log(2)), label="JS"), width="stretch"
+    plots.collapse.head_matrix(now.diversity, "Head diversity (JS, nats)", zmax=float(np.log(2)), label="JS"),
+    width="stretch",
 )
 for col, role in zip((m2, m3, m4), "qkv"):
     col.plotly_chart(
-        plots.head_matrix(now.overlap[role], f"Subspace overlap W<sup>{role.upper()}</sup>", label="cos²"),
+        plots.collapse.head_matrix(now.overlap[role], f"Subspace overlap W<sup>{role.upper()}</sup>", label="cos²"),
         width="stretch",
     )
 st.caption(
@@ -107,7 +108,7 @@ st.page_link(
 )
 
 st.subheader("Along the path")
-st.plotly_chart(plots.sweep_chart(sweep, alpha), width="stretch")
+st.plotly_chart(plots.collapse.sweep_chart(sweep, alpha), width="stretch")
 
 st.subheader(f"What it costs the whole model, at alpha = {alpha:.2f}")
 scope = st.radio("Share in", ["this layer", "every layer"], horizontal=True, key="collapse_scope")

@@ -54,10 +54,12 @@ hover = [
 ]
 c1, c2 = st.columns(2)
 c1.plotly_chart(
-    plots.atlas_heatmap(imp.drop, hover, "Spearman lost when the head alone is removed", diverging=True),
+    plots.atlas.atlas_heatmap(imp.drop, hover, "Spearman lost when the head alone is removed", diverging=True),
     width="stretch",
 )
-c2.plotly_chart(plots.atlas_heatmap(imp.gradient, hover, "Gradient importance (Michel et al. 2019)"), width="stretch")
+c2.plotly_chart(
+    plots.atlas.atlas_heatmap(imp.gradient, hover, "Gradient importance (Michel et al. 2019)"), width="stretch"
+)
 top = np.unravel_index(np.argmax(imp.drop), imp.drop.shape)
 agreement = imp.agreement()
 st.caption(
@@ -78,7 +80,7 @@ st.markdown(
     "The in-sample curves (ranked and scored on the same part) are drawn beside them for comparison, and the "
     "band is random orders."
 )
-st.plotly_chart(plots.pruning_chart(study), width="stretch")
+st.plotly_chart(plots.pruning.pruning_chart(study), width="stretch")
 held, inside, rand = study.held_out_can_go(), study.in_sample_can_go(), study.random_can_go()
 parts = " and ".join(str(n) for n in held)
 none_left = " and ".join(f"{f.held_out.spearman[-1]:.3f}" for f in study.folds)
@@ -153,7 +155,7 @@ mask = np.ones((L, H))
 for layer, head in removed:
     mask[layer, head] = 0.0
 _, attentions = model.attend_with(run, head_mask=mask)
-st.plotly_chart(plots.model_view(attentions * mask[:, :, None, None]), width="stretch")
+st.plotly_chart(plots.heads.model_view(attentions * mask[:, :, None, None]), width="stretch")
 st.caption(
     "Your sentence's attention in the heads that are left (removed heads are blank). Removing a head "
     "also changes what later layers see, so the remaining maps move too."

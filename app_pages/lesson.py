@@ -57,7 +57,8 @@ if step == 1 and r is not None:
     (mq, mk), (gq, gk) = r.meaning, r.grammar
     names = (f"{run.tokens[mq]} → {run.tokens[mk]}", f"{run.tokens[gq]} → {run.tokens[gk]}")
     st.plotly_chart(
-        plots.relation_scatter(run.attentions[:, :, mq, mk], run.attentions[:, :, gq, gk], names), width="stretch"
+        plots.lesson.relation_scatter(run.attentions[:, :, mq, mk], run.attentions[:, :, gq, gk], names),
+        width="stretch",
     )
     both = r.both[2:]
     st.caption(
@@ -114,7 +115,7 @@ elif step == 3:
     maps = ui.cached_layer_maps(inp, layer, subspaces.BERT)
     pick = [a, b]
     st.plotly_chart(
-        plots.subspace_panels(
+        plots.subspaces.subspace_panels(
             maps.queries[pick], maps.keys[pick], maps.fidelity[pick], run.tokens, f"Layer {layer}: heads {a} and {b}"
         ),
         width="stretch",
@@ -142,11 +143,12 @@ elif step == 4:
     shown = s.tokens[:64]
     if mixed:
         st.plotly_chart(
-            plots.matrix_heatmap(s.trace.output[0, :64], shown, "Output = Concat W<sup>O</sup> + b"), width="stretch"
+            plots.build.matrix_heatmap(s.trace.output[0, :64], shown, "Output = Concat W<sup>O</sup> + b"),
+            width="stretch",
         )
     else:
         st.plotly_chart(
-            plots.matrix_heatmap(
+            plots.build.matrix_heatmap(
                 s.trace.concat[0, :64], shown, "Concat(head_1, ..., head_h)", boundaries=[h * D for h in range(1, H)]
             ),
             width="stretch",
@@ -172,7 +174,7 @@ elif step == 5:
     m = ui.cached_measures(inp)
     hover = atlas.hover_text(m)
     st.plotly_chart(
-        plots.atlas_heatmap(m["to previous"], hover, "Share of attention to the previous token"), width="stretch"
+        plots.atlas.atlas_heatmap(m["to previous"], hover, "Share of attention to the previous token"), width="stretch"
     )
     q, best, vertical = lesson.previous_token_question(run)
     ui.choice_question(f"{tag}-prev", "Which head reads the previous token most?", q.options, q.answer, q.why)
@@ -180,7 +182,9 @@ elif step == 5:
     layer, head = ui.layer_head(run)
     st.info(atlas.describe(m, m["pattern"][layer, head], layer, head, run.n_tokens), icon=":material/psychology:")
     st.plotly_chart(
-        plots.attention_heatmap(run.attentions[layer, head], run.tokens, f"Layer {layer}, head {head}", height=420),
+        plots.heads.attention_heatmap(
+            run.attentions[layer, head], run.tokens, f"Layer {layer}, head {head}", height=420
+        ),
         width="stretch",
     )
     tool("app_pages/atlas.py", "Every measure of every head: Head atlas", *best)
@@ -210,9 +214,11 @@ elif step == 6:
         c = ui.cached_collapse(inp, layer, collapse.CollapsePath(1.0))
         out = lesson.sharing_outcome(before, c)
         g1, g2 = st.columns(2)
-        g1.plotly_chart(plots.head_grid(run.attentions[layer], f"Layer {layer}: BERT's own heads"), width="stretch")
+        g1.plotly_chart(
+            plots.heads.head_grid(run.attentions[layer], f"Layer {layer}: BERT's own heads"), width="stretch"
+        )
         shared_title = f"Layer {layer}: one shared W<sup>Q</sup>, W<sup>K</sup>, W<sup>V</sup>"
-        g2.plotly_chart(plots.head_grid(c.weights, shared_title), width="stretch")
+        g2.plotly_chart(plots.heads.head_grid(c.weights, shared_title), width="stretch")
         k1, k2, k3 = st.columns(3)
         k1.metric(
             "Head diversity (mean JS)",
@@ -256,7 +262,7 @@ elif step == 7:
     shuffled = st.toggle("Shuffle the words", key="lesson_shuffle")
     if shuffled:
         s = build.build_stages(model, run, layer, H, shuffle=True, seed=1)
-        st.caption("Fed in this order: " + " ".join(plots.token_label(t) for t in s.tokens))
+        st.caption("Fed in this order: " + " ".join(plots.common.token_label(t) for t in s.tokens))
         st.metric("Largest difference after undoing the shuffle", f"{s.shuffle_error:.1e}")
     q, _err = lesson.shuffle_question(model, run, layer)
     ui.choice_question(

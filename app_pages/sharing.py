@@ -42,7 +42,7 @@ st.dataframe(
     ],
     hide_index=True,
 )
-st.plotly_chart(plots.ladder_chart(measured), width="stretch")
+st.plotly_chart(plots.ladder.ladder_chart(measured), width="stretch")
 st.caption(
     "Projections: how many distinct $W^Q$, $W^K$, $W^V$ the layer has (each $d_{model} \\times d_k$); head $i$ "
     "reads its group's. Drift: Jensen-Shannon divergence between a head's new and BERT's own attention, averaged "
@@ -77,14 +77,14 @@ if H > 1:
     )
     g1, g2 = st.columns(2)
     g1.plotly_chart(
-        plots.head_grid(
+        plots.heads.head_grid(
             ladder.rung_attention(model, run, layer, mqa.rung),
             f"K and V shared (MQA): diversity {mqa.diversity:.3f}",
         ),
         width="stretch",
     )
     g2.plotly_chart(
-        plots.head_grid(
+        plots.heads.head_grid(
             ladder.rung_attention(model, run, layer, qk.rung), f"Q and K shared: diversity {qk.diversity:.1e}"
         ),
         width="stretch",
@@ -202,7 +202,7 @@ st.dataframe(
     hide_index=True,
 )
 st.plotly_chart(
-    plots.loss_curve(outcome.fit.losses, f"{rung.name}, layer {layer}: relative error per step"), width="stretch"
+    plots.ladder.loss_curve(outcome.fit.losses, f"{rung.name}, layer {layer}: relative error per step"), width="stretch"
 )
 tied = [r.upper() for r in outcome.fit.module.shared_roles]
 st.caption(

@@ -24,7 +24,7 @@ token = ui.token_picker("Token to follow", run.tokens, atlas.find_token(run.toke
 with st.spinner("Projecting every head..."):
     maps = ui.cached_layer_maps(inp, layer, path)
 st.plotly_chart(
-    plots.subspace_panels(
+    plots.subspaces.subspace_panels(
         maps.queries,
         maps.keys,
         maps.fidelity,
@@ -38,7 +38,7 @@ st.plotly_chart(
 )
 st.caption(
     f"A token has the same colour in every panel (by position: {run.n_tokens} tokens, repeats keep their "
-    f"own points). The ring is “{plots.token_label(run.tokens[token])}” as a query; its lines go to the 3 keys "
+    f"own points). The ring is “{plots.common.token_label(run.tokens[token])}” as a query; its lines go to the 3 keys "
     "it reads most in that head. **Fidelity** is the share of the head's scores the picture keeps: the "
     "dot product of a query point and a key point is the best two-dimensional match to their real scaled "
     "score (keys are centred first, which the softmax does not notice); 1 = exact."
@@ -64,7 +64,7 @@ st.subheader("Play along alpha")
 with st.spinner("Computing the pictures from distinct to shared..."):
     frames = ui.cached_alpha_frames(inp, layer, path)
 st.plotly_chart(
-    plots.subspace_animation(
+    plots.subspaces.subspace_animation(
         [(a, m.queries, m.keys) for a, m in frames],
         run.tokens,
         f"Layer {layer}: {', '.join(f'W<sup>{r.upper()}</sup>' for r in 'qkv' if r in path.roles)} pulled "
@@ -85,7 +85,7 @@ with st.spinner(f"Running {len(subspaces.pool_sentences())} more sentences throu
     pool, pool_maps = ui.cached_pool(inp, layer)
 own = pool.sentence == 0
 st.plotly_chart(
-    plots.pool_panels(
+    plots.subspaces.pool_panels(
         pool_maps.queries,
         pool_maps.keys,
         pool_maps.fidelity,
@@ -112,9 +112,9 @@ st.caption(
 st.subheader("The weights themselves")
 spectra = ui.cached_spectra(inp.model, layer)
 st.plotly_chart(
-    plots.spectra_chart(
+    plots.subspaces.spectra_chart(
         spectra.per_head,
-        {"stacked W<sup>Q</sup>": spectra.query, "stacked W<sup>K</sup>": spectra.key},
+        {"stacked W^Q": spectra.query, "stacked W^K": spectra.key},
         spectra.reference,
     ),
     width="stretch",

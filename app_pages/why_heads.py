@@ -82,7 +82,9 @@ chance = ex.chance_all_targets(settings)
 def show(p: ex.Progress) -> None:
     st.session_state["_why_training"] = (settings, p.step)  # cleared when the result is kept
     bar.progress(p.fraction, text=f"step {p.step} of {p.steps}; still training: {', '.join(p.training)}")
-    chart.plotly_chart(plots.training_curves(p.curves, chance, f"Training, live: step {p.step}"), width="stretch")
+    chart.plotly_chart(
+        plots.training.training_curves(p.curves, chance, f"Training, live: step {p.step}"), width="stretch"
+    )
 
 
 if result is None and train:
@@ -112,7 +114,7 @@ if result is None:
 
 models = result.models
 chart.plotly_chart(
-    plots.training_curves({k: (m.losses, m.accuracies) for k, m in models.items()}, chance), width="stretch"
+    plots.training.training_curves({k: (m.losses, m.accuracies) for k, m in models.items()}, chance), width="stretch"
 )
 st.subheader("Result on 2,048 new sequences")
 st.dataframe(
@@ -164,7 +166,7 @@ T = settings.length
 marks = [(name, ex.target_positions(name, T)) for name in settings.relations]
 for kind in ex.MODELS:
     st.plotly_chart(
-        plots.experiment_maps(
+        plots.training.experiment_maps(
             models[kind].example_attention,
             result.example,
             marks,

@@ -20,7 +20,7 @@ def once(settings: ex.Settings) -> tuple[float, float, float, dict]:
     stamps = [time.perf_counter()]
 
     def progress(p: ex.Progress) -> None:
-        plots.training_curves(p.curves).to_json()  # what the page sends
+        plots.training.training_curves(p.curves).to_json()  # what the page sends
         stamps.append(time.perf_counter())
 
     t0 = time.perf_counter()

@@ -27,10 +27,10 @@ def page_figures(bert, text: str, layer: int = 0, head: int = 0) -> list:
     run = bert.attend(text)
     att, labels, _ = views.view(run.attentions[layer], run.tokens, run.word_ids, run.segment_ids)
     return [
-        plots.model_view(run.attentions),
-        plots.attention_heatmap(att[head], labels, f"Layer {layer}, head {head}"),
-        plots.line_view(att[[head]], labels, [head]),
-        plots.token_focus(att, labels, min(2, len(labels) - 1)),
+        plots.heads.model_view(run.attentions),
+        plots.heads.attention_heatmap(att[head], labels, f"Layer {layer}, head {head}"),
+        plots.heads.line_view(att[[head]], labels, [head]),
+        plots.heads.token_focus(att, labels, min(2, len(labels) - 1)),
     ]
 
 

@@ -32,11 +32,13 @@ def main() -> None:
 
     def maps():
         m = subspaces.layer_maps(bert, run, layer)
-        plots.subspace_panels(m.queries, m.keys, m.fidelity, run.tokens, "", token=3, weights=m.weights).to_json()
+        plots.subspaces.subspace_panels(
+            m.queries, m.keys, m.fidelity, run.tokens, "", token=3, weights=m.weights
+        ).to_json()
 
     def frames():
         fr = subspaces.alpha_frames(bert, run, layer, CollapsePath())
-        plots.subspace_animation([(a, m.queries, m.keys) for a, m in fr], run.tokens, "").to_json()
+        plots.subspaces.subspace_animation([(a, m.queries, m.keys) for a, m in fr], run.tokens, "").to_json()
 
     texts = subspaces.pool_sentences()
     t0 = time.perf_counter()
@@ -59,7 +61,7 @@ def main() -> None:
     for name, seconds, budget in rows:
         verdict = "" if budget is None else ("OK" if seconds <= budget else "OVER")
         print(f"{name:<48} {seconds:6.3f} s  budget {budget if budget else '-':>4}  {verdict}")
-    figure = plots.pool_panels(
+    figure = plots.subspaces.pool_panels(
         pm.queries, pm.keys, pm.fidelity, p.tokens, subspaces.token_kinds(p.tokens), p.position, p.sentence == 0, ""
     ).to_json()
     print(f"pool figure: {len(figure) / 1e6:.2f} MB of JSON for {len(p.tokens)} tokens")

@@ -27,7 +27,7 @@ def visit(model: str, k: int) -> None:
     inp = Inputs.from_raw(model, " ".join(WORDS[(k * 7 + j) % 12] for j in range(words)) + f" {k}.")
     run = cache.cached_run(inp)
     att, labels, _ = views.view(run.attentions[0], run.tokens, run.word_ids, run.segment_ids)
-    for fig in (plots.model_view(run.attentions), plots.attention_heatmap(att[0], labels, "x")):
+    for fig in (plots.heads.model_view(run.attentions), plots.heads.attention_heatmap(att[0], labels, "x")):
         fig.to_json()
     cache.cached_measures(inp)
     cache.cached_token_views(inp, 1)

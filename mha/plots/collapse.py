@@ -1,0 +1,63 @@
+"""The collapse page: head-by-head matrices (diversity, overlap) and the measures along alpha."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .common import SCALE, integer_heatmap, role_colour, sup
+
+
+def head_matrix(values: np.ndarray, title: str, zmax: float = 1.0, label: str = "value") -> go.Figure:
+    """An (H, H) head-by-head matrix (diversity, overlap) with integer head axes."""
+    v = np.asarray(values, dtype=np.float64)
+    H = v.shape[0]
+    fig = go.Figure(
+        integer_heatmap(
+            v,
+            colorscale=SCALE,
+            zmin=0.0,
+            zmax=zmax,
+            colorbar=dict(title=label, thickness=10),
+            hovertemplate="head %{y} vs head %{x}: %{z:.3f}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=title,
+        height=320,
+        margin=dict(l=10, r=10, t=50, b=10),
+        xaxis=dict(title="head", dtick=1 if H <= 16 else None),
+        yaxis=dict(title="head", autorange="reversed", dtick=1 if H <= 16 else None),
+    )
+    return fig
+
+
+def sweep_chart(rows: list[dict[str, float]], current: float | None = None) -> go.Figure:
+    """Measures against alpha (rows of collapse.LayerCollapse.summary()): diversity and overlaps on the
+    left axis, effective rank on the right."""
+    alphas = [r["alpha"] for r in rows]
+    fig = go.Figure()
+    for key in (k for k in rows[0] if k != "alpha"):
+        right = key == "effective rank"
+        fig.add_trace(
+            go.Scatter(
+                x=alphas,
+                y=[r[key] for r in rows],
+                name=sup(key),
+                mode="lines+markers",
+                yaxis="y2" if right else "y",
+                line=dict(color=role_colour(key), dash="dot" if right else None),
+            )
+        )
+    if current is not None:
+        fig.add_vline(x=current, line=dict(color="grey", dash="dash"))
+    fig.update_layout(
+        title="Distinct (alpha = 0) -> shared (alpha = 1)",
+        height=380,
+        margin=dict(l=10, r=10, t=50, b=10),
+        xaxis=dict(title="alpha"),
+        yaxis=dict(title="divergence / overlap", range=[0, 1.05]),
+        yaxis2=dict(title="effective rank", overlaying="y", side="right", rangemode="tozero"),
+        legend=dict(orientation="h", y=-0.25),
+    )
+    return fig

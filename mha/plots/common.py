@@ -1,0 +1,143 @@
+"""Shared by every figure module: token axes (repeated tokens keep their own row), the colour
+palette and named colour roles, tiles for many maps in one heatmap, grids of 2-D panels.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+import numpy as np
+import plotly.graph_objects as go
+
+SCALE = "Viridis"
+
+
+def sup(text: str) -> str:
+    """Plain maths in a chart label typeset as Plotly's HTML: W^Q -> W<sup>Q</sup>."""
+    return re.sub(r"\^(\w)", r"<sup>\1</sup>", text)
+
+
+def token_label(token: str) -> str:
+    """A token as literal text for Plotly (which renders a few HTML tags): escape &, <, >."""
+    return html.escape(token, quote=False)
+
+
+def positions(tokens: list[str]) -> list[str]:
+    """Unique axis categories "i: token", so repeated tokens keep their own row and column."""
+    return [f"{i}: {token_label(t)}" for i, t in enumerate(tokens)]
+
+
+def token_axis(tokens: list[str], max_labels: int = 60) -> tuple[list[str], dict]:
+    """Unique categories for one axis and the tick settings that show the plain tokens."""
+    cats = positions(tokens)
+    labels = [token_label(t) for t in tokens]
+    k = max(1, int(np.ceil(len(tokens) / max_labels)))  # too many to read: every k-th label
+    return cats, dict(tickmode="array", tickvals=cats[::k], ticktext=labels[::k], type="category")
+
+
+PALETTE = [  # Plotly's "Safe" qualitative palette (colour-blind safe)
+    "#88CCEE",
+    "#CC6677",
+    "#DDCC77",
+    "#117733",
+    "#332288",
+    "#AA4499",
+    "#44AA99",
+    "#999933",
+    "#882255",
+    "#661100",
+    "#6699CC",
+    "#888888",
+]
+
+ROLE_COLOURS = {  # a series that means the same thing has the same colour on every page
+    "W^Q": "#CC6677",
+    "W^K": "#117733",
+    "W^V": "#DDCC77",
+    "diversity": "#88CCEE",
+    "effective rank": "#332288",
+    "sentence cosine": "#117733",
+    "layer output cosine": "#332288",
+    "held out": "#117733",
+    "in sample": "#CC6677",
+    "loss": "#117733",
+    "random": "#888888",
+    "special": "#332288",
+    "punctuation": "#DDCC77",
+}
+
+
+def head_colour(h: int) -> str:
+    """Head h's colour (the palette, cycled): the same head has the same colour in every view."""
+    return PALETTE[h % len(PALETTE)]
+
+
+def role_colour(name: str) -> str:
+    """The colour of the first role (ROLE_COLOURS) named in a series name: "subspace overlap W^K" -> W^K's."""
+    return next((c for role, c in ROLE_COLOURS.items() if role in name), ROLE_COLOURS["random"])
+
+
+def tile_means(att: np.ndarray, size: int) -> np.ndarray:
+    """Mean-pool the last two axes (..., T, T) to (..., s, s) with s = min(T, size)."""
+    T = att.shape[-1]
+    if T <= size:
+        return att
+    edges = np.linspace(0, T, size + 1).round().astype(int)
+    rows = np.add.reduceat(att, edges[:-1], axis=-2) / np.diff(edges)[:, None]  # (..., s, T)
+    return np.add.reduceat(rows, edges[:-1], axis=-1) / np.diff(edges)  # (..., s, s)
+
+
+def tile_axis(centres: list[float], labels: list[str], **extra) -> dict:
+    """An axis labelled at the centre of each tile, without grid lines."""
+    return dict(tickmode="array", tickvals=centres, ticktext=labels, showgrid=False, zeroline=False, **extra)
+
+
+def integer_heatmap(z: np.ndarray, **style) -> go.Heatmap:
+    """A heatmap of a (rows, columns) array on integer axes (heads, layers)."""
+    return go.Heatmap(z=z, x=list(range(z.shape[1])), y=list(range(z.shape[0])), **style)
+
+
+def panel_grid(n: int, cols: int = 4) -> tuple[int, int]:
+    cols = min(cols, n)
+    return -(-n // cols), cols
+
+
+def token_points(
+    points: np.ndarray, names: list[str], symbol: str, colour: dict, name: str, legend: bool, size: int = 7, **style
+) -> go.Scatter:
+    """One marker per token (points (T, 2)), its "position: token" on hover; style overrides."""
+    return go.Scatter(
+        **{
+            "x": points[:, 0],
+            "y": points[:, 1],
+            "mode": "markers",
+            "hovertext": names,
+            "hoverinfo": "text",
+            "marker": dict(symbol=symbol, size=size, line=dict(width=1.5), **colour),
+            "name": name,
+            "legendgroup": name,
+            "showlegend": legend,
+            **style,
+        }
+    )
+
+
+def panel_layout(fig: go.Figure, title: str, rows: int, legend_y: float = 1.06) -> go.Figure:
+    """Title, height for `rows` rows of panels, no tick labels (the axes of a 2-D picture have no units)."""
+    fig.update_xaxes(showticklabels=False)
+    fig.update_yaxes(showticklabels=False)
+    fig.update_layout(
+        title=title,
+        height=60 + 260 * rows,
+        margin=dict(l=10, r=10, t=80, b=10),
+        legend=dict(orientation="h", y=legend_y, x=0),
+    )
+    return fig
+
+
+def panels(rows: int, cols: int, titles: list[str]) -> go.Figure:
+    """A grid of 2-D panels, one per head."""
+    from plotly.subplots import make_subplots
+
+    return make_subplots(rows, cols, subplot_titles=titles, horizontal_spacing=0.04, vertical_spacing=0.08)

@@ -1,0 +1,224 @@
+"""The BERT heads page: one head as a heatmap or BertViz-style lines, every layer x head tiled
+in one figure, the heads of a layer, where one token attends in every head.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .common import SCALE, head_colour, positions, tile_axis, tile_means, token_axis, token_label
+
+
+def attention_heatmap(
+    weights: np.ndarray,
+    tokens: list[str],
+    title: str = "",
+    zmax: float | None = 1.0,
+    height: int | None = None,
+    key_tokens: list[str] | None = None,
+) -> go.Figure:
+    """One head's attention (Tq, Tk): row = query token, column = key token.
+
+    key_tokens defaults to tokens (a square map); give it for a block such as A->B.
+    """
+    ycats, yaxis = token_axis(tokens)
+    xcats, xaxis = token_axis(key_tokens if key_tokens is not None else tokens)
+    fig = go.Figure(
+        go.Heatmap(
+            z=np.asarray(weights, dtype=np.float32),
+            x=xcats,
+            y=ycats,
+            colorscale=SCALE,
+            zmin=0.0,
+            zmax=zmax,
+            colorbar=dict(title="weight"),
+            hovertemplate="query %{y} → key %{x}<br>weight %{z:.3f}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=title,
+        xaxis=dict(title="key (attended to)", side="top", **xaxis),
+        yaxis=dict(title="query (attending)", autorange="reversed", **yaxis),
+        height=height or min(900, 260 + 18 * len(tokens)),
+        margin=dict(l=10, r=10, t=80, b=10),
+    )
+    return fig
+
+
+TILE = 40  # the model view pools each head's map to at most TILE x TILE cells
+
+
+def tiled_heatmap(
+    maps: np.ndarray,
+    row_labels: list[str],
+    col_labels: list[str],
+    title: str = "",
+    tile: int = TILE,
+    zmax: float = 1.0,
+) -> go.Figure:
+    """A grid of attention maps (R, K, T, T) drawn as ONE heatmap (not R*K subplots).
+
+    Each map is mean-pooled to at most `tile` cells a side and quantised to 0..250 (uint8),
+    so the figure stays small at 512 tokens. White lines separate the tiles.
+    """
+    R, K = maps.shape[:2]
+    pooled = tile_means(np.asarray(maps, dtype=np.float32), tile)  # (R, K, s, s)
+    s = pooled.shape[-1]
+    img = pooled.transpose(0, 2, 1, 3).reshape(R * s, K * s)  # (R*s, K*s)
+    z = np.clip(np.round(img / zmax * 250), 0, 250).astype(np.uint8)
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            colorscale=SCALE,
+            zmin=0,
+            zmax=250,
+            hoverinfo="skip",
+            colorbar=dict(
+                title="weight",
+                tickvals=[0, 62.5, 125, 187.5, 250],
+                ticktext=[f"{v * zmax:.2g}" for v in (0, 0.25, 0.5, 0.75, 1)],
+            ),
+        )
+    )
+    lines = [dict(type="line", x0=k * s - 0.5, x1=k * s - 0.5, y0=-0.5, y1=R * s - 0.5) for k in range(1, K)]
+    lines += [dict(type="line", y0=r * s - 0.5, y1=r * s - 0.5, x0=-0.5, x1=K * s - 0.5) for r in range(1, R)]
+    for ln in lines:
+        ln["line"] = dict(color="white", width=2)
+    fig.update_layout(
+        title=title,
+        shapes=lines,
+        height=min(1100, 120 + 70 * R),
+        margin=dict(l=10, r=10, t=60, b=10),
+        xaxis=tile_axis([(k + 0.5) * s - 0.5 for k in range(K)], col_labels, side="top"),
+        yaxis=tile_axis([(r + 0.5) * s - 0.5 for r in range(R)], row_labels, autorange="reversed"),
+    )
+    return fig
+
+
+def model_view(attentions: np.ndarray, tile: int = TILE) -> go.Figure:
+    """Every layer x head of a model (L, H, T, T) at a glance, one shared 0..1 colour scale."""
+    L, H = attentions.shape[:2]
+    return tiled_heatmap(
+        attentions, [f"layer {l}" for l in range(L)], [f"head {h}" for h in range(H)], "All layers x heads", tile
+    )
+
+
+def head_grid(weights: np.ndarray, title: str = "", cols: int = 6, tile: int = TILE) -> go.Figure:
+    """The H heads of one layer (H, T, T) as a grid of tiles, `cols` per row."""
+    H, T = weights.shape[0], weights.shape[-1]
+    cols = min(cols, H)
+    rows = -(-H // cols)
+    padded = np.zeros((rows * cols, T, T), dtype=np.float32)
+    padded[:H] = weights
+    grid = padded.reshape(rows, cols, T, T)  # (rows, cols, T, T)
+    return tiled_heatmap(
+        grid,
+        [f"heads {r * cols}-{min(H, (r + 1) * cols) - 1}" for r in range(rows)],
+        [f"+{c}" for c in range(cols)],
+        title,
+        tile,
+    )
+
+
+def line_view(
+    weights: np.ndarray,
+    tokens: list[str],
+    heads: list[int] | None = None,
+    top_k: int = 3,
+    min_weight: float = 0.05,
+    query: int | None = None,
+) -> go.Figure:
+    """BertViz-style lines: queries on the left, keys on the right, opacity = weight.
+
+    weights: (H, T, T) for the heads to draw, or (T, T) for one. For each query only its
+    top_k keys with weight >= min_weight are drawn (so 512 tokens stay light); `query` limits
+    the lines to one query token.
+    """
+    w = np.asarray(weights, dtype=np.float32)
+    if w.ndim == 2:
+        w = w[None]
+    heads = heads if heads is not None else list(range(w.shape[0]))
+    T = w.shape[-1]
+    fig = go.Figure()
+    queries = range(T) if query is None else [query]
+    for n, h in enumerate(heads):
+        colour = head_colour(h)
+        buckets: dict[int, tuple[list, list]] = {}
+        for i in queries:
+            row = w[n, i]
+            for j in np.argsort(row)[::-1][:top_k]:
+                if row[j] < min_weight:
+                    break
+                b = min(4, int(row[j] * 5))  # opacity bucket 0..4
+                xs, ys = buckets.setdefault(b, ([], []))
+                xs += [0, 1, None]
+                ys += [-i, -int(j), None]
+        for b, (xs, ys) in sorted(buckets.items()):
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=ys,
+                    mode="lines",
+                    line=dict(color=colour, width=1 + b),
+                    opacity=0.2 + 0.2 * b,
+                    hoverinfo="skip",
+                    showlegend=(b == max(buckets)),
+                    name=f"head {h}",
+                    legendgroup=f"h{h}",
+                )
+            )
+    labels = [token_label(t) for t in tokens]
+    for x, pos in ((0, "middle left"), (1, "middle right")):
+        fig.add_trace(
+            go.Scatter(
+                x=[x] * T,
+                y=[-i for i in range(T)],
+                mode="text",
+                text=labels,
+                textposition=pos,
+                hovertext=[f"{i}: {t}" for i, t in enumerate(labels)],
+                hoverinfo="text",
+                showlegend=False,
+            )
+        )
+    fig.update_layout(
+        height=min(2400, 120 + 20 * T),
+        margin=dict(l=10, r=10, t=40, b=10),
+        title=f"Lines: top {top_k} keys per query (weight ≥ {min_weight:g})",
+        xaxis=dict(visible=False, range=[-0.6, 1.6]),
+        yaxis=dict(visible=False),
+        legend=dict(orientation="h"),
+    )
+    return fig
+
+
+def token_focus(weights: np.ndarray, tokens: list[str], query: int, top_k: int = 15) -> go.Figure:
+    """Where token `query` attends in every head of a layer: grouped bars over its top keys.
+
+    weights: (H, T, T). Keys are the top_k by largest weight in any head, in sentence order.
+    """
+    row = np.asarray(weights, dtype=np.float32)[:, query, :]  # (H, T)
+    keys = np.sort(np.argsort(row.max(0))[::-1][:top_k])
+    cats = [positions(tokens)[j] for j in keys]
+    fig = go.Figure(
+        [
+            go.Bar(
+                x=cats,
+                y=row[h, keys],
+                name=f"head {h}",
+                marker_color=head_colour(h),
+                hovertemplate=f"head {h}: %{{x}} %{{y:.3f}}<extra></extra>",
+            )
+            for h in range(row.shape[0])
+        ]
+    )
+    fig.update_layout(
+        barmode="group",
+        title=f"Where “{token_label(tokens[query])}” (position {query}) attends",
+        xaxis=dict(title="key token", type="category"),
+        yaxis=dict(title="weight", range=[0, 1]),
+        height=380,
+        margin=dict(l=10, r=10, t=50, b=10),
+    )
+    return fig

@@ -1,0 +1,253 @@
+"""The Subspaces page: each head's 2-D query/key picture, the path to sharing as an animation,
+many sentences pooled, and the singular values of the projections.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .common import SCALE, head_colour, panel_grid, panel_layout, panels, role_colour, sup, token_label, token_points
+
+
+def subspace_panels(
+    queries: np.ndarray,
+    keys: np.ndarray,
+    fidelity: np.ndarray,
+    tokens: list[str],
+    title: str,
+    token: int | None = None,
+    weights: np.ndarray | None = None,
+    top_k: int = 3,
+    label_max: int = 30,
+) -> go.Figure:
+    """One 2-D panel per head: queries (circles) and keys (open diamonds) of every token.
+
+    queries, keys: (H, T, 2); fidelity: (H,), in each panel's title. A token has one colour in
+    every panel (by position, so repeated words keep their own points). With `token`, its query
+    is ringed in every panel and joined to the top_k keys it attends to in that head (weights
+    (H, T, T)). Labels are drawn for up to label_max tokens (hover shows them always).
+    """
+
+    H, T = queries.shape[:2]
+    rows, cols = panel_grid(H)
+    fig = panels(rows, cols, [f"head {h} · fidelity {fidelity[h]:.2f}" for h in range(H)])
+    names = [f"{i}: {token_label(t)}" for i, t in enumerate(tokens)]
+    colour = dict(color=list(range(T)), colorscale=SCALE, cmin=0, cmax=max(T - 1, 1))
+    text = [token_label(t) for t in tokens] if T <= label_max else None
+    for h in range(H):
+        r, c = h // cols + 1, h % cols + 1
+        query_text = dict(mode="markers+text", text=text, textposition="top center", textfont=dict(size=9))
+        fig.add_trace(
+            token_points(queries[h], names, "circle", colour, "queries", h == 0, **(query_text if text else {})), r, c
+        )
+        fig.add_trace(token_points(keys[h], names, "diamond-open", colour, "keys", h == 0), r, c)
+        if token is not None:
+            top = [] if weights is None else np.argsort(weights[h, token])[::-1][:top_k]
+            xs, ys = [], []
+            for j in top:
+                xs += [queries[h, token, 0], keys[h, j, 0], None]
+                ys += [queries[h, token, 1], keys[h, j, 1], None]
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=ys,
+                    mode="lines",
+                    line=dict(color="#CC6677", width=1.5),
+                    hoverinfo="skip",
+                    name=f"“{token_label(tokens[token])}” reads",
+                    legendgroup="l",
+                    showlegend=h == 0,
+                ),
+                r,
+                c,
+            )
+            fig.add_trace(
+                go.Scatter(
+                    x=[queries[h, token, 0]],
+                    y=[queries[h, token, 1]],
+                    mode="markers+text",
+                    text=[token_label(tokens[token])],
+                    textposition="bottom center",
+                    hoverinfo="skip",
+                    marker=dict(symbol="circle-open", size=16, line=dict(width=3, color="#CC6677")),
+                    name=f"query “{token_label(tokens[token])}”",
+                    legendgroup="t",
+                    showlegend=h == 0,
+                ),
+                r,
+                c,
+            )
+    fig.update_xaxes(zeroline=True, zerolinecolor="#dddddd")
+    fig.update_yaxes(zeroline=True, zerolinecolor="#dddddd")
+    return panel_layout(fig, title, rows)
+
+
+def subspace_animation(frames: list[tuple[float, np.ndarray, np.ndarray]], tokens: list[str], title: str) -> go.Figure:
+    """The panels along alpha, played in the browser: frames = [(alpha, queries (H, T, 2),
+    keys (H, T, 2)), ...]. Axes are fixed to the range of every frame so that points move."""
+
+    H, T = frames[0][1].shape[:2]
+    rows, cols = panel_grid(H)
+    fig = panels(rows, cols, [f"head {h}" for h in range(H)])
+    names = [f"{i}: {token_label(t)}" for i, t in enumerate(tokens)]
+    colour = dict(color=list(range(T)), colorscale=SCALE, cmin=0, cmax=max(T - 1, 1))
+    _, q0, k0 = frames[0]
+    for h in range(H):
+        r, c = h // cols + 1, h % cols + 1
+        for pts, symbol, name in ((q0, "circle", "queries"), (k0, "diamond-open", "keys")):
+            fig.add_trace(token_points(pts[h], names, symbol, colour, name, h == 0, size=6), r, c)
+    fig.frames = [
+        go.Frame(
+            name=f"{alpha:.1f}", data=[go.Scatter(x=pts[h, :, 0], y=pts[h, :, 1]) for h in range(H) for pts in (q, k)]
+        )
+        for alpha, q, k in frames
+    ]
+    for h in range(H):  # one range per panel, wide enough for every frame
+        every = np.concatenate([np.concatenate([q[h], k[h]]) for _, q, k in frames])  # (frames*2T, 2)
+        lo, hi = every.min(0), every.max(0)
+        pad = 0.05 * (hi - lo) + 1e-6
+        suffix = "" if h == 0 else str(h + 1)
+        fig.layout[f"xaxis{suffix}"].update(range=[lo[0] - pad[0], hi[0] + pad[0]], showticklabels=False)
+        fig.layout[f"yaxis{suffix}"].update(range=[lo[1] - pad[1], hi[1] + pad[1]], showticklabels=False)
+    steps = [
+        dict(
+            label=f"{alpha:.1f}",
+            method="animate",
+            args=[
+                [f"{alpha:.1f}"],
+                dict(mode="immediate", frame=dict(duration=0, redraw=False), transition=dict(duration=0)),
+            ],
+        )
+        for alpha, _, _ in frames
+    ]
+    fig.update_layout(
+        title=title,
+        height=140 + 260 * rows,
+        margin=dict(l=10, r=10, t=80, b=10),
+        legend=dict(orientation="h", y=1.06, x=0),
+        updatemenus=[
+            dict(
+                type="buttons",
+                direction="left",
+                x=0,
+                y=-0.02,
+                xanchor="left",
+                yanchor="top",
+                buttons=[
+                    dict(
+                        label="▶ Play",
+                        method="animate",
+                        args=[
+                            None,
+                            dict(
+                                frame=dict(duration=400, redraw=False), fromcurrent=True, transition=dict(duration=250)
+                            ),
+                        ],
+                    )
+                ],
+            )
+        ],
+        sliders=[
+            dict(active=0, steps=steps, x=0.12, y=-0.02, len=0.88, yanchor="top", currentvalue=dict(prefix="alpha = "))
+        ],
+    )
+    return fig
+
+
+def pool_panels(
+    queries: np.ndarray,
+    keys: np.ndarray,
+    fidelity: np.ndarray,
+    tokens: list[str],
+    kinds: list[str],
+    position: np.ndarray,
+    own: np.ndarray,
+    title: str,
+) -> go.Figure:
+    """Many sentences in one picture per head: queries (H, N, 2) as dots, keys as open diamonds.
+
+    Words are coloured by their relative position in their sentence (0 = start, 1 = end);
+    special tokens and punctuation have a colour each; the learner's tokens (own, (N,) bool)
+    are drawn larger with their labels on hover.
+    """
+
+    H = queries.shape[0]
+    rows, cols = panel_grid(H)
+    fig = panels(rows, cols, [f"head {h} · fidelity {fidelity[h]:.2f}" for h in range(H)])
+    hover = [f"{token_label(t)} ({k}{', yours' if o else ''})" for t, k, o in zip(tokens, kinds, own)]
+    kind = np.array(kinds)
+    groups = [("words", kind == "word"), ("[CLS], [SEP]", kind == "special"), ("punctuation", kind == "punctuation")]
+    for h in range(H):
+        r, c = h // cols + 1, h % cols + 1
+        for label, mask in groups:
+            idx = np.flatnonzero(mask)
+            if label == "words":
+                style = dict(color=position[idx], colorscale=SCALE, cmin=0, cmax=1)
+            else:
+                style = dict(color=role_colour("special" if label.startswith("[") else "punctuation"))
+            for pts, symbol, part in ((queries, "circle", "query"), (keys, "diamond-open", "key")):
+                fig.add_trace(
+                    go.Scatter(
+                        x=pts[h, idx, 0],
+                        y=pts[h, idx, 1],
+                        mode="markers",
+                        hovertext=[hover[i] for i in idx],
+                        hoverinfo="text",
+                        name=f"{label}: {part}",
+                        legendgroup=f"{label}{part}",
+                        showlegend=h == 0,
+                        marker=dict(
+                            symbol=symbol, size=np.where(own[idx], 9, 4), line=dict(width=1), opacity=0.8, **style
+                        ),
+                    ),
+                    r,
+                    c,
+                )
+    return panel_layout(fig, title, rows, legend_y=1.08)
+
+
+def spectra_chart(per_head: np.ndarray, stacked: dict[str, np.ndarray], reference: np.ndarray) -> go.Figure:
+    """Left: each head's singular values of W_i^Q W_i^K^T. Right: cumulative share of squared
+    singular values of the stacked projections ({"stacked W^Q": s, ...}), against a random matrix of the same size."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(
+        1,
+        2,
+        subplot_titles=[
+            "Each head's W<sub>i</sub><sup>Q</sup> (W<sub>i</sub><sup>K</sup>)<sup>T</sup>: singular values",
+            "Stacked projections: cumulative energy",
+        ],
+    )
+    for h, s in enumerate(per_head):
+        fig.add_trace(
+            go.Scatter(
+                y=s,
+                mode="lines",
+                name=f"head {h}",
+                line=dict(color=head_colour(h), width=1),
+                showlegend=False,
+                hovertemplate=f"head {h}, direction %{{x}}: %{{y:.3f}}<extra></extra>",
+            ),
+            1,
+            1,
+        )
+    for name, s in [*stacked.items(), ("random matrix", reference)]:
+        energy = np.cumsum(s.astype(np.float64) ** 2) / np.sum(s.astype(np.float64) ** 2)
+        fig.add_trace(
+            go.Scatter(
+                y=energy,
+                mode="lines",
+                name=sup(name),
+                line=dict(color=role_colour(name), dash="dot" if name.startswith("random") else None),
+            ),
+            1,
+            2,
+        )
+    fig.update_xaxes(title_text="direction (sorted)", row=1, col=1)
+    fig.update_xaxes(title_text="directions kept", row=1, col=2)
+    fig.update_yaxes(title_text="singular value", row=1, col=1)
+    fig.update_yaxes(title_text="share of energy", range=[0, 1.02], row=1, col=2)
+    fig.update_layout(height=360, margin=dict(l=10, r=10, t=60, b=10), legend=dict(orientation="h", y=-0.25))
+    return fig
