@@ -1,6 +1,5 @@
 """Head atlas: per-head measures from the literature, the heads that link two words, two sentences compared."""
 
-import numpy as np
 import streamlit as st
 
 import ui
@@ -20,8 +19,8 @@ MEASURES = [*atlas.SHARES, "entropy", "entropy / ln T", "confidence"] + (
 )
 
 st.subheader("Every head, coloured by one measure")
-measure = st.selectbox("Measure", MEASURES, index=MEASURES.index("to previous"), key="atlas_measure")
-zmax = float(np.log(run.n_tokens)) if measure == "entropy" else 1.0
+measure = ui.kept("selectbox", "Measure", "atlas_measure", options=MEASURES)
+zmax = atlas.uniform_entropy(run.n_tokens) if measure == "entropy" else 1.0
 st.plotly_chart(
     plots.atlas.atlas_heatmap(m[measure], hover, f"{measure} (hover a head for all its measures)", zmax=zmax),
     width="stretch",
@@ -29,7 +28,7 @@ st.plotly_chart(
 st.caption(
     "Shares are the mean weight a query puts on those keys ('previous' = key j = i - 1, 'next' = "
     "j = i + 1; punctuation = the tokens '.' and ',' as in Clark et al. 2019). "
-    f"Entropy in nats, from 0 (one key) to ln T = {np.log(run.n_tokens):.2f} (uniform). "
+    f"Entropy in nats, from 0 (one key) to ln T = {atlas.uniform_entropy(run.n_tokens):.2f} (uniform). "
     "Confidence = mean largest weight (Voita et al. 2019). Patterns are the app's own rule after "
     f"Kovaleva et al. 2019, thresholds {atlas.PATTERN_THRESHOLDS}."
 )
@@ -45,7 +44,7 @@ st.markdown("As in the original paper's figure of heads linking *making* to *dif
 f1, f2, f3 = st.columns([2, 2, 1])
 q = ui.token_picker("From (query)", run.tokens, atlas.find_token(run.tokens, "making", 1), "link_q", f1)
 k = ui.token_picker("To (key)", run.tokens, atlas.find_token(run.tokens, "difficult", run.n_tokens - 2), "link_k", f2)
-both = f3.toggle("Either direction", key="link_both")
+both = ui.kept("toggle", "Either direction", "link_both", f3)
 ranking = atlas.link_ranking(run.attentions, q, k, both)
 st.dataframe(
     [{"layer": l, "head": h, "weight": round(w, 4), "pattern": m["pattern"][l, h]} for l, h, w in ranking[:10]],
@@ -59,15 +58,13 @@ for col, (l, h, w) in zip(cols, ranking[:3]):
     )
 
 st.subheader("Compare two sentences")
-other = st.text_input("Compare with", "The mole dug a tunnel under the garden.", key="compare_text")
+other = ui.kept("text_input", "Compare with", "compare_text")
 if other.strip():
     inp_b = inp.with_text(other)
     if inp_b.cut:
         st.warning(f"The sentence to compare was cut to its first {ui.MAX_CHARS:,} characters.")
     m_b = ui.cached_measures(inp_b)
-    cmp_measure = st.selectbox(
-        "Measure to compare", MEASURES[:9], index=MEASURES.index("entropy / ln T"), key="compare_measure"
-    )
+    cmp_measure = ui.kept("selectbox", "Measure to compare", "compare_measure", options=MEASURES[:9])
     diff, top = atlas.compare(m, m_b, cmp_measure)
     st.plotly_chart(
         plots.atlas.atlas_heatmap(diff, hover, f"{cmp_measure}: compared minus yours", diverging=True), width="stretch"
@@ -76,8 +73,8 @@ if other.strip():
     st.caption(
         f"Yours has {run.n_tokens} tokens, the compared sentence {T_b}. The measures depend on length as well as on "
         "the head: uniform attention gives each key 1/T and an entropy of ln T "
-        f"({np.log(run.n_tokens):.2f} against {np.log(T_b):.2f} nats here), so part of a change in a share or in "
-        "the raw entropy is the length. 'entropy / ln T' divides that part out."
+        f"({atlas.uniform_entropy(run.n_tokens):.2f} against {atlas.uniform_entropy(T_b):.2f} nats here), so part "
+        "of a change in a share or in the raw entropy is the length. 'entropy / ln T' divides that part out."
         if T_b != run.n_tokens
         else f"Both have {T_b} tokens: the length is the same, so the change is the heads'."
     )

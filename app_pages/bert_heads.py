@@ -1,7 +1,5 @@
 """BERT heads: every layer x head of the real model; one head large; where one token attends."""
 
-from functools import partial
-
 import streamlit as st
 
 import ui
@@ -26,17 +24,21 @@ st.subheader("One head, large")
 layer, head = ui.layer_head(run)
 pair = 1 in run.segment_ids
 o1, o2, o3 = st.columns(3)
-hide = o1.toggle("Hide [CLS]/[SEP]", key="heads_hide", help="Drops them and renormalises each row to sum to 1.")
-merge = o2.toggle(
+hide = ui.kept("toggle", "Hide [CLS]/[SEP]", "heads_hide", o1, help="Drops them and renormalises each row to sum to 1.")
+merge = ui.kept(
+    "toggle",
     "Merge word pieces into words",
-    key="heads_merge",
+    "heads_merge",
+    o2,
     help="Attention to a word = sum over its pieces; from a word = mean over its pieces.",
 )
-block = o3.segmented_control(
+block = ui.kept(
+    "segmented_control",
     "Sentence pair",
-    views.BLOCKS,
+    "heads_block",
+    o3,
+    options=views.BLOCKS,
     disabled=not pair,
-    key="heads_block",
     help="Type a second sentence in the sidebar to compare A and B.",
 )
 att, labels, segments = views.view(
@@ -58,10 +60,13 @@ c1.plotly_chart(
     plots.heads.attention_heatmap(one, q_labels, f"Layer {layer}, head {head}", key_tokens=k_labels), width="stretch"
 )
 with c2:
-    others = st.multiselect(
+    others = ui.kept(
+        "multiselect",
         "Overlay heads in the line view",
-        list(range(run.n_heads)),
+        "heads_overlay",
         default=[head],
+        follows=(layer, head),
+        options=range(run.n_heads),
         format_func=lambda h: f"head {h}",
         max_selections=6,
     )
@@ -75,21 +80,21 @@ st.subheader("Download")
 d1, d2, d3 = st.columns(3)
 d1.download_button(
     "All attention (.npz)",
-    partial(export.to_npz, run.attentions, run.tokens),
+    lambda: export.to_npz(run.attentions, run.tokens),
     file_name="attention.npz",
     mime="application/octet-stream",
     on_click="ignore",
 )
 d2.download_button(
     f"Layer {layer}, head {head} (.csv)",
-    partial(export.to_csv, run.attentions, run.tokens, [layer], [head]),
+    lambda: export.to_csv(run.attentions, run.tokens, [layer], [head]),
     file_name=f"attention_l{layer}_h{head}.csv",
     mime="text/csv",
     on_click="ignore",
 )
 d3.download_button(
     f"Layer {layer}, all heads (.csv)",
-    partial(export.to_csv, run.attentions, run.tokens, [layer]),
+    lambda: export.to_csv(run.attentions, run.tokens, [layer]),
     file_name=f"attention_l{layer}.csv",
     mime="text/csv",
     on_click="ignore",

@@ -14,33 +14,41 @@ inp, run, model = ui.page_start()
 C, H_model = model.d_model, model.n_heads
 
 c1, c2, c3 = st.columns(3)
-source = c1.radio(
+source = ui.kept(
+    "radio",
     "Weights",
-    ["BERT layer", "Random (seeded)"],
+    "build_source",
+    c1,
+    options=["BERT layer", "Random (seeded)"],
     horizontal=True,
-    key="build_source",
     help="Real weights from a BERT layer, or a fresh random initialisation.",
 )
 layer, _ = ui.layer_head(run, container=c2, head=False)
 choices = [h for h in valid_head_counts(C) if h <= 48]
-H = c3.selectbox(
+H = ui.kept(
+    "selectbox",
     "Number of heads H",
-    choices,
-    index=choices.index(H_model),
-    key="build_heads",
+    "build_heads",
+    c3,
+    default=H_model,
+    options=choices,
     help=f"Only divisors of d_model = {C} split it evenly into heads of D = C / H.",
 )
 t1, t2, t3, t4 = st.columns(4)
-shared = t1.toggle(
+shared = ui.kept(
+    "toggle",
     "Shared Q/K/V",
-    key="build_shared",
+    "build_shared",
+    t1,
     help="Every head uses one $W^Q, W^K, W^V$: the mean of the heads' slices, as on the collapse page.",
 )
-scale = t2.toggle(r"Divide by $\sqrt{d_k}$", value=True, key="build_scale")
-shuffle = t3.toggle(
-    "Shuffle the words", key="build_shuffle", help="Permute the input tokens (no position information)."
+scale = ui.kept("toggle", r"Divide by $\sqrt{d_k}$", "build_scale", t2)
+shuffle = ui.kept(
+    "toggle", "Shuffle the words", "build_shuffle", t3, help="Permute the input tokens (no position information)."
 )
-seed = int(t4.number_input("Seed", 0, 10_000, 0, disabled=source == "BERT layer", key="build_seed"))
+seed = int(
+    ui.kept("number_input", "Seed", "build_seed", t4, min_value=0, max_value=10_000, disabled=source == "BERT layer")
+)
 D = C // H
 
 s = build_stages(model, run, layer, H, "bert" if source == "BERT layer" else "random", seed, shared, scale, shuffle)
@@ -90,7 +98,7 @@ st.page_link(
     icon=":material/call_merge:",
 )
 
-head = st.selectbox("Head to follow", range(H), format_func=lambda h: f"head {h}")
+head = ui.kept("selectbox", "Head to follow", "build_follow", options=range(H), format_func=lambda h: f"head {h}")
 lo, hi = head * D, (head + 1) * D
 
 st.header(f"0. Input X ({T} x {C})")

@@ -1,10 +1,9 @@
 """Shared Q/K/V: give every head one projection, on the model's real weights, and watch the heads collapse."""
 
-import numpy as np
 import streamlit as st
 
 import ui
-from mha import collapse, plots
+from mha import collapse, metrics, plots
 
 st.title("Shared Q/K/V: watch the heads collapse")
 st.markdown(
@@ -80,7 +79,7 @@ g2.plotly_chart(plots.heads.head_grid(now.weights, f"Layer {layer} at alpha = {a
 st.subheader("Head by head")
 m1, m2, m3, m4 = st.columns(4)
 m1.plotly_chart(
-    plots.collapse.head_matrix(now.diversity, "Head diversity (JS, nats)", zmax=float(np.log(2)), label="JS"),
+    plots.collapse.head_matrix(now.diversity, "Head diversity (JS, nats)", zmax=metrics.JS_MAX, label="JS"),
     width="stretch",
 )
 for col, role in zip((m2, m3, m4), "qkv"):
@@ -111,7 +110,7 @@ st.subheader("Along the path")
 st.plotly_chart(plots.collapse.sweep_chart(sweep, alpha), width="stretch")
 
 st.subheader(f"What it costs the whole model, at alpha = {alpha:.2f}")
-scope = st.radio("Share in", ["this layer", "every layer"], horizontal=True, key="collapse_scope")
+scope = ui.kept("radio", "Share in", "collapse_scope", options=["this layer", "every layer"], horizontal=True)
 layers = (layer,) if scope == "this layer" else tuple(range(run.n_layers))
 with st.spinner("Running the whole model with shared projections..."):
     effect = ui.cached_whole_model(inp, layers, path)

@@ -1,6 +1,5 @@
 """Do we need every head? What each head is worth on sentence similarity (the bundled pairs), how many can go."""
 
-import numpy as np
 import streamlit as st
 
 import ui
@@ -60,7 +59,7 @@ c1.plotly_chart(
 c2.plotly_chart(
     plots.atlas.atlas_heatmap(imp.gradient, hover, "Gradient importance (Michel et al. 2019)"), width="stretch"
 )
-top = np.unravel_index(np.argmax(imp.drop), imp.drop.shape)
+top = imp.top()
 agreement = imp.agreement()
 st.caption(
     f"The full model's Spearman is {imp.base:.3f}. Left: the drop when one head is removed (red = the "
@@ -123,16 +122,22 @@ st.info(
 st.subheader("Remove heads yourself")
 options = [(l, h) for l in range(L) for h in range(H)]
 e1, e2 = st.columns([3, 1])
-picked = e1.multiselect(
-    "Heads to remove", options, key="needed_remove", format_func=lambda lh: f"layer {lh[0]}, head {lh[1]}"
+picked = ui.kept(
+    "multiselect",
+    "Heads to remove",
+    "needed_remove",
+    e1,
+    options=options,
+    format_func=lambda lh: f"layer {lh[0]}, head {lh[1]}",
 )
 least = int(
-    e2.number_input(
+    ui.kept(
+        "number_input",
         "and the least important",
-        0,
-        L * H,
-        0,
-        key="needed_least",
+        "needed_least",
+        e2,
+        min_value=0,
+        max_value=L * H,
         help="Adds the heads with the smallest (signed) drop, ranked on every pair.",
     )
 )
@@ -151,11 +156,7 @@ if least:
         f"The {least} least important heads were ranked on these same {len(task.similarity_pairs())} pairs: the "
         "score above is in sample, as optimistic as the dashed curves."
     )
-mask = np.ones((L, H))
-for layer, head in removed:
-    mask[layer, head] = 0.0
-_, attentions = model.attend_with(run, head_mask=mask)
-st.plotly_chart(plots.heads.model_view(attentions * mask[:, :, None, None]), width="stretch")
+st.plotly_chart(plots.heads.model_view(task.attentions_without(model, run, removed)), width="stretch")
 st.caption(
     "Your sentence's attention in the heads that are left (removed heads are blank). Removing a head "
     "also changes what later layers see, so the remaining maps move too."

@@ -1,8 +1,6 @@
 """The lesson: the seven points of multi-head attention in order, each done by the learner on the
 real model, with a question checked against the numbers the engine computed for their sentence."""
 
-import zlib
-
 import streamlit as st
 
 import ui
@@ -18,7 +16,7 @@ if not 1 <= int(ss.get("step", 1)) <= N:
     ss["step"] = 1
 ui.show_notices()
 step = int(ss["step"])
-tag = f"{step}-{zlib.crc32(f'{inp.model}|{inp.text}|{inp.text_b}'.encode()):08x}"  # new sentence, new questions
+tag = ui.question_tag(inp, step)
 
 
 def go(to: int) -> None:
@@ -108,10 +106,8 @@ elif step == 3:
     )
     layer, _ = ui.layer_head(run, head=False)
     c1, c2 = st.columns(2)
-    a = c1.selectbox("First head", range(H), index=0, key="lesson_head_a", format_func=lambda h: f"head {h}")
-    b = c2.selectbox(
-        "Second head", range(H), index=min(1, H - 1), key="lesson_head_b", format_func=lambda h: f"head {h}"
-    )
+    a = ui.kept("selectbox", "First head", "lesson_head_a", c1, options=range(H), format_func=lambda h: f"head {h}")
+    b = ui.kept("selectbox", "Second head", "lesson_head_b", c2, options=range(H), format_func=lambda h: f"head {h}")
     maps = ui.cached_layer_maps(inp, layer, subspaces.BERT)
     pick = [a, b]
     st.plotly_chart(
@@ -138,7 +134,7 @@ elif step == 4:
         "representation informed by all heads."
     )
     layer, _ = ui.layer_head(run, head=False)
-    mixed = st.toggle(r"Show the output after $W^O$", key="lesson_mixed")
+    mixed = ui.kept("toggle", r"Show the output after $W^O$", "lesson_mixed")
     s = build.build_stages(model, run, layer, H)
     shown = s.tokens[:64]
     if mixed:
@@ -195,17 +191,18 @@ elif step == 6:
         "Predict first, then try it on a real layer."
     )
     layer, _ = ui.layer_head(run, head=False)
-    prediction = st.radio(
+    prediction = ui.kept(
+        "radio",
         "What will the heads do?",
-        range(len(lesson.PREDICTIONS)),
-        index=None,
-        key=f"q_{tag}-predict",
+        f"q_{tag}-predict",
+        options=range(len(lesson.PREDICTIONS)),
         format_func=lambda i: lesson.PREDICTIONS[i],
     )
-    shared = st.toggle(
+    shared = ui.kept(
+        "toggle",
         f"Share $W^Q, W^K, W^V$ across the {H} heads of layer {layer}",
+        "lesson_share",
         disabled=prediction is None,
-        key="lesson_share",
         help="Predict first: the toggle unlocks once you have chosen. The shared projection is "
         f"{collapse.source_name(collapse.DEFAULT_SOURCE)}, as on the collapse page.",
     )
@@ -234,17 +231,17 @@ elif step == 6:
             delta_color="off",
         )
         right, text = lesson.prediction_feedback(prediction, out)
-        st.session_state.setdefault("lesson_first", {}).setdefault(f"{tag}-predict-{layer}", right)
+        ui.first_try(f"{tag}-predict-{layer}", right)
         (st.success if right else st.error)(text)
         st.markdown("**Deeper: which projections must differ for heads to differ?** Try subsets:")
-        roles = st.multiselect("Share", ["q", "k", "v"], default=["k", "v"], key="lesson_roles", format_func=str.upper)
+        roles = ui.kept("multiselect", "Share", "lesson_roles", options=["q", "k", "v"], format_func=str.upper)
         if roles:
             tried = ui.cached_collapse(inp, layer, collapse.CollapsePath(1.0, roles=tuple(roles)))
             st.metric(
                 f"Head diversity sharing {', '.join(f'$W^{r.upper()}$' for r in sorted(roles))}",
                 f"{metrics.mean_off_diagonal(tried.diversity):.1e}",
             )
-        q, _div = lesson.which_roles_question(model, run, layer)
+        q, _div = lesson.which_roles_question(model, run, layer, lambda path: ui.cached_collapse(inp, layer, path))
         ui.choice_question(
             f"{tag}-roles-{layer}", "Sharing which two makes every head attend identically?", q.options, q.answer, q.why
         )
@@ -259,7 +256,7 @@ elif step == 7:
         "embedding and adds it before layer 0)."
     )
     layer, _ = ui.layer_head(run, head=False)
-    shuffled = st.toggle("Shuffle the words", key="lesson_shuffle")
+    shuffled = ui.kept("toggle", "Shuffle the words", "lesson_shuffle")
     if shuffled:
         s = build.build_stages(model, run, layer, H, shuffle=True, seed=1)
         st.caption("Fed in this order: " + " ".join(plots.common.token_label(t) for t in s.tokens))

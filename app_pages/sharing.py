@@ -1,7 +1,5 @@
 """What may be shared: keys and values across heads (MQA, GQA); which projections must differ for heads to differ."""
 
-import statistics
-
 import streamlit as st
 
 import ui
@@ -121,15 +119,20 @@ choices = [m.rung for m in measured if m.rung.name != "MHA"]
 if not choices:
     st.stop()
 u1, u2, u3 = st.columns([2, 1, 1])
-rung = u1.selectbox(
-    "Rung to uptrain",
-    choices,
-    index=min(1, len(choices) - 1),
-    key="sharing_rung",
-    format_func=lambda r: f"{r.name} (shares {r.shares})",
-)
-steps = u2.select_slider("Steps", [250, 500, 1000, 2000], value=1000, key="sharing_steps")
-seed = int(u3.number_input("Seed", 0, 9999, 0, key="sharing_seed"))
+by_name = {r.name: r for r in choices}
+rung = by_name[
+    ui.kept(
+        "selectbox",
+        "Rung to uptrain",
+        "sharing_rung",
+        u1,
+        default=choices[min(1, len(choices) - 1)].name,
+        options=by_name,
+        format_func=lambda n: f"{n} (shares {by_name[n].shares})",
+    )
+]
+steps = ui.kept("select_slider", "Steps", "sharing_steps", u2, options=[250, 500, 1000, 2000])
+seed = int(ui.kept("number_input", "Seed", "sharing_seed", u3, min_value=0, max_value=9999))
 key = (inp.model, layer, rung, steps, seed)
 store = ui.UPTRAINS
 outcome, go = ui.kept_result(
@@ -160,11 +163,11 @@ if outcome is None and go:
     outcome = ui.kept_run(store, key, fit)
     bar.empty()
 if outcome is None:
-    rates = [o.fit.seconds / len(o.fit.losses) for k, o in store.entries() if k[0] == inp.model and o.fit.losses]
+    fits = [o.fit for k, o in store.entries() if k[0] == inp.model and o.fit.losses]
+    rate = uptrain.seconds_per_step(fits)
     st.info(
-        f"Press **Uptrain**: about {steps * statistics.median(rates):.0f} s on this server, from the "
-        f"{len(rates)} run(s) it has kept."
-        if rates
+        f"Press **Uptrain**: about {steps * rate:.0f} s on this server, from the {len(fits)} run(s) it has kept."
+        if rate is not None
         else "Press **Uptrain**: a progress bar follows the steps as they run."
     )
     st.stop()

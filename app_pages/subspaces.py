@@ -16,7 +16,7 @@ st.markdown(
 inp, run, model = ui.page_start()
 H = model.n_heads
 layer, _ = ui.layer_head(run, head=False)
-path = ui.path_controls(H, "subspaces", default_alpha=0.0)
+path = ui.path_controls(H, "subspaces")
 if path is None:
     st.stop()
 token = ui.token_picker("Token to follow", run.tokens, atlas.find_token(run.tokens, "mole", 1), "subspaces_token")

@@ -23,7 +23,6 @@ n_rel = ui.kept(
     "Relations to report",
     "why_relations",
     c1,
-    default=4,
     min_value=1,
     max_value=4,
     help="1 = only the previous token: the control.",
@@ -33,14 +32,11 @@ heads = ui.kept(
     "Heads (distinct / shared)",
     "why_heads",
     c2,
-    default=4,
     options=[2, 4, 8],
     help="d_model is 32: D = 32 / H.",
 )
-steps = ui.kept(
-    "select_slider", "Training steps", "why_steps", c3, default=1000, options=[100, 200, 300, 500, 1000, 1500, 2000]
-)
-seed = int(ui.kept("number_input", "Seed", "why_seed", c4, default=0, min_value=0, max_value=9999))
+steps = ui.kept("select_slider", "Training steps", "why_steps", c3, options=[100, 200, 300, 500, 1000, 1500, 2000])
+seed = int(ui.kept("number_input", "Seed", "why_seed", c4, min_value=0, max_value=9999))
 settings = ex.Settings(n_relations=n_rel, n_heads=heads, steps=steps, seed=seed)
 groups = min(ex.GROUPS, heads)
 names = ", ".join(settings.relations)

@@ -51,6 +51,11 @@ def offset_share(att: np.ndarray, offset: int) -> np.ndarray:
     return diag.sum(-1) / T
 
 
+def uniform_entropy(n_tokens: int) -> float:
+    """ln T: the entropy of a row spread evenly over T keys, the largest a row can have (nats)."""
+    return float(np.log(n_tokens))
+
+
 def entropy(att: np.ndarray) -> np.ndarray:
     """Mean over queries of the entropy of each attention row, in nats -> (L, H).
 

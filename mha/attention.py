@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -214,15 +214,11 @@ class MultiHeadAttention(nn.Module):
 
     @staticmethod
     def parameter_count(
-        d_model: int,
-        n_heads: int,
-        projection: Projection = "distinct",
-        bias: bool = True,
-        kv_heads: int | None = None,
-        heads: tuple[int, int, int] | None = None,
+        d_model: int, n_heads: int, projection: Projection = "distinct", bias: bool = True, **structure: Any
     ) -> int:
-        """Parameters of a layer with these settings, without building it."""
-        per_role = role_heads(n_heads, projection, kv_heads, heads)
+        """Parameters of a layer built with these arguments (`structure`: kv_heads= or heads=, as
+        the constructor takes them), without building it."""
+        per_role = role_heads(n_heads, projection, **structure)
         widths = sum(per_role) * (d_model // n_heads) + d_model  # W^Q, W^K, W^V, W^O
         return d_model * widths + bias * widths
 

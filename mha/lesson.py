@@ -7,6 +7,7 @@ projections make the heads identical. The page asks; these functions say what is
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -202,14 +203,25 @@ ROLE_SETS = (("k", "v"), ("k", "q"), ("v",), ("q",))
 ROLE_NAMES = ("K and V", "Q and K", "V only", "Q only")
 
 
-def which_roles_question(bert: LoadedBert, run: BertRun, layer: int) -> tuple[Choice, dict[str, float]]:
+def which_roles_question(
+    bert: LoadedBert,
+    run: BertRun,
+    layer: int,
+    collapse_at: Callable[[collapse.CollapsePath], collapse.LayerCollapse] | None = None,
+) -> tuple[Choice, dict[str, float]]:
     """Step 6, deeper: which shared projections make every head attend identically? Each option
-    is tried on the real layer (alpha = 1, collapse.DEFAULT_SOURCE); the right one is the option
-    with the least divergence between heads, and it must be below collapse.SAME_TOLERANCE."""
-    div = {}
-    for roles, name in zip(ROLE_SETS, ROLE_NAMES):
-        c = collapse.collapse_layer(bert, run, layer, collapse.CollapsePath(1.0, roles=roles), overlap_roles=())
-        div[name] = metrics.mean_off_diagonal(c.diversity)
+    is tried on the real layer (alpha = 1, collapse.DEFAULT_SOURCE), through `collapse_at` if given
+    (a page's cached collapse_layer); the right one is the option with the least divergence
+    between heads, and it must be below collapse.SAME_TOLERANCE."""
+    if collapse_at is None:
+
+        def collapse_at(path: collapse.CollapsePath) -> collapse.LayerCollapse:
+            return collapse.collapse_layer(bert, run, layer, path, overlap_roles=())
+
+    div = {
+        name: metrics.mean_off_diagonal(collapse_at(collapse.CollapsePath(1.0, roles=roles)).diversity)
+        for roles, name in zip(ROLE_SETS, ROLE_NAMES)
+    }
     least = min(div, key=div.get)
     if div[least] >= collapse.SAME_TOLERANCE:
         raise ValueError(

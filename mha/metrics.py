@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import svdvals
 
+JS_MAX = float(np.log(2))  # the largest Jensen-Shannon divergence, in nats (two maps with no key in common)
 _TINY = np.float32(1e-30)  # log(x + tiny): finite at x = 0, and x log x -> 0 there
 
 

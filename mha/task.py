@@ -30,7 +30,7 @@ from scipy.stats import spearmanr
 from .attention import MultiHeadAttention
 
 if TYPE_CHECKING:
-    from .bert import LoadedBert
+    from .bert import BertRun, LoadedBert
 
 Pair = tuple[str, str, float]
 
@@ -220,6 +220,21 @@ class Importance:
         much the score moves with the head (the gradient's |.| has no sign), so |drop| is the
         fair comparison; 1 = the same ranking of heads."""
         return float(spearmanr(np.abs(self.drop).ravel(), self.gradient.ravel()).statistic)
+
+    def top(self) -> tuple[int, int]:
+        """(layer, head) of the largest drop: the head the score needs most."""
+        layer, head = np.unravel_index(np.argmax(self.drop), self.drop.shape)
+        return int(layer), int(head)
+
+
+def attentions_without(bert: LoadedBert, run: BertRun, removed: Sequence[tuple[int, int]]) -> np.ndarray:
+    """Every head's attention (L, H, T, T) with the heads `removed` ((layer, head) pairs) taken out
+    of the model: the others' maps as they are then, a removed head's map all zero."""
+    mask = np.ones((bert.n_layers, bert.n_heads))
+    for layer, head in removed:
+        mask[layer, head] = 0.0
+    _, attentions = bert.attend_with(run, head_mask=mask)
+    return attentions * mask[:, :, None, None]  # (L, H, T, T)
 
 
 def _spearman(cos: np.ndarray, gold: np.ndarray, idx: np.ndarray | None = None) -> float:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import math
 import random
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,6 +47,16 @@ class UptrainResult:
     after: float
     losses: list[float] = field(default_factory=list)
     seconds: float = 0.0
+
+    @property
+    def seconds_per_step(self) -> float:
+        return self.seconds / len(self.losses) if self.losses else math.nan
+
+
+def seconds_per_step(fits: list[UptrainResult]) -> float | None:
+    """The median time per step over earlier fits (None without one): what a new run will take."""
+    rates = [f.seconds_per_step for f in fits if f.losses]
+    return statistics.median(rates) if rates else None
 
 
 def relative_mse(module: MultiHeadAttention, target: torch.Tensor, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -151,5 +151,5 @@ def test_a_long_paste_is_cut_and_said_until_the_text_changes():
     assert any("2,345 characters dropped" in w.value for w in at.warning)
     at.text_area(key="_w_text").input("A short sentence.").run()
     assert not any("dropped" in w.value and "characters" in w.value for w in at.warning)
-    at.text_input(key="compare_text").input("z " * 6_000).run()  # the atlas's own box
+    at.text_input(key="_w_compare_text").input("z " * 6_000).run()  # the atlas's own box
     assert any("compare was cut" in w.value for w in at.warning) and not at.exception

@@ -1,5 +1,6 @@
-"""The codebase's shape: imports run only pages -> ui -> mha (and app.py -> ui); the engine never
-imports Streamlit; one list of pages."""
+"""The codebase's shape: imports run only pages -> ui -> mha (and app.py -> ui); a page imports
+only ui, mha and streamlit; the engine never imports Streamlit and no engine module exceeds 500
+lines; one list of pages."""
 
 from __future__ import annotations
 
@@ -26,14 +27,23 @@ def imported(path) -> set[str]:
 OURS = {"mha", "ui", "app_pages", "app", "livetest"}
 
 
+ENGINE_MAX_LINES = 500
+
+
 def test_imports_run_only_pages_to_ui_to_mha():
-    for path in sorted((ROOT / "mha").glob("*.py")):
+    for path in sorted((ROOT / "mha").rglob("*.py")):
         assert imported(path) & (OURS | {"streamlit"}) <= {"mha"}, path.name
     for path in sorted((ROOT / "ui").glob("*.py")):
         assert imported(path) & OURS <= {"mha", "ui"}, path.name
     for path in sorted((ROOT / "app_pages").glob("*.py")):
-        assert imported(path) & OURS <= {"mha", "ui"}, path.name
+        assert imported(path) <= {"__future__", "mha", "ui", "streamlit"}, (path.name, imported(path))
     assert imported(ROOT / "app.py") & OURS == {"ui"}
+
+
+def test_no_engine_module_exceeds_500_lines():
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in (ROOT / "mha").rglob("*.py")}
+    assert len(sizes) > 20 and all(n > 0 for n in sizes.values())
+    assert {p: n for p, n in sizes.items() if n > ENGINE_MAX_LINES} == {}
 
 
 def test_importing_mha_does_not_import_streamlit():

@@ -27,8 +27,8 @@ def app(**params) -> AppTest:
 
 
 def question(at: AppTest):
-    """The step's multiple-choice question (its key starts with q_, as every lesson question's)."""
-    (radio,) = [r for r in at.radio if str(r.key).startswith("q_") and "predict" not in str(r.key)]
+    """The step's multiple-choice question (its key starts with _w_q_, as every lesson question's)."""
+    (radio,) = [r for r in at.radio if str(r.key).startswith("_w_q_") and "predict" not in str(r.key)]
     return radio
 
 
@@ -105,7 +105,7 @@ def test_walk_the_lesson(bert, text, right_first):
     at.button(key="lesson_next").click().run()
     # 2. shapes: Q_i is T x d_k
     T, D = run.n_tokens, bert.d_model // bert.n_heads
-    keys = sorted(k for k in (w.key for w in at.number_input) if str(k).startswith("q_"))
+    keys = sorted(k for k in (w.key for w in at.number_input) if str(k).startswith("_w_q_"))
     first, second = order((T, D), (T, bert.d_model))
     for value, key in zip(first, keys):
         at.number_input(key=key).set_value(value).run()
@@ -124,12 +124,12 @@ def test_walk_the_lesson(bert, text, right_first):
     assert not plain_maths(at)
     at.button(key="lesson_next").click().run()
     # 4. the output is T x d_model
-    keys = sorted(k for k in (w.key for w in at.number_input) if str(k).startswith("q_"))
+    keys = sorted(k for k in (w.key for w in at.number_input) if str(k).startswith("_w_q_"))
     for value, key in zip((T, bert.d_model), keys):
         at.number_input(key=key).set_value(value).run()
     assert feedback(at).startswith("Right")
     seen_right += 1
-    at.toggle(key="lesson_mixed").set_value(True).run()
+    at.toggle(key="_w_lesson_mixed").set_value(True).run()
     assert not at.exception and not plain_maths(at)
     at.button(key="lesson_next").click().run()
     # 5. the previous-token head is the argmax of the measure
@@ -139,10 +139,10 @@ def test_walk_the_lesson(bert, text, right_first):
     assert not plain_maths(at)
     at.button(key="lesson_next").click().run()
     # 6. predict, do, see; then which projections must be shared
-    assert at.toggle(key="lesson_share").disabled
+    assert at.toggle(key="_w_lesson_share").disabled
     predict = [r for r in at.radio if "predict" in str(r.key)][0]
     predict.set_value(1 if right_first else 0).run()
-    at.toggle(key="lesson_share").set_value(True).run()
+    at.toggle(key="_w_lesson_share").set_value(True).run()
     outcome = lesson.sharing_outcome(
         collapse.collapse_layer(bert, run, 0, CollapsePath(0.0)), collapse.collapse_layer(bert, run, 0, CollapsePath())
     )
@@ -159,7 +159,7 @@ def test_walk_the_lesson(bert, text, right_first):
     # 7. shuffled words: the same outputs, reordered
     assert build.build_stages(bert, run, 0, bert.n_heads, shuffle=True, seed=1).shuffle_error < 1e-4
     ask(question(at).options[0], question(at).options)
-    at.toggle(key="lesson_shuffle").set_value(True).run()
+    at.toggle(key="_w_lesson_shuffle").set_value(True).run()
     assert not at.exception and not plain_maths(at)
     assert at.button(key="lesson_next").disabled
     score = {m.label: m.value for m in at.metric}["Right at the first try"]

@@ -143,11 +143,11 @@ def test_view_options_hide_special_merge_and_pair_blocks(bert):
     at.switch_page("app_pages/bert_heads.py").run()
     run = bert.attend("Tokenization is unbelievable.", "It works.")
     assert plotly_array(large_heatmap(at)["z"]).shape == (run.n_tokens,) * 2
-    at.toggle(key="heads_hide").set_value(True).run()
+    at.toggle(key="_w_heads_hide").set_value(True).run()
     z = plotly_array(large_heatmap(at)["z"])
     assert z.shape == (run.n_tokens - 3,) * 2
     np.testing.assert_allclose(z.sum(1), 1, atol=1e-5)
-    at.toggle(key="heads_merge").set_value(True).run()
+    at.toggle(key="_w_heads_merge").set_value(True).run()
     hm = large_heatmap(at)
     assert any(y.endswith("tokenization") for y in hm["y"])
     np.testing.assert_allclose(plotly_array(hm["z"]).sum(1), 1, atol=1e-5)
@@ -160,14 +160,14 @@ def test_build_page_parity_badge_shared_and_shuffle():
     no_exception(at)
     (badge,) = [s.value for s in at.success if "Parity" in s.value]
     assert float(badge.rsplit("=", 1)[1]) < 1e-5
-    heads = at.selectbox(key="build_heads")
+    heads = at.selectbox(key="_w_build_heads")
     assert [int(o) for o in heads.options] == [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48]  # divisors of 384
-    at.toggle(key="build_shared").set_value(True).run()
+    at.toggle(key="_w_build_shared").set_value(True).run()
     warn = " ".join(w.value for w in at.warning)
     assert "same map" in warn
     spread = float(warn.split("max difference between heads ")[1].split(")")[0])
     assert spread < 1e-6
-    at.toggle(key="build_shuffle").set_value(True).run()
+    at.toggle(key="_w_build_shuffle").set_value(True).run()
     (info,) = [i.value for i in at.info if "reordered" in i.value]
     assert float(info.split("max difference ")[1].split(")")[0]) < 1e-4
     no_exception(at)
@@ -176,11 +176,11 @@ def test_build_page_parity_badge_shared_and_shuffle():
 def test_build_page_other_head_counts_and_random_init():
     at = app()
     at.switch_page("app_pages/build.py").run()
-    select(at, "build_heads", 6)
+    select(at, "_w_build_heads", 6)
     no_exception(at)
     assert not [s for s in at.success if "Parity" in s.value]  # not BERT's split: no parity claim
-    at.radio(key="build_source").set_value("Random (seeded)").run()
-    select(at, "build_heads", 1)
+    at.radio(key="_w_build_source").set_value("Random (seeded)").run()
+    select(at, "_w_build_heads", 1)
     no_exception(at)
 
 
@@ -208,7 +208,7 @@ def test_collapse_page_measures_equal_the_engine(bert):
     at = app(layer="2")
     at.switch_page("app_pages/collapse.py").run()
     no_exception(at)
-    at.slider(key="collapse_alpha").set_value(0.3).run()
+    at.slider(key="_w_collapse_alpha").set_value(0.3).run()
     run = bert.attend(at.session_state["text"])
     c = collapse.collapse_layer(bert, run, 2, CollapsePath(0.3))
     charts = collapse_charts(at)
@@ -222,7 +222,7 @@ def test_collapse_page_measures_equal_the_engine(bert):
     grids = [f for f in figures(at) if f["layout"]["title"]["text"].startswith("Layer 2 at alpha")]
     assert grids, "no grid of the collapsed heads"
     # fully shared: the matrices say so
-    at.toggle(key="collapse_shared").set_value(True).run()
+    at.toggle(key="_w_collapse_shared").set_value(True).run()
     charts = collapse_charts(at)
     assert np.abs(charts["Head diversity (JS, nats)"]).max() < 1e-9
     np.testing.assert_allclose(charts["Subspace overlap W<sup>Q</sup>"], 1.0, atol=1e-6)
@@ -238,8 +238,8 @@ def test_collapse_answer_is_at_alpha_one_and_the_slider_shows_what_is_in_effect(
 
     at = app(layer="1")
     at.switch_page("app_pages/collapse.py").run()
-    assert at.selectbox(key="collapse_source").value == collapse.DEFAULT_SOURCE == "mean"
-    at.slider(key="collapse_alpha").set_value(0.5).run()
+    assert at.selectbox(key="_w_collapse_source").value == collapse.DEFAULT_SOURCE == "mean"
+    at.slider(key="_w_collapse_alpha").set_value(0.5).run()
     no_exception(at)
     metric = {m.label: m for m in at.metric}
     params = metric["Parameters of the layer at alpha = 0.50"]
@@ -253,14 +253,14 @@ def test_collapse_answer_is_at_alpha_one_and_the_slider_shows_what_is_in_effect(
     (answer,) = [m.value for m in at.markdown if "parameters instead of" in m.value]
     assert f"cosine {shared['sentence embedding cosine']:.3f} of the original" in answer
     assert "184,800 parameters instead of 591,360 (406,560 saved)" in answer
-    at.toggle(key="collapse_shared").set_value(True).run()
-    slider = at.slider(key="collapse_alpha")
+    at.toggle(key="_w_collapse_shared").set_value(True).run()
+    slider = at.slider(key="_w_collapse_alpha")
     assert slider.value == 1.0 and slider.disabled
     metric = {m.label: m for m in at.metric}
     assert metric["Parameters of the layer at alpha = 1.00"].value == "184,800"
     assert metric["Parameters of the layer at alpha = 1.00"].proto.delta.startswith("-406,560")
-    at.toggle(key="collapse_shared").set_value(False).run()
-    assert at.slider(key="collapse_alpha").value == 0.5
+    at.toggle(key="_w_collapse_shared").set_value(False).run()
+    assert at.slider(key="_w_collapse_alpha").value == 0.5
     no_exception(at)
 
 
@@ -272,11 +272,11 @@ def test_collapse_experiments_leave_no_trace_in_the_cached_model(bert):
     for layer in (0, 3, 5):
         select(at, "_w_layer", layer)
         for on in (True, False, True, False):
-            at.toggle(key="collapse_shared").set_value(on).run()
-        at.radio(key="collapse_scope").set_value("every layer").run()
+            at.toggle(key="_w_collapse_shared").set_value(on).run()
+        at.radio(key="_w_collapse_scope").set_value("every layer").run()
         no_exception(at)
     at.switch_page("app_pages/build.py").run()
-    at.toggle(key="build_shared").set_value(True).run()
+    at.toggle(key="_w_build_shared").set_value(True).run()
     no_exception(at)
     cached = ui.load_model("all-MiniLM-L6-v2")  # the process-wide model every session shares
     assert cached is not bert
@@ -291,7 +291,7 @@ def test_build_page_shows_the_collapse_measures():
     at.switch_page("app_pages/build.py").run()
     metric = {m.label: m.value for m in at.metric}
     assert float(metric["Head diversity (mean JS between heads)"]) > 0.05
-    at.toggle(key="build_shared").set_value(True).run()
+    at.toggle(key="_w_build_shared").set_value(True).run()
     metric = {m.label: m.value for m in at.metric}
     assert float(metric["Head diversity (mean JS between heads)"]) == 0
     assert float(metric["Subspace overlap of $W^Q$ slices"]) == 1
@@ -319,14 +319,14 @@ def test_atlas_page_measures_link_finder_and_comparison(bert):
     assert (table.iloc[0]["layer"], table.iloc[0]["head"]) == tuple(int(i) for i in top)
     assert table.iloc[0]["weight"] == pytest.approx(run.attentions[top[0], top[1], q, k], abs=1e-4)
     # pick another pair: the ranking follows
-    at.selectbox(key="link_k").select(run.tokens.index("laws")).run()
+    at.selectbox(key="_w_link_k").select(run.tokens.index("laws")).run()
     table = at.dataframe[0].value
     j = run.tokens.index("laws")
     top = np.unravel_index(run.attentions[:, :, q, j].argmax(), run.attentions.shape[:2])
     assert (table.iloc[0]["layer"], table.iloc[0]["head"]) == tuple(int(i) for i in top)
     # compare with another sentence: the difference map is B - A of the measure
     other = "The mole dug a tunnel under the garden."
-    at.text_input(key="compare_text").input(other).run()
+    at.text_input(key="_w_compare_text").input(other).run()
     no_exception(at)
     m_b = atlas.measures(bert.attend(other))
     diff = [f for f in figures(at) if f["layout"]["title"]["text"].startswith("entropy / ln T: compared")][0]
@@ -344,8 +344,8 @@ def test_atlas_page_measures_link_finder_and_comparison(bert):
 def test_repeated_tokens_are_distinguishable_in_every_picker():
     at = app()  # the default sentence has "mole" twice and "a" twice
     for page, keys in (
-        ("app_pages/atlas.py", ("link_q", "link_k", "views_tok")),
-        ("app_pages/bert_heads.py", ("focus_token",)),
+        ("app_pages/atlas.py", ("_w_link_q", "_w_link_k", "_w_views_tok")),
+        ("app_pages/bert_heads.py", ("_w_focus_token",)),
     ):
         at.switch_page(page).run()
         for p in (at.selectbox(key=k) for k in keys):
@@ -404,12 +404,12 @@ def test_subspaces_page_draws_one_panel_per_head_from_layer_maps(bert):
     assert any("different pictures" in i.value for i in at.info)
     # the followed token: ringed in every panel, lines to its top 3 keys
     mole = run.tokens.index("mole")
-    assert at.selectbox(key="subspaces_token").value == mole
+    assert at.selectbox(key="_w_subspaces_token").value == mole
     rings = [t for t in panels["data"] if t.get("name", "").startswith("query “")]
     assert len(rings) == bert.n_heads
     np.testing.assert_allclose([plotly_array(r["x"])[0] for r in rings], expect.queries[:, mole, 0], atol=1e-4)
     # shared W^Q and W^K: one picture, said with its number
-    at.toggle(key="subspaces_shared").set_value(True).run()
+    at.toggle(key="_w_subspaces_shared").set_value(True).run()
     no_exception(at)
     queries = panel_points(figures(at)[0], "queries")
     assert max(np.abs(q - queries[0]).max() for q in queries) < 1e-5
@@ -452,9 +452,9 @@ def test_sharing_page_ladder_and_uptraining(bert):
     assert "Only the rungs that share **both Q and K** (shared Q/K/V, shared Q, K)" in which
     # a short uptraining of the tied rung, then the before/after table (kept for the next visitor): one W^Q
     # and one W^K through training, so every head still computes one map
-    at.select_slider(key="sharing_steps").set_value(250).run()
-    tied = [r for r in at.selectbox(key="sharing_rung").options if r.startswith("shared Q, K")][0]
-    at.selectbox(key="sharing_rung").select(tied).run()
+    at.select_slider(key="_w_sharing_steps").set_value(250).run()
+    tied = [r for r in at.selectbox(key="_w_sharing_rung").options if r.startswith("shared Q, K")][0]
+    at.selectbox(key="_w_sharing_rung").select(tied).run()
     at.button(key="sharing_train").click().run()
     no_exception(at)
     outcome = table_with(at, "uptrained")
@@ -466,8 +466,8 @@ def test_sharing_page_ladder_and_uptraining(bert):
     assert "Q and K stayed one matrix each for all 12 heads" in caption and "head diversity 0.0e+00" in caption
     again = app(layer="5")
     again.switch_page("app_pages/sharing.py").run()
-    again.select_slider(key="sharing_steps").set_value(250).run()
-    again.selectbox(key="sharing_rung").select(tied).run()
+    again.select_slider(key="_w_sharing_steps").set_value(250).run()
+    again.selectbox(key="_w_sharing_rung").select(tied).run()
     assert again.button(key="sharing_train").disabled
     assert table_with(again, "uptrained").iloc[0]["uptrained"] == fitted["uptrained"]
 
@@ -512,7 +512,7 @@ def test_heads_needed_page_maps_held_out_curves_and_editor(bert):
     drop = plotly_array(maps[0]["data"][0]["z"])
     # the editor: remove the most needed head; the score is evaluate's for that mask
     top = tuple(int(i) for i in np.unravel_index(np.argmax(drop), drop.shape))
-    at.multiselect(key="needed_remove").select(top).run()
+    at.multiselect(key="_w_needed_remove").select(top).run()
     no_exception(at)
     metric = {m.label: m.value for m in at.metric}
     mask = np.ones((bert.n_layers, bert.n_heads))
@@ -529,7 +529,7 @@ def test_collapse_page_scores_sharing_on_the_task(bert):
 
     at = app(layer="1")
     at.switch_page("app_pages/collapse.py").run()
-    at.toggle(key="collapse_shared").set_value(True).run()
+    at.toggle(key="_w_collapse_shared").set_value(True).run()
     no_exception(at)
     metric = {m.label: m.value for m in at.metric}
     shared = task.evaluate(bert, replace={1: collapse.shared_module(bert.scratch_layer(1), "mean")}).spearman

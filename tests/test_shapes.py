@@ -67,17 +67,17 @@ def test_every_page_adapts_to_the_shape(local_model):
             if name == "odd":
                 at.button(key="needed_measure").click().run()
         if name == "odd" and page.file == "sharing.py":
-            at.select_slider(key="sharing_steps").set_value(250).run()
-            tied = [r for r in at.selectbox(key="sharing_rung").options if r.startswith("shared Q, K")][0]
-            at.selectbox(key="sharing_rung").select(tied).run()
+            at.select_slider(key="_w_sharing_steps").set_value(250).run()
+            tied = [r for r in at.selectbox(key="_w_sharing_rung").options if r.startswith("shared Q, K")][0]
+            at.selectbox(key="_w_sharing_rung").select(tied).run()
             at.button(key="sharing_train").click().run()
         if name == "odd" and page.file == "collapse.py":
-            at.toggle(key="collapse_shared").set_value(True).run()
+            at.toggle(key="_w_collapse_shared").set_value(True).run()
         if name == "odd" and page.file == "lesson.py":
             at.session_state["step"] = 6
             at.run()
             [r for r in at.radio if "predict" in str(r.key)][0].set_value(1).run()
-            at.toggle(key="lesson_share").set_value(True).run()
+            at.toggle(key="_w_lesson_share").set_value(True).run()
         assert not at.exception, (name, page.file, [e.value for e in at.exception])
         seen[page.file] = text = page_texts(at)
         assert not BUNDLED_FIGURES.findall(text), (name, page.file, BUNDLED_FIGURES.findall(text))
@@ -90,9 +90,9 @@ def test_every_page_adapts_to_the_shape(local_model):
             assert at.selectbox(key="_w_layer").options == [f"layer {i}" for i in range(L)]
             assert at.selectbox(key="_w_head").options == [f"head {i}" for i in range(H)]
         if page.file == "build.py":
-            heads = [int(o) for o in at.selectbox(key="build_heads").options]
+            heads = [int(o) for o in at.selectbox(key="_w_build_heads").options]
             assert heads == [h for h in valid_head_counts(C) if h <= 48]
-            assert at.selectbox(key="build_heads").value == H
+            assert at.selectbox(key="_w_build_heads").value == H
         if page.file == "subspaces.py":
             panels = json.loads(at.get("plotly_chart")[0].proto.spec)
             assert len([t for t in panels["data"] if t.get("name") == "queries"]) == H

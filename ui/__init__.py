@@ -1,6 +1,7 @@
 """The Streamlit layer: cached engine calls (`cache`, over the one kind of shared store, `store`),
-session and URL state with the rerun's one `Inputs` (`state`), shared widgets and the sidebar
-(`widgets`), the page list (`pages`) and per-process setup (`server`). With app.py and
+every kept session key and the one way a widget keeps its value (`settings`), the URL and the
+rerun's one `Inputs` (`state`), shared widgets and the sidebar (`widgets`), the lesson's quiz
+(`quiz`), the page list (`pages`) and per-process setup (`server`). With app.py and
 app_pages/, the only code that imports streamlit; the engine, `mha`, never does.
 """
 
@@ -27,20 +28,18 @@ from .cache import (
     layer_inputs,
     load_model,
 )
-from .state import MAX_CHARS, Inputs, inputs, kept, literal, notice, show_notices, sync_url
+from .quiz import choice_question, first_try, lesson_score, number_question, question_tag, reset_lesson
+from .settings import kept
+from .state import MAX_CHARS, Inputs, inputs, literal, notice, show_notices, sync_url
 from .widgets import (
     agreement_words,
-    choice_question,
     current_run,
     ensure_model,
     kept_result,
     layer_head,
-    lesson_score,
     model,
-    number_question,
     page_start,
     path_controls,
-    reset_lesson,
     run_or_stop,
     sidebar,
     token_picker,
@@ -70,6 +69,7 @@ __all__ = [
     "choice_question",
     "current_run",
     "ensure_model",
+    "first_try",
     "heads_study",
     "inputs",
     "kept",
@@ -84,6 +84,7 @@ __all__ = [
     "notice",
     "number_question",
     "page_start",
+    "question_tag",
     "path_controls",
     "reset_lesson",
     "run_or_stop",

@@ -1,20 +1,19 @@
-"""Session and URL state: the one input object of a rerun, notices, widgets kept across pages.
+"""Session and URL state: the one input object of a rerun (Inputs), the query string, notices.
 
-Values that must survive page switches (sentence, model, layer, head) live in plain
-session_state keys; each widget gets its value from there and writes back in `on_change`
-(keyed widgets in the entrypoint's sidebar otherwise snap back under st.navigation).
+The sentence, model, layer, head and lesson step are settings (ui/settings.py): kept in the
+session across page switches, and written to and read from the URL here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 import streamlit as st
 
 from mha import bert
-from mha.examples import DEFAULT_TEXT
+
+from .settings import SETTINGS
 
 MAX_CHARS = bert.MAX_CHARS
 URL_KEYS = ("model", "text", "text_b", "layer", "head", "step")
@@ -110,7 +109,8 @@ def init_state() -> None:
     ss = st.session_state
     if not ss.get("_initialised"):
         ss["_initialised"] = True
-        ss.update(text=DEFAULT_TEXT, text_b="", model=bert.default_model_name(), layer=0, head=0, step=1)
+        ss.update({key: SETTINGS[key].default for key in ("text", "text_b", "layer", "head", "step")})
+        ss["model"] = bert.default_model_name()
     params = {k: st.query_params.get(k) for k in URL_KEYS if k in st.query_params}
     if not params or params == ss.get("_url_written"):
         return
@@ -148,43 +148,3 @@ def sync_url(inp: Inputs, page: str = "") -> None:
     if current != want:
         st.query_params.from_dict(want)
     ss["_url_written"] = want
-
-
-def kept(
-    kind: str,
-    label: str,
-    key: str,
-    container: Any = None,
-    clean: Callable[[Any], Any] | None = None,
-    default: Any = None,
-    **kwargs: Any,
-) -> Any:
-    """Widget `kind` (e.g. "selectbox") whose value lives in st.session_state[key] (starting at
-    `default`, if given), so it survives page switches.
-
-    The widget's own state (key "_w_<key>") follows st.session_state[key] when that was changed
-    elsewhere (a link, an example button, a fallback), and writes back through on_change, passed
-    through `clean` if given (the widget then shows the cleaned value).
-    """
-    ss = st.session_state
-    wkey = f"_w_{key}"
-    if default is not None:
-        ss.setdefault(key, default)
-
-    def _store() -> None:
-        if wkey in ss:  # a change that arrives after a page switch finds the widget gone
-            ss[key] = clean(ss[wkey]) if clean else ss[wkey]
-
-    if "options" in kwargs:
-        options = list(kwargs["options"])
-        if ss.get(key) not in options:
-            ss[key] = options[0]
-        if kind == "select_slider":
-            kwargs["value"] = ss[key]
-        else:
-            kwargs["index"] = options.index(ss[key])
-    else:
-        kwargs["value"] = ss[key]
-    if wkey in ss and ss[wkey] != ss[key]:
-        ss[wkey] = ss[key]
-    return getattr(container or st, kind)(label, key=wkey, on_change=_store, **kwargs)

@@ -14,7 +14,8 @@ from mha.collapse import CollapsePath
 from mha.examples import EXAMPLES
 
 from .cache import cached_run, load_model
-from .state import MAX_CHARS, Inputs, cut_paste, init_state, kept, notice, pasted_cut, show_notices
+from .settings import kept
+from .state import MAX_CHARS, Inputs, cut_paste, init_state, notice, pasted_cut, show_notices
 
 
 def _use_example(text: str) -> None:
@@ -144,13 +145,19 @@ def layer_head(run: bert.BertRun, container: Any = None, head: bool = True) -> t
     return picked["layer"], picked["head"]
 
 
-def token_picker(
-    label: str, tokens: Sequence[str], default: int = 1, key: str | None = None, container: Any = None
-) -> int:
-    """Choose a token by position; labels show "position: token" so repeats stay distinct."""
-    box = container or st
-    default = min(default, len(tokens) - 1)
-    return box.selectbox(label, range(len(tokens)), index=default, key=key, format_func=lambda i: f"{i}: {tokens[i]}")
+def token_picker(label: str, tokens: Sequence[str], default: int, key: str, container: Any = None) -> int:
+    """Choose a token by position (setting `key`); labels show "position: token" so repeats stay
+    distinct. Another sentence starts again at `default`."""
+    return kept(
+        "selectbox",
+        label,
+        key,
+        container,
+        default=min(default, len(tokens) - 1),
+        follows=tuple(tokens),
+        options=range(len(tokens)),
+        format_func=lambda i: f"{i}: {tokens[i]}",
+    )
 
 
 def agreement_words(rho: float) -> str:
@@ -159,7 +166,8 @@ def agreement_words(rho: float) -> str:
 
 
 def _shared_toggled(prefix: str) -> None:
-    """The slider shows what is in effect: 1.0 while Shared is on, its own value back after."""
+    """The slider shows what is in effect: 1.0 while Shared is on, its own value back after
+    (kept in "_<prefix>_alpha_before")."""
     ss = st.session_state
     alpha, keep = f"{prefix}_alpha", f"_{prefix}_alpha_before"
     if ss.get(f"{prefix}_shared"):
@@ -169,31 +177,39 @@ def _shared_toggled(prefix: str) -> None:
         ss[alpha] = ss.pop(keep)
 
 
-def path_controls(n_heads: int, prefix: str, default_alpha: float = 0.5) -> CollapsePath | None:
+def path_controls(n_heads: int, prefix: str) -> CollapsePath | None:
     """The shared toggle, the alpha slider, the shared slice and the roles, in one row: the point
     of the collapse path they set (None, with a message, when no projection is chosen).
 
-    Widget keys start with `prefix` (e.g. "collapse_alpha"), so each page keeps its own setting.
+    Settings start with `prefix` (e.g. "collapse_alpha", declared in ui/settings.py), so each page keeps its own.
     The shared slice is the mean of the heads' slices unless a head is chosen (collapse.DEFAULT_SOURCE).
     """
     c1, c2, c3, c4 = st.columns([1, 1.8, 1.2, 1.6])
-    shared = c1.toggle(
-        "Shared (alpha = 1)", value=False, key=f"{prefix}_shared", on_change=_shared_toggled, args=(prefix,)
+    shared = kept("toggle", "Shared (alpha = 1)", f"{prefix}_shared", c1, on_change=lambda: _shared_toggled(prefix))
+    alpha = kept(
+        "slider",
+        "alpha: distinct (0) -> shared (1)",
+        f"{prefix}_alpha",
+        c2,
+        min_value=0.0,
+        max_value=1.0,
+        step=0.05,
+        disabled=shared,
     )
-    alpha = c2.slider(
-        "alpha: distinct (0) -> shared (1)", 0.0, 1.0, default_alpha, step=0.05, disabled=shared, key=f"{prefix}_alpha"
-    )
-    source = c3.selectbox(
+    source = kept(
+        "selectbox",
         "Shared projection",
-        [collapse.DEFAULT_SOURCE, *(h for h in range(n_heads) if h != collapse.DEFAULT_SOURCE)],
-        key=f"{prefix}_source",
+        f"{prefix}_source",
+        c3,
+        options=[collapse.DEFAULT_SOURCE, *(h for h in range(n_heads) if h != collapse.DEFAULT_SOURCE)],
         format_func=collapse.source_name,
     )
-    roles = c4.multiselect(
+    roles = kept(
+        "multiselect",
         "Share the projections of",
-        ["q", "k", "v"],
-        default=["q", "k", "v"],
-        key=f"{prefix}_roles",
+        f"{prefix}_roles",
+        c4,
+        options=["q", "k", "v"],
         format_func=str.upper,
         help="$W^Q$, $W^K$, $W^V$: which of the three every head shares.",
     )
@@ -201,54 +217,6 @@ def path_controls(n_heads: int, prefix: str, default_alpha: float = 0.5) -> Coll
         st.info("Choose at least one of $W^Q, W^K, W^V$ to share.")
         return None
     return CollapsePath(1.0 if shared else float(alpha), source, tuple(roles))
-
-
-def _first_try(qid: str, right: bool) -> None:
-    """Keep whether question `qid` was answered right the first time (in the session only)."""
-    st.session_state.setdefault("lesson_first", {}).setdefault(qid, right)
-
-
-def choice_question(qid: str, prompt: str, options: Sequence[str], answer: int, why: str) -> bool | None:
-    """A multiple-choice question checked against `answer`; feedback says why. None until answered."""
-    picked = st.radio(prompt, range(len(options)), index=None, key=f"q_{qid}", format_func=lambda i: options[i])
-    if picked is None:
-        return None
-    right = picked == answer
-    _first_try(qid, right)
-    (st.success if right else st.error)(("Right. " if right else f"Not quite: it is *{options[answer]}*. ") + why)
-    return right
-
-
-def number_question(qid: str, prompt: str, labels: Sequence[str], expected: Sequence[int], why: str) -> bool | None:
-    """Whole numbers to type (e.g. the two sides of a shape), checked against `expected`."""
-    st.markdown(prompt)
-    cols = st.columns(len(labels))
-    given = [
-        col.number_input(label, min_value=0, value=None, step=1, key=f"q_{qid}_{n}")
-        for n, (col, label) in enumerate(zip(cols, labels))
-    ]
-    if any(g is None for g in given):
-        return None
-    right = [int(g) for g in given] == list(expected)
-    _first_try(qid, right)
-    shape = " x ".join(str(e) for e in expected)
-    (st.success if right else st.error)(("Right: " if right else "Not quite: ") + f"{shape}. " + why)
-    return right
-
-
-def lesson_score() -> tuple[int, int]:
-    """(questions right at the first try, questions answered) in this session."""
-    first = st.session_state.get("lesson_first", {})
-    return sum(first.values()), len(first)
-
-
-def reset_lesson() -> None:
-    """Forget the answers and go back to step 1."""
-    ss = st.session_state
-    for key in [k for k in ss if str(k).startswith("q_")]:
-        del ss[key]
-    ss["lesson_first"] = {}
-    ss["step"] = 1
 
 
 def page_start() -> tuple[Inputs, bert.BertRun, bert.LoadedBert]:

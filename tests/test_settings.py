@@ -1,0 +1,79 @@
+"""Every page's settings survive a switch to another page and back (one AppTest per page), and
+every key a session holds is declared in ui/settings.py with its type."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from livetest import ROOT
+from ui import settings
+from ui.pages import PAGES
+
+TIMEOUT = 120
+
+# per page: (widget kind, setting, a value other than its default)
+CHANGES = {
+    "lesson.py": [("radio", "q_1-", 0)],  # step 1's question, answered
+    "overview.py": [("text_area", "text", "Dogs chase cats.")],
+    "build.py": [("selectbox", "build_heads", 6), ("toggle", "build_scale", False), ("selectbox", "build_follow", 2)],
+    "bert_heads.py": [("toggle", "heads_merge", True), ("multiselect", "heads_overlay", [1, 3])],
+    "collapse.py": [("slider", "collapse_alpha", 0.8), ("multiselect", "collapse_roles", ["q", "k"])],
+    "subspaces.py": [("slider", "subspaces_alpha", 0.3), ("selectbox", "subspaces_token", 4)],
+    "sharing.py": [("select_slider", "sharing_steps", 250), ("number_input", "sharing_seed", 3)],
+    "atlas.py": [("selectbox", "atlas_measure", "to next"), ("text_input", "compare_text", "A cat sat.")],
+    "why_heads.py": [("selectbox", "why_heads", 8), ("number_input", "why_seed", 5)],
+    "heads_needed.py": [("number_input", "needed_least", 3), ("multiselect", "needed_remove", [(0, 1)])],
+}
+
+
+def widget(at: AppTest, kind: str, key: str):
+    """The widget showing setting `key` (quiz answers: the first whose key starts with it)."""
+    if key.startswith("q_"):
+        return next(w for w in getattr(at, kind) if str(w.key).startswith(settings.widget_key(key)))
+    return getattr(at, kind)(key=settings.widget_key(key))
+
+
+def set_value(at: AppTest, kind: str, key: str, value) -> None:
+    w = widget(at, kind, key)
+    if kind in ("text_area", "text_input"):
+        w.input(value).run()
+    elif kind == "multiselect":
+        for v in w.value:
+            w.unselect(v)
+        for v in value:
+            w.select(v)
+        w.run()
+    else:
+        w.set_value(value).run()
+
+
+def test_every_page_has_a_change():
+    assert sorted(CHANGES) == sorted(p.file for p in PAGES)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.file)
+def test_settings_survive_a_page_switch(page):
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT).run()
+    at.switch_page(page.path).run()
+    for kind, key, value in CHANGES[page.file]:
+        set_value(at, kind, key, value)
+    assert not at.exception, [e.value for e in at.exception]
+    other = PAGES[1] if page is PAGES[0] else PAGES[0]
+    at.switch_page(other.path).run()
+    at.switch_page(page.path).run()
+    assert not at.exception, [e.value for e in at.exception]
+    for kind, key, value in CHANGES[page.file]:
+        w = widget(at, kind, key)
+        assert w.value == value, (page.file, key, w.value, value)
+        assert at.session_state[w.key.removeprefix(settings.widget_key(""))] == value, (page.file, key)
+    # every key the session holds is declared, with a value of its declared type
+    for key in at.session_state:
+        if key.startswith((settings.widget_key(""), "_ex_")) or key in settings.ELEMENTS:
+            continue
+        prefix = next((p for p in settings.STATE_PREFIXES if key.startswith(p)), None)
+        if key in settings.STATE or prefix:
+            kind = settings.STATE.get(key) or settings.STATE_PREFIXES[prefix]
+        else:
+            kind = settings.declared(key).type
+        assert isinstance(at.session_state[key], kind), (key, type(at.session_state[key]))

@@ -1,0 +1,65 @@
+"""The lesson's quiz: questions checked against the model's own answer, the answers kept as
+settings ("q_<question>", ui/settings.py), and whether each was right at the first try."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+
+import streamlit as st
+
+from .settings import kept, widget_key
+from .state import Inputs
+
+
+def question_tag(inp: Inputs, step: int) -> str:
+    """The prefix of a step's question ids: another sentence or model asks new questions."""
+    return f"{step}-{zlib.crc32(f'{inp.model}|{inp.text}|{inp.text_b}'.encode()):08x}"
+
+
+def first_try(qid: str, right: bool) -> None:
+    """Keep whether question `qid` was answered right the first time (in the session only)."""
+    st.session_state.setdefault("lesson_first", {}).setdefault(qid, right)
+
+
+def choice_question(qid: str, prompt: str, options: Sequence[str], answer: int, why: str) -> bool | None:
+    """A multiple-choice question checked against `answer`; feedback says why. None until answered."""
+    picked = kept("radio", prompt, f"q_{qid}", options=range(len(options)), format_func=lambda i: options[i])
+    if picked is None:
+        return None
+    right = picked == answer
+    first_try(qid, right)
+    (st.success if right else st.error)(("Right. " if right else f"Not quite: it is *{options[answer]}*. ") + why)
+    return right
+
+
+def number_question(qid: str, prompt: str, labels: Sequence[str], expected: Sequence[int], why: str) -> bool | None:
+    """Whole numbers to type (e.g. the two sides of a shape), checked against `expected`."""
+    st.markdown(prompt)
+    cols = st.columns(len(labels))
+    given = [
+        kept("number_input", label, f"q_{qid}_{n}", col, min_value=0, step=1)
+        for n, (col, label) in enumerate(zip(cols, labels))
+    ]
+    if any(g is None for g in given):
+        return None
+    right = [int(g) for g in given] == list(expected)
+    first_try(qid, right)
+    shape = " x ".join(str(e) for e in expected)
+    (st.success if right else st.error)(("Right: " if right else "Not quite: ") + f"{shape}. " + why)
+    return right
+
+
+def lesson_score() -> tuple[int, int]:
+    """(questions right at the first try, questions answered) in this session."""
+    first = st.session_state.get("lesson_first", {})
+    return sum(first.values()), len(first)
+
+
+def reset_lesson() -> None:
+    """Forget the answers and go back to step 1."""
+    ss = st.session_state
+    for key in [k for k in ss if str(k).startswith(("q_", widget_key("q_")))]:
+        del ss[key]
+    ss["lesson_first"] = {}
+    ss["step"] = 1

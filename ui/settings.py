@@ -1,0 +1,192 @@
+"""Every key the app keeps in a session, declared once with its type, and `kept`, the one way a
+page's widget keeps its value.
+
+A setting's value lives in st.session_state[key], which survives page switches (a widget's own
+state is dropped when its page is not shown); the widget itself has key "_w_<key>" and follows
+the stored value. Keys under STATE are the app's own bookkeeping, never shown as widgets.
+Quiz answers are settings too (prefix "q_", one per question, an int or None).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+
+from mha import collapse
+from mha.examples import DEFAULT_TEXT
+
+_UNSET: Any = object()
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A kept value: its type(s), the value a session starts with (None: the page computes one)."""
+
+    type: type | tuple[type, ...]
+    default: Any = None
+
+
+def _path(prefix: str, alpha: float) -> dict[str, Setting]:
+    """The collapse-path controls of one page (ui.path_controls)."""
+    return {
+        f"{prefix}_shared": Setting(bool, False),
+        f"{prefix}_alpha": Setting(float, alpha),
+        f"{prefix}_source": Setting((str, int), collapse.DEFAULT_SOURCE),
+        f"{prefix}_roles": Setting(list, ["q", "k", "v"]),
+    }
+
+
+SETTINGS: dict[str, Setting] = {
+    # the sidebar and the URL (every page)
+    "text": Setting(str, DEFAULT_TEXT),
+    "text_b": Setting(str, ""),
+    "model": Setting(str),  # bert.default_model_name(), set by state.init_state
+    "layer": Setting(int, 0),
+    "head": Setting(int, 0),
+    "step": Setting(int, 1),  # the lesson's step
+    # BERT's heads
+    "heads_hide": Setting(bool, False),
+    "heads_merge": Setting(bool, False),
+    "heads_block": Setting((str, type(None)), None),
+    "heads_overlay": Setting(list),  # default: the current head
+    "focus_token": Setting(int, 2),
+    # Build it yourself
+    "build_source": Setting(str, "BERT layer"),
+    "build_heads": Setting(int),  # default: the model's own head count
+    "build_shared": Setting(bool, False),
+    "build_scale": Setting(bool, True),
+    "build_shuffle": Setting(bool, False),
+    "build_seed": Setting(int, 0),
+    "build_follow": Setting(int, 0),
+    # Collapse and subspaces: the path to shared projections
+    **_path("collapse", 0.5),
+    "collapse_scope": Setting(str, "this layer"),
+    **_path("subspaces", 0.0),
+    "subspaces_token": Setting(int),  # default: "mole" if the sentence has it
+    # Head atlas
+    "atlas_measure": Setting(str, "to previous"),
+    "link_q": Setting(int),  # defaults: "making" -> "difficult" if the sentence has them
+    "link_k": Setting(int),
+    "link_both": Setting(bool, False),
+    "compare_text": Setting(str, "The mole dug a tunnel under the garden."),
+    "compare_measure": Setting(str, "entropy / ln T"),
+    "views_tok": Setting(int),
+    # Do we need every head?
+    "needed_remove": Setting(list, []),
+    "needed_least": Setting(int, 0),
+    # What to share (the ladder)
+    "sharing_rung": Setting(str),  # a rung's name; default: the first below MHA
+    "sharing_steps": Setting(int, 1000),
+    "sharing_seed": Setting(int, 0),
+    # Why many heads
+    "why_relations": Setting(int, 4),
+    "why_heads": Setting(int, 4),
+    "why_steps": Setting(int, 1000),
+    "why_seed": Setting(int, 0),
+    # The lesson
+    "lesson_head_a": Setting(int, 0),
+    "lesson_head_b": Setting(int, 1),
+    "lesson_mixed": Setting(bool, False),
+    "lesson_share": Setting(bool, False),
+    "lesson_roles": Setting(list, ["k", "v"]),
+    "lesson_shuffle": Setting(bool, False),
+}
+QUIZ = Setting((int, type(None)), None)  # every "q_<question>" key: the option picked or the number typed
+
+STATE: dict[str, type | tuple[type, ...]] = {  # the app's own bookkeeping
+    "_initialised": bool,  # defaults and the link's values are in
+    "_inputs": object,  # this rerun's ui.Inputs
+    "_notices": list,  # messages for the top of the page
+    "_url_written": dict,  # the query string sync_url last wrote
+    "_why_training": tuple,  # (settings, step) of a training that did not finish
+    "lesson_first": dict,  # question -> right at the first try
+}
+STATE_PREFIXES: dict[str, type | tuple[type, ...]] = {
+    "_cut_": tuple,  # "_cut_<text box>": (the cut paste, characters cut)
+    "_follows_": object,  # "_follows_<setting>": what the setting was set for (kept's `follows`)
+    "_collapse_alpha_before": (float, type(None)),  # alpha while Shared is on (ui.path_controls)
+    "_subspaces_alpha_before": (float, type(None)),
+}
+
+ELEMENTS = (  # keys of elements that keep no setting: buttons (and the sidebar's "_ex_<n>"), charts
+    "lesson_back",
+    "lesson_next",
+    "lesson_reset",
+    "needed_measure",
+    "sharing_train",
+    "why_train",
+    "subspaces_panels",
+    "subspaces_animation",
+    "subspaces_pool",
+)
+
+
+def declared(key: str) -> Setting:
+    """The declaration of setting `key` (a quiz answer if it starts with "q_"); KeyError if undeclared."""
+    if key.startswith("q_"):
+        return QUIZ
+    if key not in SETTINGS:
+        raise KeyError(f"session key {key!r} is not declared in ui/settings.py")
+    return SETTINGS[key]
+
+
+def widget_key(key: str) -> str:
+    """The key of the widget that shows setting `key`."""
+    return f"_w_{key}"
+
+
+def kept(
+    kind: str,
+    label: str,
+    key: str,
+    container: Any = None,
+    clean: Callable[[Any], Any] | None = None,
+    default: Any = _UNSET,
+    on_change: Callable[[], None] | None = None,
+    follows: Any = None,
+    **kwargs: Any,
+) -> Any:
+    """Widget `kind` (e.g. "selectbox") showing setting `key`, which survives page switches.
+
+    The value starts at the declared default (or `default`, for one the page computes); a value
+    no longer among `options` (another model, another sentence) falls back to the default, else
+    the first option. The widget follows the stored value when it was changed elsewhere (a link,
+    an example button) and writes back on change, through `clean` if given, then `on_change`.
+    A setting that belongs to something else (a token picker to its sentence's tokens) names it in
+    `follows`: when that changes, the setting starts again at its default.
+    """
+    setting = declared(key)
+    ss = st.session_state
+    start = setting.default if default is _UNSET else default
+    if follows is not None and ss.get(f"_follows_{key}") != follows:
+        ss[f"_follows_{key}"] = follows
+        ss.pop(key, None)
+    if key not in ss:
+        ss[key] = list(start) if isinstance(start, list) else start
+    if "options" in kwargs:
+        options = kwargs["options"] = list(kwargs["options"])
+        if kind == "multiselect":
+            ss[key] = [v for v in ss[key] if v in options]
+        elif ss[key] not in options and not (ss[key] is None and isinstance(None, setting.type)):
+            ss[key] = start if start in options else options[0]
+    wkey = widget_key(key)
+
+    def _store() -> None:
+        if wkey in ss:  # a change that arrives after a page switch finds the widget gone
+            ss[key] = clean(ss[wkey]) if clean else ss[wkey]
+        if on_change is not None:
+            on_change()
+
+    value = ss[key]
+    if kind in ("selectbox", "radio"):
+        kwargs["index"] = None if value is None else kwargs["options"].index(value)
+    elif kind in ("multiselect", "segmented_control", "pills"):
+        kwargs["default"] = value
+    else:
+        kwargs["value"] = value
+    if wkey in ss and ss[wkey] != value:
+        ss[wkey] = value  # changed elsewhere (a link, another page's widget): the widget follows
+    return getattr(container or st, kind)(label, key=wkey, on_change=_store, **kwargs)
