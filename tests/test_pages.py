@@ -47,11 +47,10 @@ def no_exception(at: AppTest) -> None:
 
 
 @pytest.mark.parametrize("page", PAGES)
-@pytest.mark.parametrize("text", [None, SECOND])
-def test_every_page_runs(page, text):
+def test_every_page_runs_on_a_typed_sentence(page):
+    """(On the default sentence: tests/test_settings.py runs every page, twice.)"""
     at = app()
-    if text:
-        at.text_area(key="_w_text").input(text).run()
+    at.text_area(key="_w_text").input(SECOND).run()
     at.switch_page(page).run()
     no_exception(at)
     assert at.title, page

@@ -1,5 +1,6 @@
-"""Every page's settings survive a switch to another page and back (one AppTest per page), and
-every key a session holds is declared in ui/settings.py with its type."""
+"""Every page runs on the default sentence, and its settings survive a switch to another page
+and back (one AppTest per page); every key a session holds is declared in ui/settings.py with
+its type."""
 
 from __future__ import annotations
 
@@ -56,6 +57,10 @@ def test_every_page_has_a_change():
 def test_settings_survive_a_page_switch(page):
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT).run()
     at.switch_page(page.path).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.title, page.file
+    if page.file in ("build.py", "bert_heads.py"):
+        assert len(at.get("plotly_chart")) >= 4
     for kind, key, value in CHANGES[page.file]:
         set_value(at, kind, key, value)
     assert not at.exception, [e.value for e in at.exception]
