@@ -65,7 +65,7 @@ with c2:
         "Overlay heads in the line view",
         "heads_overlay",
         default=[head],
-        follows=(layer, head),
+        follows=head,
         options=range(run.n_heads),
         format_func=lambda h: f"head {h}",
         max_selections=6,

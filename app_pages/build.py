@@ -31,6 +31,7 @@ H = ui.kept(
     "build_heads",
     c3,
     default=H_model,
+    follows=inp.model,
     options=choices,
     help=f"Only divisors of d_model = {C} split it evenly into heads of D = C / H.",
 )

@@ -127,6 +127,7 @@ rung = by_name[
         "sharing_rung",
         u1,
         default=choices[min(1, len(choices) - 1)].name,
+        follows=inp.model,
         options=by_name,
         format_func=lambda n: f"{n} (shares {by_name[n].shares})",
     )

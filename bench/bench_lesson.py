@@ -42,7 +42,7 @@ def main() -> None:
     at.session_state["step"] = 6  # the check question with sharing switched on
     at.run()
     next(r for r in at.radio if "predict" in str(r.key)).set_value(1).run()
-    at.toggle(key="lesson_share").set_value(True).run()
+    at.toggle(key="_w_lesson_share").set_value(True).run()
     times = []
     for _ in range(args.runs):
         t0 = time.perf_counter()

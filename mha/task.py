@@ -227,12 +227,18 @@ class Importance:
         return int(layer), int(head)
 
 
-def attentions_without(bert: LoadedBert, run: BertRun, removed: Sequence[tuple[int, int]]) -> np.ndarray:
-    """Every head's attention (L, H, T, T) with the heads `removed` ((layer, head) pairs) taken out
-    of the model: the others' maps as they are then, a removed head's map all zero."""
+def head_mask(bert: LoadedBert, removed: Sequence[tuple[int, int]]) -> np.ndarray:
+    """(L, H) ones with a 0 for every (layer, head) in `removed`: what removes those heads."""
     mask = np.ones((bert.n_layers, bert.n_heads))
     for layer, head in removed:
         mask[layer, head] = 0.0
+    return mask
+
+
+def attentions_without(bert: LoadedBert, run: BertRun, removed: Sequence[tuple[int, int]]) -> np.ndarray:
+    """Every head's attention (L, H, T, T) with the heads `removed` ((layer, head) pairs) taken out
+    of the model: the others' maps as they are then, a removed head's map all zero."""
+    mask = head_mask(bert, removed)
     _, attentions = bert.attend_with(run, head_mask=mask)
     return attentions * mask[:, :, None, None]  # (L, H, T, T)
 

@@ -74,7 +74,7 @@ def test_settings_survive_a_page_switch(page):
         assert at.session_state[w.key.removeprefix(settings.widget_key(""))] == value, (page.file, key)
     # every key the session holds is declared, with a value of its declared type
     for key in at.session_state:
-        if key.startswith((settings.widget_key(""), "_ex_")) or key in settings.ELEMENTS:
+        if key.startswith((settings.widget_key(""), *settings.ELEMENT_PREFIXES)) or key in settings.ELEMENTS:
             continue
         prefix = next((p for p in settings.STATE_PREFIXES if key.startswith(p)), None)
         if key in settings.STATE or prefix:
@@ -82,3 +82,13 @@ def test_settings_survive_a_page_switch(page):
         else:
             kind = settings.declared(key).type
         assert isinstance(at.session_state[key], kind), (key, type(at.session_state[key]))
+
+
+def test_a_kept_number_out_of_range_goes_back_to_its_default():
+    """A value kept from a larger model (144 heads) is out of range on the bundled one (72)."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT).run()
+    at.switch_page("app_pages/heads_needed.py").run()
+    at.session_state["needed_least"] = 100
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.number_input(key=settings.widget_key("needed_least")).value == 0 == at.session_state["needed_least"]

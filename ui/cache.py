@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Any
 
-import numpy as np
 import streamlit as st
 
 from mha import atlas, bert, collapse, ladder, pruning, subspaces, task, uptrain
@@ -169,10 +168,7 @@ def layer_inputs(model_name: str, layer: int) -> tuple:
 def cached_task(model_name: str, removed: tuple[tuple[int, int], ...] = ()) -> task.TaskScore:
     """The model's Spearman on the bundled pairs with the `removed` (layer, head)s gone."""
     model = load_model(model_name)
-    mask = np.ones((model.n_layers, model.n_heads))
-    for layer, head in removed:
-        mask[layer, head] = 0.0
-    return task.evaluate(model, head_mask=mask if removed else None)
+    return task.evaluate(model, head_mask=task.head_mask(model, removed) if removed else None)
 
 
 @per_model

@@ -39,6 +39,11 @@ def _path(prefix: str, alpha: float) -> dict[str, Setting]:
     }
 
 
+def _before(prefix: str) -> dict[str, type | tuple[type, ...]]:
+    """The alpha kept while a page's Shared toggle is on (ui.path_controls puts it back after)."""
+    return {f"_{prefix}_alpha_before": (float, type(None))}
+
+
 SETTINGS: dict[str, Setting] = {
     # the sidebar and the URL (every page)
     "text": Setting(str, DEFAULT_TEXT),
@@ -78,7 +83,7 @@ SETTINGS: dict[str, Setting] = {
     "needed_remove": Setting(list, []),
     "needed_least": Setting(int, 0),
     # What to share (the ladder)
-    "sharing_rung": Setting(str),  # a rung's name; default: the first below MHA
+    "sharing_rung": Setting(str),  # a rung's name; default: the second below MHA (GQA-4 for 12 heads)
     "sharing_steps": Setting(int, 1000),
     "sharing_seed": Setting(int, 0),
     # Why many heads
@@ -107,11 +112,12 @@ STATE: dict[str, type | tuple[type, ...]] = {  # the app's own bookkeeping
 STATE_PREFIXES: dict[str, type | tuple[type, ...]] = {
     "_cut_": tuple,  # "_cut_<text box>": (the cut paste, characters cut)
     "_follows_": object,  # "_follows_<setting>": what the setting was set for (kept's `follows`)
-    "_collapse_alpha_before": (float, type(None)),  # alpha while Shared is on (ui.path_controls)
-    "_subspaces_alpha_before": (float, type(None)),
+    **_before("collapse"),
+    **_before("subspaces"),
 }
 
-ELEMENTS = (  # keys of elements that keep no setting: buttons (and the sidebar's "_ex_<n>"), charts
+ELEMENT_PREFIXES = ("_ex_",)  # the sidebar's example buttons, "_ex_<n>"
+ELEMENTS = (  # keys of elements that keep no setting: buttons, charts
     "lesson_back",
     "lesson_next",
     "lesson_reset",
@@ -151,12 +157,15 @@ def kept(
 ) -> Any:
     """Widget `kind` (e.g. "selectbox") showing setting `key`, which survives page switches.
 
-    The value starts at the declared default (or `default`, for one the page computes); a value
+    The value starts at the declared default (or `default`, for one the page computes). A value
     no longer among `options` (another model, another sentence) falls back to the default, else
-    the first option. The widget follows the stored value when it was changed elsewhere (a link,
-    an example button) and writes back on change, through `clean` if given, then `on_change`.
-    A setting that belongs to something else (a token picker to its sentence's tokens) names it in
-    `follows`: when that changes, the setting starts again at its default.
+    the first option (None stays None where the setting allows it: an unanswered question); a
+    multiselect keeps the chosen values still among its options; a number outside
+    [min_value, max_value] goes back to the default, else min_value. The widget follows the
+    stored value when it was changed elsewhere (a link, an example button) and writes back on
+    change, through `clean` if given, then `on_change`. A setting that belongs to something else
+    (a token picker to its sentence's tokens) names it in `follows`: when that changes, the
+    setting starts again at its default.
     """
     setting = declared(key)
     ss = st.session_state
@@ -166,12 +175,17 @@ def kept(
         ss.pop(key, None)
     if key not in ss:
         ss[key] = list(start) if isinstance(start, list) else start
+    none_ok = isinstance(None, setting.type)
     if "options" in kwargs:
         options = kwargs["options"] = list(kwargs["options"])
         if kind == "multiselect":
             ss[key] = [v for v in ss[key] if v in options]
-        elif ss[key] not in options and not (ss[key] is None and isinstance(None, setting.type)):
-            ss[key] = start if start in options else options[0]
+        elif ss[key] not in options and not (ss[key] is None and none_ok):
+            ss[key] = start if start in options or (start is None and none_ok) else options[0]
+    low, high = kwargs.get("min_value"), kwargs.get("max_value")
+    if ss[key] is not None and (low is not None and ss[key] < low or high is not None and ss[key] > high):
+        fits = start is not None and (low is None or low <= start) and (high is None or start <= high)
+        ss[key] = start if fits else low  # e.g. another model, with fewer heads
     wkey = widget_key(key)
 
     def _store() -> None:

@@ -63,6 +63,13 @@ ROLE_COLOURS = {  # a series that means the same thing has the same colour on ev
     "in sample": "#CC6677",
     "loss": "#117733",
     "random": "#888888",
+    "followed token": "#CC6677",
+    # the models of the why-many-heads experiment
+    "distinct": "#117733",
+    "grouped": "#44AA99",
+    "mqa": "#88CCEE",
+    "shared": "#CC6677",
+    "single": "#332288",
     "special": "#332288",
     "punctuation": "#DDCC77",
 }
@@ -99,6 +106,7 @@ def integer_heatmap(z: np.ndarray, **style) -> go.Heatmap:
 
 
 def panel_grid(n: int, cols: int = 4) -> tuple[int, int]:
+    """(rows, columns) for n panels, at most `cols` to a row."""
     cols = min(cols, n)
     return -(-n // cols), cols
 

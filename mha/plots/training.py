@@ -5,15 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import SCALE, head_colour
-
-MODEL_COLOURS = {
-    "distinct": "#117733",
-    "grouped": "#44AA99",
-    "mqa": "#88CCEE",
-    "shared": "#CC6677",
-    "single": "#332288",
-}
+from .common import SCALE, head_colour, role_colour
 
 
 def training_curves(
@@ -22,7 +14,7 @@ def training_curves(
     """Loss (left) and all-targets accuracy (right) per step for each model: {kind: (losses, accs)}."""
     fig = go.Figure()
     for kind, (losses, accs) in curves.items():
-        c = MODEL_COLOURS.get(kind, "#888888")
+        c = role_colour(kind)
         steps = list(range(1, len(losses) + 1))
         fig.add_trace(go.Scatter(x=steps, y=losses, name=f"{kind}: loss", line=dict(color=c, dash="dot")))
         fig.add_trace(go.Scatter(x=steps, y=accs, name=f"{kind}: accuracy", yaxis="y2", line=dict(color=c)))
