@@ -33,48 +33,71 @@ def tool(page: str, label: str, layer: int | None = None, head: int | None = Non
 
 head_row = st.columns([3, 1.2, 0.8])
 head_row[0].title("Multi-head attention, step by step")
-right, answered = ui.lesson_score()
-head_row[1].metric("Right at the first try", f"{right} of {answered}")
+score_box = head_row[1].empty()  # filled at the end of the run, after this run's answers
 head_row[2].button("Reset lesson", on_click=ui.reset_lesson, key="lesson_reset")
 st.progress(step / N, text=f"Step {step} of {N}: {lesson.STEPS[step - 1]}")
 
 if step == 1:
     st.markdown(
         r"A head gives every token $i$ **one** set of weights over the sentence, "
-        r"$\alpha_{ij} = \mathrm{softmax}_j\big(q_i \cdot k_j / \sqrt{d_k}\big)$, and hands back **one** weighted "
-        r"average $\sum_j \alpha_{ij} v_j$. Whatever the token needs (its meaning, its grammar, its neighbours) "
-        "must share that single average. Below are two links in your sentence and how strongly each of the "
-        f"{L * H} heads of the real model makes them."
+        r"$\alpha_{ij} = \mathrm{softmax}_j\big(q_i \cdot k_j / \sqrt{d_k}\big)$, which sums to 1, and hands back "
+        r"**one** weighted average $\sum_j \alpha_{ij} v_j$. Follow one token of your sentence through the "
+        f"{L * H} heads of {inp.model} ({L} layers x {H} heads) and see where each sends it."
     )
     try:
-        r = lesson.relations(run)
-    except ValueError as e:  # one word, or one [UNK]: nothing to link
-        st.info(f"This step compares two links between words: {e}. Type a longer sentence, or press *Next*.")
-        r = None
-if step == 1 and r is not None:
-    (mq, mk), (gq, gk) = r.meaning, r.grammar
-    names = (f"{run.tokens[mq]} → {run.tokens[mk]}", f"{run.tokens[gq]} → {run.tokens[gk]}")
-    st.plotly_chart(
-        plots.lesson.relation_scatter(run.attentions[:, :, mq, mk], run.attentions[:, :, gq, gk], names),
-        width="stretch",
-    )
-    both = r.both[2:]
+        default_query, rule = lesson.query_rule(run.tokens)
+    except ValueError as e:  # no content word: nothing to follow
+        st.info(f"This step follows one word: {e}. Type a longer sentence, or press *Next*.")
+        default_query = None
+if step == 1 and default_query is not None:
+    query = ui.token_picker("Token to follow (the query)", run.tokens, default_query, "lesson_query")
+    word = plots.common.token_label(run.tokens[query])
     st.caption(
-        "Each dot is one head. "
-        + (
-            f"No head sits in the top right corner: the one that does best at both (layer {r.both[0]}, head "
-            f"{r.both[1]}) makes them at {both[0]:.0%} and {both[1]:.0%}."
-            if min(both) < 0.5
-            else f"Layer {r.both[0]}, head {r.both[1]} makes both links at {min(both):.0%} or more."
-        )
+        f"Chosen by a rule: {rule}. Pick any other token."
+        if query == default_query
+        else f"Your pick (the rule, {rule}, chose “{plots.common.token_label(run.tokens[default_query])}”)."
     )
-    layer, head = ui.layer_head(run)
-    c1, c2 = st.columns(2)
-    c1.metric(f"Layer {layer}, head {head}: {names[0]}", f"{run.attentions[layer, head, mq, mk]:.0%}")
-    c2.metric(f"Layer {layer}, head {head}: {names[1]}", f"{run.attentions[layer, head, gq, gk]:.0%}")
-    q = lesson.relation_question(run, r)
-    ui.choice_question(f"{tag}-best", f"Which head links {names[0]} most strongly?", q.options, q.answer, q.why)
-    tool("app_pages/atlas.py", "Rank every head for any two words: the link finder", *r.best_meaning[:2])
+    one = lesson.one_query(run, query)
+    q = lesson.spread_question(run, one)
+    answered = ui.choice_question(
+        f"{tag}-spread",
+        f"Predict first: to how many different tokens do the {L * H} heads send most of “{word}”'s weight?",
+        q.options,
+        q.answer,
+        q.why,
+        hint="Each head has its own $W_i^Q$ and $W_i^K$, so each scores the keys its own way; count the different "
+        "tokens that come out on top.",
+    )
+    if answered is None:
+        st.info("Answer first: the heads are shown after your prediction.", icon=":material/visibility_off:")
+    else:
+        k = min(4, len(one.targets))
+        view = one.compare(run.attentions, k)
+        labels = [f"layer {la}, head {he}" for la, he in view.heads]
+        labels[-1] += " (best at all)"
+        st.plotly_chart(
+            plots.lesson.query_rows(
+                view.rows, labels, run.tokens, f"Where “{word}” looks, in {k} heads and the best compromise"
+            ),
+            width="stretch",
+        )
+        keys, on, specialist = view.keys, view.compromise, view.specialist
+        st.caption(
+            "Each row is one head's weights for this token (they sum to 1); the number in a cell is its weight. "
+            "Left out when finding where a head sends it: [CLS], [SEP] and punctuation, where heads park attention "
+            "(step 5). "
+            + (
+                f"The first {k} rows are the strongest head for each of {k} different tokens "
+                f"({', '.join(f'“{plots.common.token_label(run.tokens[t])}”' for t in keys)}). A single head "
+                f"serving all {k} would have to split one distribution that sums to 1: the best any head does on "
+                f"all {k} at once is the last row, with {on.min():.0%} on the weakest"
+                + (f", against at least {specialist:.0%} from the specialist heads." if on.min() < specialist else ".")
+                if k >= 2
+                else "Every head sends most of this token's weight to the same token: here the heads agree. Pick "
+                "another token."
+            )
+        )
+    tool("app_pages/atlas.py", "Rank every head for any two words: the link finder", *one.targets[0][1:3])
 
 elif step == 2:
     st.markdown(
@@ -85,16 +108,20 @@ elif step == 2:
         r"$\mathrm{MultiHead}(X) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\, W^O$. "
         f"Here $d_{{model}} = {C}$, $h = {H}$ and your sentence has $T = {T}$ tokens."
     )
-    st.graphviz_chart(diagram.stages_dot(T, C, H), width="stretch")
     shapes = lesson.stage_shapes(run, model)
-    ui.number_question(
+    answered = ui.number_question(
         f"{tag}-q",
         r"How big is one head's $Q_i$ for your sentence? (rows $\times$ columns)",
         ["rows", "columns"],
         shapes["Q_i"],
         f"One row per token (T = {T}) and $d_k = d_{{model}} / h$ = {C} / {H} = {D} columns: X ({T} x {C}) times "
         f"$W_i^Q$ ({C} x {D}).",
+        hint=r"$Q_i = X W_i^Q$: X has one row per token and $d_{model}$ columns; $W_i^Q$ maps $d_{model}$ to $d_k$.",
     )
+    if answered is None:
+        st.info("Answer first: the diagram with every shape follows.", icon=":material/visibility_off:")
+    else:
+        st.graphviz_chart(diagram.stages_dot(T, C, H), width="stretch")
     tool("app_pages/build.py", "See every stage on your sentence: Build it from scratch")
 
 elif step == 3:
@@ -112,13 +139,18 @@ elif step == 3:
     pick = [a, b]
     st.plotly_chart(
         plots.subspaces.subspace_panels(
-            maps.queries[pick], maps.keys[pick], maps.fidelity[pick], run.tokens, f"Layer {layer}: heads {a} and {b}"
+            maps.queries[pick],
+            maps.keys[pick],
+            maps.fidelity[pick],
+            run.tokens,
+            f"Layer {layer}: heads {a} and {b}",
+            heads=pick,
         ),
         width="stretch",
     )
     q = lesson.subspace_question(model, run, layer, a, b)
     ui.choice_question(
-        f"{tag}-sub-{layer}-{a}-{b}",
+        f"{tag}-sub",
         f"Do heads {a} and {b} see your sentence the same way?",
         q.options,
         q.answer,
@@ -231,7 +263,7 @@ elif step == 6:
             delta_color="off",
         )
         right, text = lesson.prediction_feedback(prediction, out)
-        ui.first_try(f"{tag}-predict-{layer}", right)
+        ui.first_try(f"{tag}-predict", right)
         (st.success if right else st.error)(text)
         st.markdown("**Deeper: which projections must differ for heads to differ?** Try subsets:")
         roles = ui.kept("multiselect", "Share", "lesson_roles", options=["q", "k", "v"], format_func=str.upper)
@@ -243,28 +275,40 @@ elif step == 6:
             )
         q, _div = lesson.which_roles_question(model, run, layer, lambda path: ui.cached_collapse(inp, layer, path))
         ui.choice_question(
-            f"{tag}-roles-{layer}", "Sharing which two makes every head attend identically?", q.options, q.answer, q.why
+            f"{tag}-roles", "Sharing which two makes every head attend identically?", q.options, q.answer, q.why
         )
     tool("app_pages/collapse.py", "The collapse in numbers and along alpha: Shared Q/K/V", layer)
     tool("app_pages/sharing.py", "What production models share instead: multi-query and grouped-query attention", layer)
 
 elif step == 7:
     st.markdown(
-        r"Attention compares every token with every other, $q_i \cdot k_j$, and nothing in it says where a token "
-        "stands. Shuffle the words and each token meets the same others, so its output is the same, only "
-        "moved. That is why Transformers add positional encodings, the next lesson (BERT learns a position "
-        "embedding and adds it before layer 0)."
+        r"Attention compares every token with every other, $q_i \cdot k_j$. Nothing in that formula says where a "
+        "token stands. What happens to a layer's outputs if the words come in another order? Predict first."
     )
     layer, _ = ui.layer_head(run, head=False)
-    shuffled = ui.kept("toggle", "Shuffle the words", "lesson_shuffle")
-    if shuffled:
+    q, _err = lesson.shuffle_question(model, run, layer)
+    answered = ui.choice_question(
+        f"{tag}-shuffle",
+        "After shuffling, the layer's outputs are:",
+        q.options,
+        q.answer,
+        q.why,
+        hint="Each output row is a weighted average over all tokens, with weights from dot products; does a dot "
+        "product know positions?",
+    )
+    shuffled = ui.kept("toggle", "Shuffle the words", "lesson_shuffle", disabled=answered is None)
+    if answered is None:
+        st.caption("The toggle unlocks once you have predicted.")
+    else:
+        st.markdown(
+            "Each token meets the same others in any order, so its output is the same, only moved. That is why "
+            "Transformers add positional encodings, the next lesson (BERT learns a position embedding and adds it "
+            "before layer 0)."
+        )
+    if shuffled and answered is not None:
         s = build.build_stages(model, run, layer, H, shuffle=True, seed=1)
         st.caption("Fed in this order: " + " ".join(plots.common.token_label(t) for t in s.tokens))
         st.metric("Largest difference after undoing the shuffle", f"{s.shuffle_error:.1e}")
-    q, _err = lesson.shuffle_question(model, run, layer)
-    ui.choice_question(
-        f"{tag}-shuffle-{layer}", "After shuffling, the layer's outputs are:", q.options, q.answer, q.why
-    )
     tool("app_pages/build.py", "Shuffle on any layer, with every stage: Build it from scratch", layer)
 
 b1, _, b2 = st.columns([1, 4, 1])
@@ -272,10 +316,13 @@ b1.button("← Back", disabled=step == 1, on_click=go, args=(step - 1,), key="le
 b2.button(
     "Next →", disabled=step == N, on_click=go, args=(step + 1,), key="lesson_next", type="primary", width="stretch"
 )
-if step == N:
-    right, answered = ui.lesson_score()
+right, answered = ui.lesson_score()  # after every question of this run: the same numbers everywhere
+score_box.metric("Right at the first try", f"{right} of {answered}")
+if step == N and answered == lesson.QUESTIONS:
     st.success(
         f"End of the lesson: {right} of {answered} questions right at the first try. Every tool is in the "
         "sidebar; the sentence box works on all of them.",
         icon=":material/school:",
     )
+elif step == N:
+    st.info(f"{answered} of {lesson.QUESTIONS} questions answered: the steps before this one hold the others.")

@@ -21,12 +21,13 @@ if TYPE_CHECKING:
 STEPS = (
     "One head must average",
     "Three stages, real shapes",
-    "Distinct projections, distinct subspaces",
+    "Do two heads see a sentence alike?",
     "Concatenate, then mix",
     "What heads learn",
     "The check question: share Q, K and V?",
     "Next lesson: word order",
 )
+QUESTIONS = 8  # one per step, two in step 6 (predict, then which projections)
 
 
 @dataclass(frozen=True)
@@ -46,73 +47,107 @@ def _word(tokens: list[str], i: int) -> str:
     return f"“{tokens[i]}” ({i})"
 
 
-@dataclass(frozen=True)
-class Relations:
-    """Step 1: two relations in the sentence and the heads that carry them.
+PRONOUNS = ("he", "she", "it", "they", "him", "her", "them", "we", "us", "you", "i", "me")
+FUNCTION_WORDS = frozenset(
+    "the a an of on in at to by for with from into onto over under about as and or but nor so yet if than "
+    "then that this these those there here is am are was were be been being do does did has have had not no "
+    "his her its their our your my which who whom whose what when where why how all any some each every "
+    "can could will would shall should may might must".split()
+)
 
-    meaning, grammar: (query, key) token positions. best_meaning, best_grammar: the strongest
-    head for each, with its weight; both: the head whose weaker link of the two is strongest,
-    with both its weights.
+
+def query_rule(tokens: list[str]) -> tuple[int, str]:
+    """Step 1's query token and the rule that chose it: the first personal pronoun (what it refers
+    to is a link a head must make), else the first content word (a whole word, not a function
+    word). Raises ValueError if the sentence has neither."""
+    kinds = subspaces.token_kinds(tokens)
+    whole = [
+        i
+        for i, (t, kind) in enumerate(zip(tokens, kinds))
+        if kind == "word" and not t.startswith("##") and not (i + 1 < len(tokens) and tokens[i + 1].startswith("##"))
+    ]
+    for i in whole:
+        if tokens[i].lower() in PRONOUNS:
+            return i, "the first pronoun in your sentence"
+    for i in whole:
+        if tokens[i].lower() not in FUNCTION_WORDS and any(c.isalpha() for c in tokens[i]):
+            return i, "the first content word in your sentence (not a function word such as “the” or “was”)"
+    raise ValueError("the sentence needs a whole word that is not a function word")
+
+
+@dataclass(frozen=True)
+class OneQuery:
+    """Step 1: where every head sends one query token's attention.
+
+    top, weight: (L, H) the key each head gives most of the query's weight to, among the
+    sentence's words ([CLS], [SEP] and punctuation, where heads park attention, left out), and that weight.
+    targets: one entry per distinct top key, (key, layer, head, weight) of the head that gives it
+    the most, strongest first.
     """
 
-    meaning: tuple[int, int]
-    grammar: tuple[int, int]
-    best_meaning: tuple[int, int, float]
-    best_grammar: tuple[int, int, float]
-    both: tuple[int, int, float, float]
+    query: int
+    top: np.ndarray
+    weight: np.ndarray
+    targets: tuple[tuple[int, int, int, float], ...]
+
+    def compare(self, attentions: np.ndarray, k: int = 4) -> QueryRows:
+        """The k strongest targets' heads and the best compromise: the one head whose weakest
+        weight on those k keys is largest (its weights on them sum to at most 1)."""
+        top = self.targets[:k]
+        keys = [key for key, *_ in top]
+        on = attentions[:, :, self.query][:, :, keys]  # (L, H, k)
+        layer, head = (int(i) for i in np.unravel_index(int(np.argmax(on.min(-1))), on.shape[:2]))
+        heads = [(la, he) for _, la, he, _ in top] + [(layer, head)]
+        rows = np.stack([attentions[la, he, self.query] for la, he in heads])  # (k + 1, T)
+        return QueryRows(rows, heads, keys, on[layer, head], min(w for *_, w in top))
 
 
-def _pair(tokens: list[str], query: str, keys: tuple[str, ...]) -> tuple[int, int] | None:
-    low = [t.lower() for t in tokens]
-    if query not in low:
-        return None
-    q = low.index(query)
-    found = [low.index(k) for k in keys if k in low and low.index(k) != q]
-    return (q, found[0]) if found else None
+@dataclass(frozen=True)
+class QueryRows:
+    """Step 1's picture: the query's attention row in each target's strongest head, then in the
+    best compromise (rows (k + 1, T), heads: (layer, head) per row), the target keys, the
+    compromise's weights on them (k,) and the smallest of the specialists' weights."""
+
+    rows: np.ndarray
+    heads: list[tuple[int, int]]
+    keys: list[int]
+    compromise: np.ndarray
+    specialist: float
 
 
-def relations(run: BertRun) -> Relations:
-    """On the lesson's sentence: "mole" -> "arm" (meaning) and "was" -> "mole" (grammar). On any
-    other sentence: the last word -> the first word (a long-range link) and the second word ->
-    the first (the previous word)."""
-    tokens = run.tokens
-    words = [i for i, kind in enumerate(subspaces.token_kinds(tokens)) if kind == "word"]
-    if len(words) < 2:
-        raise ValueError("the sentence needs at least two words for this step")
-    meaning = _pair(tokens, "mole", ("arm", "insect")) or (words[-1], words[0])
-    grammar = _pair(tokens, "was", ("mole",)) or (words[1], words[0])
-    a = run.attentions[:, :, meaning[0], meaning[1]]  # (L, H)
-    g = run.attentions[:, :, grammar[0], grammar[1]]
-    both = np.minimum(a, g)
-    ia, ig, ib = (np.unravel_index(int(np.argmax(x)), x.shape) for x in (a, g, both))
-    return Relations(
-        meaning,
-        grammar,
-        (int(ia[0]), int(ia[1]), float(a[ia])),
-        (int(ig[0]), int(ig[1]), float(g[ig])),
-        (int(ib[0]), int(ib[1]), float(a[ib]), float(g[ib])),
-    )
+def one_query(run: BertRun, query: int) -> OneQuery:
+    """Every head's attention for token `query`: its top key among the sentence's words (not
+    [CLS], [SEP] or punctuation) and that weight, and the distinct top keys."""
+    if not 0 <= query < run.n_tokens:
+        raise ValueError(f"query must be a token position 0..{run.n_tokens - 1}, got {query}")
+    own = np.array([kind == "word" for kind in subspaces.token_kinds(run.tokens)])
+    row = np.where(own, run.attentions[:, :, query], -1.0)  # (L, H, T), parking keys never on top
+    top = row.argmax(-1)  # (L, H)
+    weight = np.take_along_axis(row, top[..., None], -1)[..., 0]
+    best: dict[int, tuple[int, int, int, float]] = {}
+    for (layer, head), key in np.ndenumerate(top):
+        w = float(weight[layer, head])
+        if int(key) not in best or w > best[int(key)][3]:
+            best[int(key)] = (int(key), int(layer), int(head), w)
+    targets = tuple(sorted(best.values(), key=lambda t: -t[3]))
+    return OneQuery(query, top, weight, targets)
 
 
-def relation_question(run: BertRun, r: Relations) -> Choice:
-    """Which head links the meaning pair most strongly? (options: the right one, the grammar
-    pair's best head, the best head for both, and the weakest head for the meaning pair)."""
-    a = run.attentions[:, :, r.meaning[0], r.meaning[1]]
-    weakest = np.unravel_index(int(np.argmin(a)), a.shape)
-    heads = []
-    for lh in [r.best_meaning[:2], r.best_grammar[:2], r.both[:2], (int(weakest[0]), int(weakest[1]))]:
-        if lh not in heads:
-            heads.append(lh)
-    order = sorted(range(len(heads)), key=lambda i: (heads[i][0], heads[i][1]))  # by position, not answer
-    options = tuple(_head(heads[i]) for i in order)
-    q, k = r.meaning
+SPREAD_OPTIONS = ("1: the heads agree", "2 or 3", "4 to 10", "more than 10")
+
+
+def spread_question(run: BertRun, q: OneQuery) -> Choice:
+    """Predict before the chart: to how many different tokens do the heads send most of the
+    query's weight? Answered by counting the distinct top keys."""
+    n = len(q.targets)
+    answer = 0 if n == 1 else 1 if n <= 3 else 2 if n <= 10 else 3
+    k = min(4, n)
+    shares = ", ".join(f"{_word(run.tokens, key)} {w:.0%}" for key, _, _, w in q.targets[:k])
     why = (
-        f"{_head(r.best_meaning[:2])} puts {r.best_meaning[2]:.0%} of {_word(run.tokens, q)}'s attention on "
-        f"{_word(run.tokens, k)}, more than any of the {a.size} heads. The head best at the other link puts "
-        f"{a[r.best_grammar[:2]]:.0%} there, and the best compromise ({_head(r.both[:2])}) manages "
-        f"{r.both[2]:.0%} and {r.both[3]:.0%}: one distribution per token cannot serve both links."
+        f"The {q.top.size} heads send most of {_word(run.tokens, q.query)}'s weight to {n} different "
+        f"token{'s' if n > 1 else ''}; the strongest head for each: {shares}."
     )
-    return Choice(options, options.index(_head(r.best_meaning[:2])), why)
+    return Choice(SPREAD_OPTIONS, answer, why)
 
 
 def stage_shapes(run: BertRun, bert: LoadedBert) -> dict[str, tuple[int, int]]:
@@ -130,6 +165,12 @@ def subspace_question(bert: LoadedBert, run: BertRun, layer: int, a: int, b: int
     pb = np.concatenate([maps.queries[b], maps.keys[b]])
     differ = float(np.abs(pa - pb).max())
     options = ("The same picture: one projection, seen twice", "Different pictures: each head has its own lens")
+    if a == b:
+        why = (
+            f"Both panels are head {a}: one $W_{{{a}}}^Q$ and one $W_{{{a}}}^K$, so the same picture (points differ "
+            f"by {differ:.1e}). Pick two different heads to compare two lenses."
+        )
+        return Choice(options, 0, why)
     why = (
         f"Their points differ by up to {differ:.2f} (fidelity {maps.fidelity[a]:.2f} and {maps.fidelity[b]:.2f}): "
         f"$W_{{{a}}}^Q, W_{{{a}}}^K$ and $W_{{{b}}}^Q, W_{{{b}}}^K$ are different matrices, so the same tokens land "

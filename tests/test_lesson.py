@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+from conftest import plotly_array
 from streamlit.testing.v1 import AppTest
 
 from livetest import ROOT
@@ -84,43 +85,66 @@ def test_walk_the_lesson(bert, text, right_first):
     order = (lambda right, wrong: (right, wrong)) if right_first else (lambda right, wrong: (wrong, right))
     seen_right = 0
 
+    def score() -> str:
+        return {m.label: m.value for m in at.metric}["Right at the first try"]
+
     def ask(right: str, options) -> None:
-        nonlocal seen_right
+        nonlocal seen_right, asked
         first, second = order(right, wrong_option(options, right))
         said = answer(at, first)
         assert said.startswith("Right") == right_first, said
+        seen_right += right_first
+        asked += 1
+        assert score() == f"{seen_right} of {asked}"  # this answer counted, in the same rerun
         said = answer(at, second)
         assert said.startswith("Right") != right_first, said
-        seen_right += right_first
+        assert score() == f"{seen_right} of {asked}"  # a second answer changes nothing
 
-    # 1. one head must average: the right head is the argmax of the meaning link
-    r = lesson.relations(run)
-    q, k = r.meaning
+    asked = 0
+    assert score() == "0 of 0"
+    # 1. one token's attention: to how many tokens do the heads send it? Counted by the engine
+    query, _rule = lesson.query_rule(run.tokens)
     if text is None:
-        assert (run.tokens[q], run.tokens[k]) == ("mole", "arm") and run.tokens[r.grammar[0]] == "was"
-    best = np.unravel_index(run.attentions[:, :, q, k].argmax(), run.attentions.shape[:2])
-    ask(f"layer {best[0]}, head {best[1]}", question(at).options)
-    assert r.both[2] < r.best_meaning[2] and r.both[3] < r.best_grammar[2] or r.both[:2] == r.best_meaning[:2]
+        assert run.tokens[query] == "mole" and query == run.tokens.index("mole")
+    assert not at.get("plotly_chart")  # predict first: no chart before the answer
+    one = lesson.one_query(run, query)
+    own = [i for i, t in enumerate(run.tokens) if any(c.isalnum() for c in t) and t not in ("[CLS]", "[SEP]")]
+    tops = {own[int(k)] for k in run.attentions[:, :, query][:, :, own].argmax(-1).ravel()}
+    assert len(one.targets) == len(tops)
+    right = question(at).options[lesson.spread_question(run, one).answer]
+    ask(right, question(at).options)
+    (chart,) = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    view = one.compare(run.attentions, min(4, len(one.targets)))
+    np.testing.assert_allclose(plotly_array(chart["data"][0]["z"]), view.rows, atol=1e-6)
+    assert view.compromise.sum() <= 1 + 1e-5  # one distribution: its weights on k keys sum to at most 1
     assert not plain_maths(at)
     at.button(key="lesson_next").click().run()
     # 2. shapes: Q_i is T x d_k
     T, D = run.n_tokens, bert.d_model // bert.n_heads
     keys = sorted(k for k in (w.key for w in at.number_input) if str(k).startswith("_w_q_"))
     first, second = order((T, D), (T, bert.d_model))
+    assert not at.get("graphviz_chart")  # the diagram shows the shape: only after the answer
     for value, key in zip(first, keys):
         at.number_input(key=key).set_value(value).run()
     assert feedback(at).startswith("Right") == right_first
+    seen_right, asked = seen_right + right_first, asked + 1
+    assert score() == f"{seen_right} of {asked}" and at.get("graphviz_chart")
     for value, key in zip(second, keys):
         at.number_input(key=key).set_value(value).run()
-    assert feedback(at).startswith("Right") != right_first
-    seen_right += right_first
+    assert feedback(at).startswith("Right") != right_first and score() == f"{seen_right} of {asked}"
     assert not plain_maths(at)
     at.button(key="lesson_next").click().run()
     # 3. two heads' pictures differ
     m = subspaces.layer_maps(bert, run, 0)
     differ = np.abs(np.concatenate([m.queries[0], m.keys[0]]) - np.concatenate([m.queries[1], m.keys[1]])).max()
     assert differ > 1e-3
+    at.selectbox(key="_w_lesson_head_b").select(0).run()  # the same head twice: the same picture, said so
+    titles = [a["text"] for a in json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["annotations"]]
+    assert [t.split(" ·")[0] for t in titles[:2]] == ["head 0", "head 0"]
+    same = question(at).options[0]
+    at.selectbox(key="_w_lesson_head_b").select(1).run()
     ask(question(at).options[1], question(at).options)
+    assert same.startswith("The same picture")
     assert not plain_maths(at)
     at.button(key="lesson_next").click().run()
     # 4. the output is T x d_model
@@ -128,7 +152,8 @@ def test_walk_the_lesson(bert, text, right_first):
     for value, key in zip((T, bert.d_model), keys):
         at.number_input(key=key).set_value(value).run()
     assert feedback(at).startswith("Right")
-    seen_right += 1
+    seen_right, asked = seen_right + 1, asked + 1
+    assert score() == f"{seen_right} of {asked}"
     at.toggle(key="_w_lesson_mixed").set_value(True).run()
     assert not at.exception and not plain_maths(at)
     at.button(key="lesson_next").click().run()
@@ -149,7 +174,8 @@ def test_walk_the_lesson(bert, text, right_first):
     assert outcome["max difference between heads"] < 1e-5
     said = " ".join(e.value for e in [*at.success, *at.error] if "fell from" in e.value)
     assert said.startswith("Right") == right_first and "divergence between heads fell" in said
-    seen_right += right_first
+    seen_right, asked = seen_right + right_first, asked + 1
+    assert score() == f"{seen_right} of {asked}"
     div_qk = metrics.mean_off_diagonal(collapse.collapse_layer(bert, run, 0, CollapsePath(roles=("k", "q"))).diversity)
     div_kv = metrics.mean_off_diagonal(collapse.collapse_layer(bert, run, 0, CollapsePath(roles=("k", "v"))).diversity)
     assert div_qk < 1e-9 < div_kv
@@ -158,12 +184,19 @@ def test_walk_the_lesson(bert, text, right_first):
     at.button(key="lesson_next").click().run()
     # 7. shuffled words: the same outputs, reordered
     assert build.build_stages(bert, run, 0, bert.n_heads, shuffle=True, seed=1).shuffle_error < 1e-4
+    assert at.toggle(key="_w_lesson_shuffle").disabled and not at.metric[1:]  # predict before the toggle
+    assert not [s for s in at.success if "End of the lesson" in s.value]  # not before the last answer
     ask(question(at).options[0], question(at).options)
     at.toggle(key="_w_lesson_shuffle").set_value(True).run()
     assert not at.exception and not plain_maths(at)
     assert at.button(key="lesson_next").disabled
-    score = {m.label: m.value for m in at.metric}["Right at the first try"]
-    assert score == f"{seen_right} of 8"  # seven steps, eight questions (step 6 asks two)
+    assert score() == f"{seen_right} of {lesson.QUESTIONS}"  # seven steps, eight questions (step 6 asks two)
+    (banner,) = [s.value for s in at.success if "End of the lesson" in s.value]
+    assert f"{seen_right} of {lesson.QUESTIONS}" in banner
+    # a tool page and back: the answers and the score stay
+    at.switch_page("app_pages/build.py").run()
+    at.switch_page("app_pages/lesson.py").run()
+    assert score() == f"{seen_right} of {lesson.QUESTIONS}" and question(at).value is not None
     assert at.query_params["step"] in ("7", ["7"])
     at.button(key="lesson_reset").click().run()
     assert {m.label: m.value for m in at.metric}["Right at the first try"] == "0 of 0"

@@ -13,17 +13,35 @@ from .state import Inputs
 
 
 def question_tag(inp: Inputs, step: int) -> str:
-    """The prefix of a step's question ids: another sentence or model asks new questions."""
+    """The prefix of a step's question ids, "<step>-<sentence>": another sentence or model shows
+    its questions unanswered (the score keeps each question's first answer: record_id)."""
     return f"{step}-{zlib.crc32(f'{inp.model}|{inp.text}|{inp.text_b}'.encode()):08x}"
+
+
+def record_id(qid: str) -> str:
+    """The score's record of question `qid`: its step and name without the sentence, so a
+    question counts once, at its first answer, whatever sentence it was asked on."""
+    step, _sentence, name = qid.split("-", 2)
+    return f"{step}-{name}"
 
 
 def first_try(qid: str, right: bool) -> None:
     """Keep whether question `qid` was answered right the first time (in the session only)."""
-    st.session_state.setdefault("lesson_first", {}).setdefault(qid, right)
+    st.session_state.setdefault("lesson_first", {}).setdefault(record_id(qid), right)
 
 
-def choice_question(qid: str, prompt: str, options: Sequence[str], answer: int, why: str) -> bool | None:
-    """A multiple-choice question checked against `answer`; feedback says why. None until answered."""
+def _hint(hint: str | None) -> None:
+    if hint:
+        with st.expander("Hint", icon=":material/lightbulb:"):
+            st.markdown(hint)
+
+
+def choice_question(
+    qid: str, prompt: str, options: Sequence[str], answer: int, why: str, hint: str | None = None
+) -> bool | None:
+    """A multiple-choice question checked against `answer`, with a hint to open; feedback says
+    why. None until answered."""
+    _hint(hint)
     picked = kept("radio", prompt, f"q_{qid}", options=range(len(options)), format_func=lambda i: options[i])
     if picked is None:
         return None
@@ -33,9 +51,12 @@ def choice_question(qid: str, prompt: str, options: Sequence[str], answer: int, 
     return right
 
 
-def number_question(qid: str, prompt: str, labels: Sequence[str], expected: Sequence[int], why: str) -> bool | None:
+def number_question(
+    qid: str, prompt: str, labels: Sequence[str], expected: Sequence[int], why: str, hint: str | None = None
+) -> bool | None:
     """Whole numbers to type (e.g. the two sides of a shape), checked against `expected`."""
     st.markdown(prompt)
+    _hint(hint)
     cols = st.columns(len(labels))
     given = [
         kept("number_input", label, f"q_{qid}_{n}", col, min_value=0, step=1)

@@ -92,6 +92,7 @@ SETTINGS: dict[str, Setting] = {
     "why_steps": Setting(int, 1000),
     "why_seed": Setting(int, 0),
     # The lesson
+    "lesson_query": Setting(int),  # default: lesson.query_rule on the sentence
     "lesson_head_a": Setting(int, 0),
     "lesson_head_b": Setting(int, 1),
     "lesson_mixed": Setting(bool, False),

@@ -1,42 +1,39 @@
-"""The lesson: every head as a dot, its weight on one link against another."""
+"""The lesson: one token's attention in the heads that send it to different places."""
 
 from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import SCALE, token_label
+from .common import SCALE, token_axis
 
 
-def relation_scatter(first: np.ndarray, second: np.ndarray, names: tuple[str, str]) -> go.Figure:
-    """Every head (L, H) as a dot: its weight on one link (x) against another (y)."""
-    L, H = first.shape
-    labels = [f"layer {l}, head {h}" for l in range(L) for h in range(H)]
+def query_rows(rows: np.ndarray, labels: list[str], tokens: list[str], title: str) -> go.Figure:
+    """(k, T) attention rows of one query token, one per head (labels), keys as columns; each row
+    sums to 1, the number in a cell is its weight."""
+    xcats, xaxis = token_axis(tokens)
+    z = np.asarray(rows, dtype=np.float32)
     fig = go.Figure(
-        go.Scatter(
-            x=first.ravel(),
-            y=second.ravel(),
-            mode="markers",
-            text=labels,
-            marker=dict(
-                size=9,
-                color=np.repeat(np.arange(L), H),
-                colorscale=SCALE,
-                showscale=True,
-                colorbar=dict(title="layer", thickness=10),
-            ),
-            hovertemplate="%{text}<br>"
-            + token_label(names[0])
-            + ": %{x:.2f}<br>"
-            + token_label(names[1])
-            + ": %{y:.2f}<extra></extra>",
+        go.Heatmap(
+            z=z,
+            x=xcats,
+            y=list(range(len(labels))),
+            colorscale=SCALE,
+            zmin=0,
+            zmax=1,
+            text=np.where(z >= 0.05, np.char.mod("%.2f", z), ""),
+            texttemplate="%{text}",
+            customdata=np.array(labels)[:, None].repeat(z.shape[1], 1),
+            hovertemplate="%{customdata} → %{x}: %{z:.2f}<extra></extra>",
+            colorbar=dict(title="weight", thickness=10),
         )
     )
     fig.update_layout(
-        title="One dot per head: how much it makes each link",
-        height=420,
+        title=title,
+        height=130 + 42 * len(labels),
         margin=dict(l=10, r=10, t=50, b=10),
-        xaxis=dict(title=f"weight {token_label(names[0])}", range=[-0.02, 1.02]),
-        yaxis=dict(title=f"weight {token_label(names[1])}", range=[-0.02, 1.02]),
+        xaxis=xaxis,
+        yaxis=dict(tickmode="array", tickvals=list(range(len(labels))), ticktext=labels, autorange="reversed"),
+        font=dict(size=13),
     )
     return fig

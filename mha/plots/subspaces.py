@@ -20,8 +20,10 @@ def subspace_panels(
     weights: np.ndarray | None = None,
     top_k: int = 3,
     label_max: int = 30,
+    heads: list[int] | None = None,
 ) -> go.Figure:
     """One 2-D panel per head: queries (circles) and keys (open diamonds) of every token.
+    `heads` names the panels' heads (default 0, 1, ...).
 
     queries, keys: (H, T, 2); fidelity: (H,), in each panel's title. A token has one colour in
     every panel (by position, so repeated words keep their own points). With `token`, its query
@@ -31,7 +33,8 @@ def subspace_panels(
 
     H, T = queries.shape[:2]
     rows, cols = panel_grid(H)
-    fig = panels(rows, cols, [f"head {h} · fidelity {fidelity[h]:.2f}" for h in range(H)])
+    shown = heads if heads is not None else list(range(H))
+    fig = panels(rows, cols, [f"head {shown[h]} · fidelity {fidelity[h]:.2f}" for h in range(H)])
     names = [f"{i}: {token_label(t)}" for i, t in enumerate(tokens)]
     colour = dict(color=list(range(T)), colorscale=SCALE, cmin=0, cmax=max(T - 1, 1))
     text = [token_label(t) for t in tokens] if T <= label_max else None
