@@ -211,6 +211,9 @@ def test_lesson_on_a_narrow_screen(server, browser):
     page.goto(f"{server}/?step=1", wait_until="domcontentloaded")
     wait_idle(page)
     page.wait_for_selector("text=Step 1 of 7", timeout=60_000)
+    assert page.locator('[data-testid="stPlotlyChart"]').count() == 0  # predict first
+    page.get_by_text("1: the heads agree").click()
+    wait_idle(page)
     page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=60_000)
     assert page.locator('[data-testid="stException"]').count() == 0
     width = page.evaluate("document.documentElement.scrollWidth")
@@ -276,6 +279,22 @@ def test_why_heads_keeps_its_settings_and_says_when_training_was_interrupted(ser
     page.wait_for_selector("text=was interrupted at step", timeout=30_000)
     assert "seed 5" in page.locator('[data-testid="stAlert"]').first.inner_text()
     assert page.get_by_label("Seed").input_value() == "5"  # the setting survived both switches
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.close()
+
+
+def test_a_copied_link_opens_the_view_with_its_settings(server, browser):
+    """A teacher's link: a new browser opening a page's URL gets its toggles and pickers too."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{server}/bert_heads?layer=2&head=3&heads_hide=1&heads_merge=1&heads_overlay=3,5", wait_until="load")
+    wait_idle(page)
+    page.wait_for_selector("text=[CLS] and [SEP] hidden", timeout=60_000)
+    toggles = page.get_by_test_id("stCheckbox")
+    assert toggles.filter(has_text="Hide [CLS]/[SEP]").locator("input").is_checked()
+    assert toggles.filter(has_text="Merge word pieces").locator("input").is_checked()
+    overlay = page.get_by_test_id("stMultiSelect").filter(has_text="Overlay heads").inner_text()
+    assert "head 3" in overlay and "head 5" in overlay
+    assert "heads_hide=1" in page.url and "layer=2" in page.url  # the page keeps its link current
     assert page.locator('[data-testid="stException"]').count() == 0
     page.close()
 

@@ -72,6 +72,15 @@ def test_settings_survive_a_page_switch(page):
         w = widget(at, kind, key)
         assert w.value == value, (page.file, key, w.value, value)
         assert at.session_state[w.key.removeprefix(settings.widget_key(""))] == value, (page.file, key)
+    # the page's link (its query string) opens the same view in a new session
+    link = {k: v[0] if isinstance(v, list) else v for k, v in at.query_params.items()}
+    fresh = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    fresh.query_params.update(link)
+    fresh.run().switch_page(page.path).run()
+    assert not fresh.exception, [e.value for e in fresh.exception]
+    for kind, key, value in CHANGES[page.file]:
+        if not key.startswith("q_"):  # quiz answers stay with the learner
+            assert widget(fresh, kind, key).value == value, (page.file, key, link)
     # every key the session holds is declared, with a value of its declared type
     for key in at.session_state:
         if key.startswith((settings.widget_key(""), *settings.ELEMENT_PREFIXES)) or key in settings.ELEMENTS:
@@ -92,3 +101,24 @@ def test_a_kept_number_out_of_range_goes_back_to_its_default():
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.number_input(key=settings.widget_key("needed_least")).value == 0 == at.session_state["needed_least"]
+
+
+@pytest.mark.parametrize(
+    "params,said",
+    [
+        ({"collapse_alpha": "lots"}, "collapse_alpha='lots' cannot be used"),
+        ({"atlas_measure": "nonsense"}, "atlas_measure='nonsense' is not available here"),
+        ({"needed_least": "999"}, "needed_least='999' is not available here"),
+    ],
+)
+def test_a_link_value_the_page_cannot_use_is_named(params, said):
+    page = {"collapse_alpha": "collapse.py", "atlas_measure": "atlas.py", "needed_least": "heads_needed.py"}[
+        next(iter(params))
+    ]
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params.update(params)
+    shown = " ".join(w.value for w in at.run().warning)  # a link opens the lesson first
+    at.switch_page(f"app_pages/{page}").run()
+    assert not at.exception, [e.value for e in at.exception]
+    shown += " ".join(w.value for w in at.warning)
+    assert said.replace("'", "") in shown.replace("'", "").replace("’", ""), shown

@@ -9,6 +9,8 @@ Quiz answers are settings too (prefix "q_", one per question, an int or None).
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -100,6 +102,17 @@ SETTINGS: dict[str, Setting] = {
     "lesson_roles": Setting(list, ["k", "v"]),
     "lesson_shuffle": Setting(bool, False),
 }
+PAGE_SETTINGS = {  # a page's settings, by key prefix: what a link to the page carries
+    "bert_heads": ("heads_", "focus_token"),
+    "build": ("build_",),
+    "collapse": ("collapse_",),
+    "subspaces": ("subspaces_",),
+    "atlas": ("atlas_", "link_", "compare_", "views_tok"),
+    "heads_needed": ("needed_",),
+    "sharing": ("sharing_",),
+    "why_heads": ("why_",),
+    "lesson": ("lesson_",),  # (and the step: ui.state.sync_url)
+}
 QUIZ = Setting((int, type(None)), None)  # every "q_<question>" key: the option picked or the number typed
 
 STATE: dict[str, type | tuple[type, ...]] = {  # the app's own bookkeeping
@@ -109,6 +122,7 @@ STATE: dict[str, type | tuple[type, ...]] = {  # the app's own bookkeeping
     "_url_written": dict,  # the query string sync_url last wrote
     "_why_training": tuple,  # (settings, step) of a training that did not finish
     "lesson_first": dict,  # question -> right at the first try
+    "_from_link": set,  # settings a link set that no widget has shown yet
 }
 STATE_PREFIXES: dict[str, type | tuple[type, ...]] = {
     "_cut_": tuple,  # "_cut_<text box>": (the cut paste, characters cut)
@@ -138,6 +152,53 @@ def declared(key: str) -> Setting:
     if key not in SETTINGS:
         raise KeyError(f"session key {key!r} is not declared in ui/settings.py")
     return SETTINGS[key]
+
+
+def page_settings(page: str) -> list[str]:
+    """The settings of page `page` (its url path, e.g. "collapse"), in declaration order."""
+    return [key for key in SETTINGS if key.startswith(PAGE_SETTINGS.get(page, ()))]
+
+
+def to_url(value: Any) -> str:
+    """A setting's value as a query-string value: booleans 1/0, lists comma-separated (a pair
+    as "layer.head"), None as an empty string."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, list):
+        return ",".join(".".join(map(str, v)) if isinstance(v, tuple) else str(v) for v in value)
+    return "" if value is None else str(value)
+
+
+def _item(text: str) -> Any:
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    if re.fullmatch(r"\d+\.\d+", text):
+        return tuple(int(x) for x in text.split("."))
+    return text
+
+
+def from_url(key: str, raw: str) -> Any:
+    """The value of setting `key` written as `raw` by to_url; ValueError if it is not one."""
+    kinds = declared(key).type
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    if raw == "" and type(None) in kinds:
+        return None
+    if bool in kinds:
+        if raw not in ("0", "1"):
+            raise ValueError("not 0 or 1")
+        return raw == "1"
+    if list in kinds:
+        return [_item(x) for x in raw.split(",") if x]
+    if int in kinds and re.fullmatch(r"-?\d+", raw):
+        return int(raw)
+    if float in kinds:
+        value = float(raw)
+        if not math.isfinite(value):
+            raise ValueError("not a finite number")
+        return value
+    if str in kinds:
+        return raw
+    raise ValueError("not a whole number")
 
 
 def widget_key(key: str) -> str:
@@ -172,11 +233,15 @@ def kept(
     ss = st.session_state
     start = setting.default if default is _UNSET else default
     if follows is not None and ss.get(f"_follows_{key}") != follows:
+        if f"_follows_{key}" in ss:  # (the first time, a value from a link stays)
+            ss.pop(key, None)
         ss[f"_follows_{key}"] = follows
-        ss.pop(key, None)
     if key not in ss:
         ss[key] = list(start) if isinstance(start, list) else start
     none_ok = isinstance(None, setting.type)
+    linked, asked = key in ss.get("_from_link", set()), ss[key]
+    if linked:
+        ss["_from_link"].discard(key)
     if "options" in kwargs:
         options = kwargs["options"] = list(kwargs["options"])
         if kind == "multiselect":
@@ -187,6 +252,10 @@ def kept(
     if ss[key] is not None and (low is not None and ss[key] < low or high is not None and ss[key] > high):
         fits = start is not None and (low is None or low <= start) and (high is None or start <= high)
         ss[key] = start if fits else low  # e.g. another model, with fewer heads
+    if linked and ss[key] != asked:
+        (container or st).warning(
+            f"The link's {key}={to_url(asked)!r} is not available here: showing {to_url(ss[key])!r}."
+        )
     wkey = widget_key(key)
 
     def _store() -> None:

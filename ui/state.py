@@ -13,7 +13,7 @@ import streamlit as st
 
 from mha import bert
 
-from .settings import SETTINGS
+from .settings import SETTINGS, from_url, page_settings, to_url
 
 MAX_CHARS = bert.MAX_CHARS
 URL_KEYS = ("model", "text", "text_b", "layer", "head", "step")
@@ -111,10 +111,17 @@ def init_state() -> None:
         ss["_initialised"] = True
         ss.update({key: SETTINGS[key].default for key in ("text", "text_b", "layer", "head", "step")})
         ss["model"] = bert.default_model_name()
-    params = {k: st.query_params.get(k) for k in URL_KEYS if k in st.query_params}
+    params = {k: st.query_params.get(k) for k in st.query_params if k in SETTINGS}
     if not params or params == ss.get("_url_written"):
         return
     ss["_url_written"] = params
+    for name in params.keys() - set(URL_KEYS):  # a page's own settings (ui/settings.py)
+        try:
+            ss[name] = from_url(name, params[name])
+        except ValueError as e:
+            notice(f"The link's {name}={literal(params[name], 20)} cannot be used ({e}): using the default.")
+            continue
+        ss.setdefault("_from_link", set()).add(name)  # kept() says so if the page cannot show it
     for name in ("text", "text_b"):
         if name in params:
             ss[name], cut = bert.clean_text(params[name])
@@ -136,15 +143,18 @@ def init_state() -> None:
 
 
 def sync_url(inp: Inputs, page: str = "") -> None:
-    """Write the current view into the query string so the link reopens it (the lesson's step
-    only on the lesson page)."""
+    """Write the current view into the query string so the link reopens it: sentence, model,
+    layer, head, and the page's own settings that are not their defaults (the lesson's step)."""
     ss = st.session_state
     want = {"model": inp.model, "text": inp.text, "layer": str(ss["layer"]), "head": str(ss["head"])}
     if inp.text_b:
         want["text_b"] = inp.text_b
     if page == "lesson":
         want["step"] = str(ss["step"])
-    current = {k: st.query_params.get(k) for k in URL_KEYS if k in st.query_params}
+    for key in page_settings(page):  # the page's settings that are not their default
+        if key in ss and (ss[key] != SETTINGS[key].default or SETTINGS[key].default is None):
+            want[key] = to_url(ss[key])
+    current = {k: st.query_params.get(k) for k in st.query_params}
     if current != want:
         st.query_params.from_dict(want)
     ss["_url_written"] = want
