@@ -311,6 +311,76 @@ elif step == 7:
         st.metric("Largest difference after undoing the shuffle", f"{s.shuffle_error:.1e}")
     tool("app_pages/build.py", "Shuffle on any layer, with every stage: Build it from scratch", layer)
 
+elif step == 8:
+    st.markdown("**The seven points**\n\n" + "\n".join(f"{n}. {p}" for n, p in enumerate(lesson.POINTS, 1)))
+    st.subheader("The check question, answered on your sentence")
+    layer, _ = ui.layer_head(run, head=False)
+    nums = lesson.check_answer(
+        ui.cached_collapse(inp, layer, collapse.CollapsePath(0.0)),
+        ui.cached_collapse(inp, layer, collapse.CollapsePath()),
+    )
+    st.dataframe(
+        [
+            {"measure": k, "BERT's heads": lesson.number(b), "one shared W^Q, W^K, W^V": lesson.number(a)}
+            for k, (b, a) in nums.items()
+        ],
+        hide_index=True,
+    )
+    (d0, d1), (r0, r1) = nums["head diversity (JS)"], nums["effective rank"]
+    (p0, p1), (_, same) = nums["parameters"], nums["max difference between heads"]
+    overlap = [nums[f"subspace overlap W^{r}"] for r in "QKV"]
+    identical = same < collapse.SAME_WEIGHTS
+    st.markdown(
+        (
+            f"**If every head of layer {layer} shares one $W^Q, W^K, W^V$, every head computes the same attention** "
+            f"(the maps differ by at most {same:.1e}): head diversity falls from {d0:.3f} to {d1:.1e} nats"
+            if identical
+            else f"With one shared $W^Q, W^K, W^V$ the heads' maps still differ by up to {same:.2f}; head diversity "
+            f"goes from {d0:.3f} to {d1:.1e} nats"
+        )
+        + ". The heads' subspaces overlap "
+        + ", ".join(f"{b:.2f} → {a:.2f}" for b, a in overlap)
+        + " ($W^Q, W^K, W^V$; 1 = one subspace), and the concatenated output's effective rank goes from "
+        f"{r0:.1f} to {r1:.1f}"
+        + (f", within one head's $d_k$ = {D}: {H} copies of one head" if r1 <= D + 1e-6 else "")
+        + f". Sharing saves {p0 - p1:,.0f} of the layer's {p0:,.0f} parameters"
+        + (", and buys nothing with them: the heads write the same thing." if identical else ".")
+    )
+    rows = {r.rung.name: r for r in ui.cached_ladder(inp, layer)}
+    mqa, mha = rows.get("MQA"), rows.get("MHA")
+    if mqa is not None and mha is not None:
+        st.markdown(
+            f"**Why production models share K and V instead** (multi-query, Shazeer 2019; grouped-query, Ainslie "
+            f"et al. 2023): each head keeps its own $W_i^Q$, so its question stays its own (head diversity "
+            f"{mqa.diversity:.3f} with one K and V, against {mha.diversity:.3f} in BERT's layer), while the K/V "
+            f"cache that generation reads for every new token shrinks from {mha.kv_cache:,} to {mqa.kv_cache:,} bytes "
+            f"per token. Converted by mean-pooling, without training, the sentence embedding keeps a cosine of "
+            f"{mqa.sentence_cosine:.3f} to BERT's."
+        )
+        trained = [
+            o
+            for k, o in ui.UPTRAINS.entries()
+            if k[0] == inp.model and (o.rung.name == "MQA" or o.rung.name.startswith("GQA"))
+        ]
+        if trained:
+            o = trained[-1]
+            st.markdown(
+                f"After uptraining on this server ({o.rung.name}, layer {o.layer}, {len(o.fit.losses):,} steps), "
+                f"held-out sentences keep a cosine of {o.held_out_before:.3f} → {o.held_out_after:.3f}."
+            )
+        else:
+            st.markdown("A short uptraining brings it back: none has run on this server for this model yet.")
+    tool("app_pages/sharing.py", "Uptrain a rung yourself: What may be shared", layer)
+    st.subheader("Your answers")
+    first = ui.first_answers()
+    st.dataframe(
+        [
+            {"question": what, "first answer": "—" if rid not in first else "right" if first[rid] else "not quite"}
+            for rid, what in lesson.QUESTIONS.items()
+        ],
+        hide_index=True,
+    )
+
 b1, _, b2 = st.columns([1, 4, 1])
 b1.button("← Back", disabled=step == 1, on_click=go, args=(step - 1,), key="lesson_back", width="stretch")
 b2.button(
@@ -318,11 +388,11 @@ b2.button(
 )
 right, answered = ui.lesson_score()  # after every question of this run: the same numbers everywhere
 score_box.metric("Right at the first try", f"{right} of {answered}")
-if step == N and answered == lesson.QUESTIONS:
+if step == N and answered == len(lesson.QUESTIONS):
     st.success(
         f"End of the lesson: {right} of {answered} questions right at the first try. Every tool is in the "
         "sidebar; the sentence box works on all of them.",
         icon=":material/school:",
     )
 elif step == N:
-    st.info(f"{answered} of {lesson.QUESTIONS} questions answered: the steps before this one hold the others.")
+    st.info(f"{answered} of {len(lesson.QUESTIONS)} questions answered: the steps before this one hold the others.")

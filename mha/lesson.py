@@ -26,8 +26,46 @@ STEPS = (
     "What heads learn",
     "The check question: share Q, K and V?",
     "Next lesson: word order",
+    "Recap: the check question, answered",
 )
-QUESTIONS = 8  # one per step, two in step 6 (predict, then which projections)
+QUESTIONS = {  # the score's records (ui.quiz.record_id): step-name -> what was asked
+    "1-spread": "Step 1: to how many words do the heads send one token?",
+    "2-q": "Step 2: the shape of one head's Q_i",
+    "3-sub": "Step 3: do two heads see the sentence alike?",
+    "4-out": "Step 4: the shape of the layer's output",
+    "5-prev": "Step 5: which head reads the previous token most?",
+    "6-predict": "Step 6: what sharing W^Q, W^K, W^V does (your prediction)",
+    "6-roles": "Step 6: which two shared projections make the heads identical?",
+    "7-shuffle": "Step 7: what shuffling the words does to the outputs",
+}
+POINTS = (
+    "A head gives each token one distribution that sums to 1, so one head cannot send a token everywhere it "
+    "needs to look: several heads can.",
+    "Three stages: project per head ($T \\times d_{model} \\to T \\times d_k$), attend in parallel, concatenate "
+    "and mix with $W^O$.",
+    "Each head's own $W_i^Q, W_i^K$ map the tokens into its own subspace: different heads, different pictures.",
+    "Concatenating gives $T \\times h d_k = T \\times d_{model}$, and $W^O$ mixes every head into every output "
+    "dimension.",
+    "Heads learn different jobs: the previous token, parking on [CLS]/[SEP], syntax (Clark et al. 2019).",
+    "Share $W^Q, W^K, W^V$ and every head computes the same attention: the subspaces collapse into one.",
+    "Attention alone does not see word order: shuffled words only permute the outputs, so positions are added.",
+)
+
+
+def number(x: float) -> str:
+    """A measure for a table: counts with thousands separators, others to 4 significant digits."""
+    return f"{x:,.0f}" if x == int(x) and abs(x) >= 1000 else f"{x:.4g}"
+
+
+def check_answer(before: collapse.LayerCollapse, after: collapse.LayerCollapse) -> dict[str, tuple[float, float]]:
+    """The check question's numbers on one layer, (BERT's heads, one shared W^Q, W^K, W^V): head
+    diversity, the mean subspace overlap of each projection, the effective rank of the
+    concatenated heads, the parameters, and the largest difference between the heads' maps."""
+    b, a = before.summary(), after.summary()
+    out = {k: (b[k], a[k]) for k in b if k != "alpha"}
+    out["parameters"] = (float(before.parameters), float(after.parameters))
+    out["max difference between heads"] = tuple(float(np.abs(c.weights - c.weights[:1]).max()) for c in (before, after))
+    return out
 
 
 @dataclass(frozen=True)

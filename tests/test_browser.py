@@ -170,8 +170,8 @@ def test_lesson_next_through_every_step_check_question_and_a_tool_link(server, b
     text = "The mole on his arm was not a mole but a rare insect."
     page, dialogs = open_and_type(browser, server, text)
     go(page, "lesson")
-    for step in range(1, 8):
-        page.wait_for_selector(f"text=Step {step} of 7", timeout=60_000)
+    for step in range(1, 9):
+        page.wait_for_selector(f"text=Step {step} of 8", timeout=60_000)
         assert f"step={step}" in page.url
         assert page.locator('[data-testid="stException"]').count() == 0, step
         if step == 6:  # the check question: predict, then do it, then see
@@ -181,17 +181,16 @@ def test_lesson_next_through_every_step_check_question_and_a_tool_link(server, b
             wait_idle(page)
             page.wait_for_selector("text=divergence between heads fell", timeout=60_000)
             assert page.get_by_text("Right: the heads' attention").count() == 1
-        if step < 7:
+        if step < 8:
             page.get_by_role("button", name="Next →").click()
             wait_idle(page)
     score = page.get_by_test_id("stMetric").filter(has_text="Right at the first try").inner_text()
     assert "1 of 1" in score  # the check question, predicted right
     # step 5's link opens the atlas on the previous-token head, with the same sentence
-    page.get_by_role("button", name="← Back").click()
-    wait_idle(page)
-    page.get_by_role("button", name="← Back").click()
-    wait_idle(page)
-    page.wait_for_selector("text=Step 5 of 7", timeout=60_000)
+    for _ in range(3):
+        page.get_by_role("button", name="← Back").click()
+        wait_idle(page)
+    page.wait_for_selector("text=Step 5 of 8", timeout=60_000)
     from mha import lesson
 
     _, best, _ = lesson.previous_token_question(bert.attend(text))
@@ -210,7 +209,7 @@ def test_lesson_on_a_narrow_screen(server, browser):
     page = browser.new_page(viewport={"width": 390, "height": 844})
     page.goto(f"{server}/?step=1", wait_until="domcontentloaded")
     wait_idle(page)
-    page.wait_for_selector("text=Step 1 of 7", timeout=60_000)
+    page.wait_for_selector("text=Step 1 of 8", timeout=60_000)
     assert page.locator('[data-testid="stPlotlyChart"]').count() == 0  # predict first
     page.get_by_text("1: the heads agree").click()
     wait_idle(page)
@@ -226,7 +225,7 @@ def test_a_fresh_server_shows_a_message_while_the_model_loads(browser):
         page = browser.new_page(viewport={"width": 1200, "height": 900})
         page.goto(fresh.url, wait_until="domcontentloaded")
         page.wait_for_selector("text=Loading all-MiniLM-L6-v2", timeout=30_000)  # not a blank area
-        page.wait_for_selector("text=Step 1 of 7", timeout=90_000)
+        page.wait_for_selector("text=Step 1 of 8", timeout=90_000)
         assert page.locator('[data-testid="stException"]').count() == 0
         page.close()
 
@@ -238,7 +237,7 @@ def test_no_request_leaves_the_machine_during_a_tour(server, browser):
     page = browser.new_page(viewport={"width": 1300, "height": 900})
     page.on("request", lambda request: hosts.add(urlparse(request.url).hostname))
     page.goto(server, wait_until="domcontentloaded")
-    page.wait_for_selector("text=Step 1 of 7", timeout=90_000)
+    page.wait_for_selector("text=Step 1 of 8", timeout=90_000)
     for name in PAGES:
         go(page, name)
     assert hosts and hosts <= {"127.0.0.1", "localhost"}, hosts  # favicon and icons included

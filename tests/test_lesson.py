@@ -79,7 +79,7 @@ def wrong_option(options, right: str) -> str:
 @pytest.mark.parametrize("text,right_first", [(None, True), (SECOND, False)])
 def test_walk_the_lesson(bert, text, right_first):
     at = app(**({"text": text} if text else {}))
-    assert not at.exception and at.get("progress")[0].proto.text.startswith("Step 1 of 7")
+    assert not at.exception and at.get("progress")[0].proto.text.startswith("Step 1 of 8")
     sentence = at.session_state["text"]
     run = bert.attend(sentence)
     order = (lambda right, wrong: (right, wrong)) if right_first else (lambda right, wrong: (wrong, right))
@@ -185,30 +185,47 @@ def test_walk_the_lesson(bert, text, right_first):
     # 7. shuffled words: the same outputs, reordered
     assert build.build_stages(bert, run, 0, bert.n_heads, shuffle=True, seed=1).shuffle_error < 1e-4
     assert at.toggle(key="_w_lesson_shuffle").disabled and not at.metric[1:]  # predict before the toggle
-    assert not [s for s in at.success if "End of the lesson" in s.value]  # not before the last answer
     ask(question(at).options[0], question(at).options)
     at.toggle(key="_w_lesson_shuffle").set_value(True).run()
     assert not at.exception and not plain_maths(at)
-    assert at.button(key="lesson_next").disabled
-    assert score() == f"{seen_right} of {lesson.QUESTIONS}"  # seven steps, eight questions (step 6 asks two)
+    n = len(lesson.QUESTIONS)
+    assert score() == f"{seen_right} of {n}"  # seven steps, eight questions (step 6 asks two)
+    assert not [s for s in at.success if "End of the lesson" in s.value]  # the banner closes the recap
+    at.button(key="lesson_next").click().run()
+    # 8. the recap: the check question answered with the engine's numbers, beside the answers
+    assert at.button(key="lesson_next").disabled and not at.exception and not plain_maths(at)
     (banner,) = [s.value for s in at.success if "End of the lesson" in s.value]
-    assert f"{seen_right} of {lesson.QUESTIONS}" in banner
+    assert f"{seen_right} of {n}" in banner
+    expect = lesson.check_answer(
+        collapse.collapse_layer(bert, run, 0, CollapsePath(0.0)), collapse.collapse_layer(bert, run, 0, CollapsePath())
+    )
+    table = at.dataframe[0].value
+    for _, row in table.iterrows():
+        b, a = expect[row["measure"]]
+        assert float(row["BERT's heads"].replace(",", "")) == pytest.approx(b, rel=1e-3, abs=1e-12)
+        assert float(row["one shared W^Q, W^K, W^V"].replace(",", "")) == pytest.approx(a, rel=1e-3, abs=1e-6)
+    assert len(table) == len(expect) and expect["max difference between heads"][1] < collapse.SAME_WEIGHTS
+    said = " ".join(m.value for m in at.markdown)
+    assert "every head computes the same attention" in said and f"{expect['parameters'][0]:,.0f}" in said
+    answers = at.dataframe[-1].value
+    assert list(answers["first answer"]).count("right") == seen_right and "—" not in set(answers["first answer"])
+    assert score() == f"{seen_right} of {n}"
     # a tool page and back: the answers and the score stay
     at.switch_page("app_pages/build.py").run()
     at.switch_page("app_pages/lesson.py").run()
-    assert score() == f"{seen_right} of {lesson.QUESTIONS}" and question(at).value is not None
-    assert at.query_params["step"] in ("7", ["7"])
+    assert score() == f"{seen_right} of {n}"
+    assert at.query_params["step"] in ("8", ["8"])
     at.button(key="lesson_reset").click().run()
     assert {m.label: m.value for m in at.metric}["Right at the first try"] == "0 of 0"
-    assert at.get("progress")[0].proto.text.startswith("Step 1 of 7")
+    assert at.get("progress")[0].proto.text.startswith("Step 1 of 8")
 
 
 def test_a_link_opens_a_step_and_a_bad_step_gets_a_notice():
     at = app(step="4")
-    assert at.get("progress")[0].proto.text.startswith("Step 4 of 7")
+    assert at.get("progress")[0].proto.text.startswith("Step 4 of 8")
     at = app(step="12")
-    assert any("steps 1 to 7" in w.value for w in at.warning)
-    assert at.get("progress")[0].proto.text.startswith("Step 1 of 7")
+    assert any("steps 1 to 8" in w.value for w in at.warning)
+    assert at.get("progress")[0].proto.text.startswith("Step 1 of 8")
     assert not at.exception
 
 

@@ -28,7 +28,7 @@ from .cache import (
     layer_inputs,
     load_model,
 )
-from .quiz import choice_question, first_try, lesson_score, number_question, question_tag, reset_lesson
+from .quiz import choice_question, first_answers, first_try, lesson_score, number_question, question_tag, reset_lesson
 from .settings import kept
 from .state import MAX_CHARS, Inputs, inputs, literal, notice, show_notices, sync_url
 from .widgets import (
@@ -69,6 +69,7 @@ __all__ = [
     "choice_question",
     "current_run",
     "ensure_model",
+    "first_answers",
     "first_try",
     "heads_study",
     "inputs",

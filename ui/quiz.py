@@ -71,6 +71,11 @@ def number_question(
     return right
 
 
+def first_answers() -> dict[str, bool]:
+    """Each answered question's record (record_id) -> whether its first answer was right."""
+    return dict(st.session_state.get("lesson_first", {}))
+
+
 def lesson_score() -> tuple[int, int]:
     """(questions right at the first try, questions answered) in this session."""
     first = st.session_state.get("lesson_first", {})
