@@ -33,7 +33,7 @@ H = ui.kept(
     default=H_model,
     follows=inp.model,
     options=choices,
-    help=f"Only divisors of d_model = {C} split it evenly into heads of D = C / H.",
+    help=f"Only divisors of $d_{{model}}$ = {C} split it evenly into heads of $d_k = d_{{model}} / H$.",
 )
 t1, t2, t3, t4 = st.columns(4)
 shared = ui.kept(
@@ -71,7 +71,7 @@ else:
     )
 
 m1, m2, m3 = st.columns(3)
-m1.metric(r"$d_{model}$ C / heads H / $d_k$ D", f"{C} / {H} / {D}")
+m1.metric(r"$d_{model}$ / heads $h$ / $d_k$", f"{C} / {H} / {D}")
 n_dist = MultiHeadAttention.parameter_count(C, H, "distinct")
 n_shared = MultiHeadAttention.parameter_count(C, H, "shared")
 m2.metric("Parameters, distinct", f"{n_dist:,}")
@@ -86,7 +86,7 @@ k1.metric(
 k2.metric(
     "Subspace overlap of $W^Q$ slices",
     f"{s.measures['subspace overlap W^Q']:.2f}",
-    help="Mean cos² of principal angles between heads' C x D slices; 1 = one shared subspace.",
+    help="Mean cos² of principal angles between heads' $d_{model} \\times d_k$ slices; 1 = one shared subspace.",
 )
 k3.metric(
     "Effective rank of the concatenation",
@@ -110,7 +110,7 @@ st.header(f"1. Project: $Q_i, K_i, V_i$ ({T} x {D} per head)")
 st.markdown(
     f"$X W^Q$ is one {T} x {C} product; head {head} owns columns {lo}..{hi - 1} of it "
     + (
-        "(with **shared** projections every head reads the same C x D matrix)."
+        "(with **shared** projections every head reads the same $d_{model} \\times d_k$ matrix)."
         if shared
         else f"(its own $W_{{{head}}}^Q$: {C} x {D}). The lines mark the {H} slices."
     )

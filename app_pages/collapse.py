@@ -90,7 +90,7 @@ for col, role in zip((m2, m3, m4), "qkv"):
 st.caption(
     "Diversity: Jensen-Shannon divergence between two heads' attention, averaged over tokens "
     "(Clark et al. 2019). Overlap: mean cos² of the principal angles between two heads' "
-    "C x D projection slices (1 = the same subspace). Effective rank: exp of the entropy of the "
+    "$d_{model} \\times d_k$ projection slices (1 = the same subspace). Effective rank: exp of the entropy of the "
     "normalised singular values of the heads' concatenated outputs (Roy & Vetterli 2007)."
 )
 
@@ -171,3 +171,4 @@ st.download_button(
     mime="text/csv",
     on_click="ignore",
 )
+ui.words("head diversity", "Jensen-Shannon divergence", "subspace overlap", "effective rank")

@@ -36,6 +36,7 @@ head_row[0].title("Multi-head attention, step by step")
 score_box = head_row[1].empty()  # filled at the end of the run, after this run's answers
 head_row[2].button("Reset lesson", on_click=ui.reset_lesson, key="lesson_reset")
 st.progress(step / N, text=f"Step {step} of {N}: {lesson.STEPS[step - 1]}")
+ui.words("head width", "representation subspace", "head diversity", "[CLS] and [SEP]")
 
 if step == 1:
     st.markdown(

@@ -241,3 +241,4 @@ if len(done) > 1:
         ],
         hide_index=True,
     )
+ui.words("K/V cache", "head diversity", "Jensen-Shannon divergence")

@@ -33,7 +33,7 @@ heads = ui.kept(
     "why_heads",
     c2,
     options=[2, 4, 8],
-    help="d_model is 32: D = 32 / H.",
+    help="$d_{model}$ is 32: $d_k$ = 32 / H.",
 )
 steps = ui.kept("select_slider", "Training steps", "why_steps", c3, options=[100, 200, 300, 500, 1000, 1500, 2000])
 seed = int(ui.kept("number_input", "Seed", "why_seed", c4, min_value=0, max_value=9999))

@@ -63,7 +63,9 @@ class ModelSpec:
 
 REGISTRY: dict[str, ModelSpec] = {
     DEFAULT_MODEL: ModelSpec(
-        DEFAULT_MODEL, "bundled", "6 layers x 12 heads, width 384, 23M parameters; bundled, offline"
+        DEFAULT_MODEL,
+        "bundled",
+        "a 6-layer BERT-architecture sentence encoder: 12 heads, width 384, 23M parameters; bundled, offline",
     ),
     "bert-base-uncased": ModelSpec(
         "bert-base-uncased",

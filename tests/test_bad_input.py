@@ -13,7 +13,7 @@ from livetest import ROOT
 from ui.pages import PAGES as SPECS
 
 PAGES = [p.path for p in SPECS]
-MODEL_PAGES = [p for p in PAGES if not p.endswith("why_heads.py")]  # every page that reads the model
+MODEL_PAGES = [p for p in PAGES if not p.endswith(("why_heads.py", "glossary.py"))]  # pages that read the sentence
 TEXTS = {
     "empty": "",
     "whitespace": "   \n\t  ",

@@ -43,6 +43,7 @@ from .widgets import (
     run_or_stop,
     sidebar,
     token_picker,
+    words,
 )
 
 __all__ = [
@@ -93,4 +94,5 @@ __all__ = [
     "sidebar",
     "sync_url",
     "token_picker",
+    "words",
 ]

@@ -40,5 +40,6 @@ PAGES = (
     PageSpec("atlas.py", "Head atlas", ":material/map:"),
     PageSpec("why_heads.py", "Why many heads", ":material/model_training:"),
     PageSpec("heads_needed.py", "Do we need every head?", ":material/content_cut:"),
+    PageSpec("glossary.py", "Glossary", ":material/menu_book:"),
 )
 DEFAULT = PAGES[0]

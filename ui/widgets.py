@@ -234,3 +234,8 @@ def kept_result(store, key, label: str, button_key: str, help: str) -> tuple[Any
     result = store.get(key)
     pressed = st.button(label, type="primary", disabled=result is not None, key=button_key, help=help)
     return result, pressed
+
+
+def words(*terms: str) -> None:
+    """A link to the glossary naming the words of this page that it defines."""
+    st.page_link("app_pages/glossary.py", label=f"Words used here: {', '.join(terms)}", icon=":material/menu_book:")

@@ -1,0 +1,16 @@
+"""Glossary: the words the lesson and the tools use, each defined once, with its source."""
+
+import streamlit as st
+
+import ui
+from mha import glossary
+
+st.title("Glossary")
+st.markdown(
+    "The words the lesson and the tool pages use, in one notation: $d_{model}$ the width of a token vector, "
+    "$h$ (or H) the number of heads, $d_k = d_{model} / h$ the width of one head, $T$ the number of tokens."
+)
+for term in glossary.TERMS:
+    st.subheader(term.name, anchor=term.anchor)
+    st.markdown(term.text)
+ui.show_notices()

@@ -1,0 +1,77 @@
+"""The glossary's terms: one definition each, in the lesson's notation, with its source."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Term:
+    name: str
+    text: str
+
+    @property
+    def anchor(self) -> str:
+        """The term's place on the glossary page: /glossary#<anchor>."""
+        return "".join(c if c.isalnum() else "-" for c in self.name.lower()).strip("-")
+
+
+TERMS = (
+    Term(
+        "The bundled model",
+        "all-MiniLM-L6-v2: a 6-layer encoder with BERT's architecture (12 heads per layer, $d_{model}$ = 384, "
+        "$d_k$ = 32), distilled from a larger model (MiniLM, Wang et al. 2020) and trained by sentence-transformers "
+        "to embed sentences. The pages call its attention layers BERT's because the layer is BERT's "
+        "(Devlin et al. 2019).",
+    ),
+    Term(
+        "[CLS] and [SEP]",
+        "Tokens the tokenizer adds: [CLS] before the sentence, [SEP] after each sentence. They carry no word; many "
+        "heads park attention on them when they have nothing to read (Clark et al. 2019, *What Does BERT Look At?*).",
+    ),
+    Term(
+        "Head width, $d_k$",
+        "The width of one head: $d_k = d_{model} / h$. Each head projects a token to $d_k$ numbers for its query, "
+        "key and value; the scores are divided by $\\sqrt{d_k}$ (Vaswani et al. 2017).",
+    ),
+    Term(
+        "Representation subspace",
+        "The $d_k$-dimensional space a head's own $W_i^Q$ and $W_i^K$ project the tokens into; dot products there "
+        "decide who reads whom. Distinct projections give distinct subspaces: 'jointly attend to information from "
+        "different representation subspaces' (Vaswani et al. 2017).",
+    ),
+    Term(
+        "Fidelity",
+        "How much of a head's attention scores a 2-D picture of its subspace keeps: the share of the energy (sum "
+        "of squared singular values) of the centred scaled scores $q_i \\cdot k_j / \\sqrt{d_k}$ that the best "
+        "rank-2 picture keeps (Eckart & Young 1936); 1 = all of it, exactly when the scores have rank 2 or less.",
+    ),
+    Term(
+        "Jensen-Shannon divergence (nats)",
+        "A distance between two probability distributions p and q: $JS = H(m) - (H(p) + H(q))/2$ with "
+        "$m = (p + q)/2$ and H the entropy in natural logarithms (nats). 0 when p = q, at most ln 2 = 0.693 nats "
+        "when they share no key (Lin 1991).",
+    ),
+    Term(
+        "Head diversity",
+        "The Jensen-Shannon divergence between two heads' attention, averaged over the query tokens; the mean over "
+        "all pairs of heads for a layer. 0 = every head attends the same way (Clark et al. 2019 compare heads so).",
+    ),
+    Term(
+        "Subspace overlap",
+        "For two heads' projection slices ($d_{model} \\times d_k$ each): the mean $\\cos^2$ of the principal "
+        "angles between the subspaces they span. 1 = the same subspace, 0 = orthogonal ones (Björck & Golub 1973).",
+    ),
+    Term(
+        "Effective rank",
+        "How many directions a matrix really uses: exp of the entropy of its normalised singular values "
+        "(Roy & Vetterli 2007). Applied to the heads' concatenated outputs: at most $d_k$ when every head is a copy "
+        "of one head.",
+    ),
+    Term(
+        "K/V cache",
+        "What a decoder keeps per generated token: every layer's keys and values, read again for each new token. "
+        "Multi-query (Shazeer 2019) and grouped-query attention (Ainslie et al. 2023) share K and V across heads to "
+        "shrink it.",
+    ),
+)
