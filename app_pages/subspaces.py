@@ -61,53 +61,55 @@ else:
     )
 
 st.subheader("Play along alpha")
-with st.spinner("Computing the pictures from distinct to shared..."):
-    frames = ui.cached_alpha_frames(inp, layer, path)
-st.plotly_chart(
-    plots.subspaces.subspace_animation(
-        [(a, m.queries, m.keys) for a, m in frames],
-        run.tokens,
-        f"Layer {layer}: {', '.join(f'W<sup>{r.upper()}</sup>' for r in 'qkv' if r in path.roles)} pulled "
-        "from distinct (0) to shared (1)",
-    ),
-    width="stretch",
-    key="subspaces_animation",
-)
-st.caption(
-    "Press ▶ or drag the slider: the frames are all in your browser, so it plays without the server. Each frame "
-    "is turned (rotated or mirrored, per head) to match the next one, from alpha = 1 backwards, by orthogonal "
-    "Procrustes, which keeps every query-key dot product: a point moves only where the head's scores change, not "
-    "because a new 2-D basis was picked. (So the first frame may be the picture above turned or mirrored.)"
-)
+if ui.kept("toggle", "Show the animation (11 pictures from distinct to shared)", "subspaces_play"):
+    with st.spinner("Computing the pictures from distinct to shared..."):
+        frames = ui.cached_alpha_frames(inp, layer, path)
+    st.plotly_chart(
+        plots.subspaces.subspace_animation(
+            [(a, m.queries, m.keys) for a, m in frames],
+            run.tokens,
+            f"Layer {layer}: {', '.join(f'W<sup>{r.upper()}</sup>' for r in 'qkv' if r in path.roles)} pulled "
+            "from distinct (0) to shared (1)",
+        ),
+        width="stretch",
+        key="subspaces_animation",
+    )
+    st.caption(
+        "Press ▶ or drag the slider: the frames are all in your browser, so it plays without the server. Each frame "
+        "is turned (rotated or mirrored, per head) to match the next one, from alpha = 1 backwards, by orthogonal "
+        "Procrustes, which keeps every query-key dot product: a point moves only where the head's scores change, not "
+        "because a new 2-D basis was picked. (So the first frame may be the picture above turned or mirrored.)"
+    )
 
 st.subheader("Many sentences, one picture per head")
-with st.spinner(f"Running {len(subspaces.pool_sentences())} more sentences through the model (once)..."):
-    pool, pool_maps = ui.cached_pool(inp, layer)
-own = pool.sentence == 0
-st.plotly_chart(
-    plots.subspaces.pool_panels(
-        pool_maps.queries,
-        pool_maps.keys,
-        pool_maps.fidelity,
-        pool.tokens,
-        subspaces.token_kinds(pool.tokens),
-        pool.position,
-        own,
-        f"Layer {layer} (BERT's own weights): your sentence (large) and "
-        f"{pool.sentence.max()} bundled ones, {len(pool.tokens)} tokens",
-    ),
-    width="stretch",
-    key="subspaces_pool",
-)
-st.caption(
-    "As AttentionViz does for a corpus: the same picture over many sentences shows what a head's space is "
-    "organised by. The picture is fitted to every query-key pair of the pool, also to pairs from different "
-    "sentences that no softmax compares; the **fidelity** in each panel counts only the pairs within a sentence "
-    "(the share of their scores' energy the picture keeps). "
-    "Words are coloured by where they sit in their sentence (start to end); [CLS]/[SEP] and "
-    "punctuation have their own colours. A head whose words fan out by colour reads position; one that "
-    "gathers the separators apart treats them as a place to park attention."
-)
+if ui.kept("toggle", f"Show your sentence among {len(subspaces.pool_sentences())} others", "subspaces_many"):
+    with st.spinner(f"Running {len(subspaces.pool_sentences())} more sentences through the model (once)..."):
+        pool, pool_maps = ui.cached_pool(inp, layer)
+    own = pool.sentence == 0
+    st.plotly_chart(
+        plots.subspaces.pool_panels(
+            pool_maps.queries,
+            pool_maps.keys,
+            pool_maps.fidelity,
+            pool.tokens,
+            subspaces.token_kinds(pool.tokens),
+            pool.position,
+            own,
+            f"Layer {layer} (BERT's own weights): your sentence (large) and "
+            f"{pool.sentence.max()} bundled ones, {len(pool.tokens)} tokens",
+        ),
+        width="stretch",
+        key="subspaces_pool",
+    )
+    st.caption(
+        "As AttentionViz does for a corpus: the same picture over many sentences shows what a head's space is "
+        "organised by. The picture is fitted to every query-key pair of the pool, also to pairs from different "
+        "sentences that no softmax compares; the **fidelity** in each panel counts only the pairs within a sentence "
+        "(the share of their scores' energy the picture keeps). "
+        "Words are coloured by where they sit in their sentence (start to end); [CLS]/[SEP] and "
+        "punctuation have their own colours. A head whose words fan out by colour reads position; one that "
+        "gathers the separators apart treats them as a place to park attention."
+    )
 
 st.subheader("The weights themselves")
 spectra = ui.cached_spectra(inp.model, layer)

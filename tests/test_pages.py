@@ -414,7 +414,10 @@ def test_subspaces_page_draws_one_panel_per_head_from_layer_maps(bert):
     assert max(np.abs(q - queries[0]).max() for q in queries) < 1e-5
     (done,) = [s.value for s in at.success if "same picture" in s.value]
     assert float(done.split("max difference between panels ")[1].split(")")[0]) < 1e-5
-    # the animation holds 11 frames; the pool holds the sentence and the bundled ones
+    # on request: the animation holds 11 frames; the pool holds the sentence and the bundled ones
+    assert len(figures(at)) == 2  # the panels and the spectra, until asked
+    at.toggle(key="_w_subspaces_play").set_value(True).run()
+    at.toggle(key="_w_subspaces_many").set_value(True).run()
     anim = figures(at)[1]
     assert len(anim["frames"]) == 11 and anim["frames"][-1]["name"] == "1.0"
     pool = figures(at)[2]

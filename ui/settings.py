@@ -73,6 +73,8 @@ SETTINGS: dict[str, Setting] = {
     "collapse_scope": Setting(str, "this layer"),
     **_path("subspaces", 0.0),
     "subspaces_token": Setting(int),  # default: "mole" if the sentence has it
+    "subspaces_play": Setting(bool, False),  # the animation along alpha (heavy for a browser: on request)
+    "subspaces_many": Setting(bool, False),  # the pool of sentences
     # Head atlas
     "atlas_measure": Setting(str, "to previous"),
     "link_q": Setting(int),  # defaults: "making" -> "difficult" if the sentence has them
