@@ -32,7 +32,7 @@ def tool(page: str, label: str, layer: int | None = None, head: int | None = Non
 
 
 head_row = st.columns([3, 1.2, 0.8])
-head_row[0].title("Multi-head attention, step by step")
+head_row[0].title("Lesson: multi-head attention")
 score_box = head_row[1].empty()  # filled at the end of the run, after this run's answers
 head_row[2].button("Reset lesson", on_click=ui.reset_lesson, key="lesson_reset")
 st.progress(step / N, text=f"Step {step} of {N}: {lesson.STEPS[step - 1]}")
@@ -156,6 +156,7 @@ elif step == 3:
         q.options,
         q.answer,
         q.why,
+        hint="A panel is drawn from one head's own $W_i^Q$ and $W_i^K$. Are the two heads' matrices the same?",
     )
     tool("app_pages/subspaces.py", "Every head's subspace, and how sharing folds them: Subspaces", layer)
 
@@ -190,6 +191,7 @@ elif step == 4:
         ["rows", "columns"],
         shapes["output"],
         f"{H} heads x {D} columns = {C}, the width the layer started with, so layers can be stacked.",
+        hint=r"Each head gives $T \times d_k$; $h$ of them side by side, then $W^O$ is $d_{model} \times d_{model}$.",
     )
     tool("app_pages/build.py", "Every stage, step by step: Build it from scratch", layer)
 
@@ -206,7 +208,14 @@ elif step == 5:
         plots.atlas.atlas_heatmap(m["to previous"], hover, "Share of attention to the previous token"), width="stretch"
     )
     q, best, vertical = lesson.previous_token_question(run)
-    ui.choice_question(f"{tag}-prev", "Which head reads the previous token most?", q.options, q.answer, q.why)
+    ui.choice_question(
+        f"{tag}-prev",
+        "Which head reads the previous token most?",
+        q.options,
+        q.answer,
+        q.why,
+        hint="Hover the heads in the chart above: the brightest cell is the largest share.",
+    )
     st.markdown("Now a head of your choice:")
     layer, head = ui.layer_head(run)
     st.info(atlas.describe(m, m["pattern"][layer, head], layer, head, run.n_tokens), icon=":material/psychology:")
@@ -276,7 +285,12 @@ elif step == 6:
             )
         q, _div = lesson.which_roles_question(model, run, layer, lambda path: ui.cached_collapse(inp, layer, path))
         ui.choice_question(
-            f"{tag}-roles", "Sharing which two makes every head attend identically?", q.options, q.answer, q.why
+            f"{tag}-roles",
+            "Sharing which two makes every head attend identically?",
+            q.options,
+            q.answer,
+            q.why,
+            hint=r"The map is $\mathrm{softmax}(Q_i K_i^\top / \sqrt{d_k})$: which projections does it read?",
         )
     tool("app_pages/collapse.py", "The collapse in numbers and along alpha: Shared Q/K/V", layer)
     tool("app_pages/sharing.py", "What production models share instead: multi-query and grouped-query attention", layer)

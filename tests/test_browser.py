@@ -204,20 +204,35 @@ def test_lesson_next_through_every_step_check_question_and_a_tool_link(server, b
     assert dialogs == [] and page.locator('[data-testid="stException"]').count() == 0
 
 
-def test_lesson_on_a_narrow_screen(server, browser):
+def test_lesson_recap_and_glossary_on_a_phone_and_a_wide_screen(server, browser):
+    """Step 1 (answered), the recap and the glossary at 390 and 1500 px: nothing wider than the
+    screen, no traceback; screenshots in artifacts/."""
     ARTIFACTS.mkdir(exist_ok=True)
-    page = browser.new_page(viewport={"width": 390, "height": 844})
-    page.goto(f"{server}/?step=1", wait_until="domcontentloaded")
-    wait_idle(page)
-    page.wait_for_selector("text=Step 1 of 8", timeout=60_000)
-    assert page.locator('[data-testid="stPlotlyChart"]').count() == 0  # predict first
-    page.get_by_text("1: the heads agree").click()
-    wait_idle(page)
-    page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=60_000)
-    assert page.locator('[data-testid="stException"]').count() == 0
-    width = page.evaluate("document.documentElement.scrollWidth")
-    assert width <= 400, width  # nothing wider than the phone's screen
-    page.screenshot(path=str(ARTIFACTS / "lesson_390px.png"), full_page=True)
+    for width, height in ((390, 844), (1500, 1000)):
+        page = browser.new_page(viewport={"width": width, "height": height})
+        page.goto(f"{server}/?step=1", wait_until="domcontentloaded")
+        wait_idle(page)
+        page.wait_for_selector("text=Step 1 of 8", timeout=60_000)
+        assert page.locator('[data-testid="stPlotlyChart"]').count() == 0  # predict first
+        page.get_by_text("1: the heads agree").click()
+        wait_idle(page)
+        page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=60_000)
+        shots = {"step1": None}
+        for name, url, marker in (
+            ("step1", None, None),
+            ("recap", f"{server}/?step=8", "text=The check question, answered on your sentence"),
+            ("glossary", f"{server}/glossary", "text=Representation subspace"),
+        ):
+            if url:
+                page.goto(url, wait_until="domcontentloaded")
+                page.wait_for_selector(marker, timeout=60_000)
+                wait_idle(page)
+            assert page.locator('[data-testid="stException"]').count() == 0, (width, name)
+            scroll = page.evaluate("document.documentElement.scrollWidth")
+            assert scroll <= width + 10, (width, name, scroll)  # nothing wider than the screen
+            shots[name] = ARTIFACTS / f"{name}_{width}px.png"
+            page.screenshot(path=str(shots[name]), full_page=True)
+        page.close()
 
 
 def test_a_fresh_server_shows_a_message_while_the_model_loads(browser):

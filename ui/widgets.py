@@ -238,4 +238,9 @@ def kept_result(store, key, label: str, button_key: str, help: str) -> tuple[Any
 
 def words(*terms: str) -> None:
     """A link to the glossary naming the words of this page that it defines."""
-    st.page_link("app_pages/glossary.py", label=f"Words used here: {', '.join(terms)}", icon=":material/menu_book:")
+    st.page_link(
+        "app_pages/glossary.py",
+        label=f"Glossary: the {len(terms)} terms of this page",
+        icon=":material/menu_book:",
+        help=", ".join(terms),
+    )
