@@ -59,10 +59,25 @@ def open_and_type(browser, server: str, text: str):
     return page, dialogs
 
 
+AXE = ROOT / ".ci" / "axe" / "node_modules" / "axe-core" / "axe.min.js"  # npm's axe-core, installed by .ci/run
+AXE_RUN = """async () => (await axe.run(document, {runOnly: ['wcag2a', 'wcag2aa']})).violations
+  .map(v => ({id: v.id, impact: v.impact, nodes: v.nodes.map(n => n.target.join(' '))}))"""
+
+
 def test_type_switch_pages_and_screenshot(server, browser):
+    """Every page: the typed sentence survives the switch, and an axe-core audit (WCAG 2 A/AA) finds
+    no serious or critical violation (artifacts/axe.json lists every finding)."""
+    import json
+
     ARTIFACTS.mkdir(exist_ok=True)
+    if not AXE.exists():
+        import os
+
+        why = "axe-core is not installed: npm install --prefix .ci/axe axe-core@4.14.1 (.ci/run does)"
+        pytest.fail(why) if os.environ.get("CI", "").lower() == "true" else pytest.skip(why)
     text = "The cat chased the other cat across the garden."
     page, dialogs = open_and_type(browser, server, text)
+    found = {}
     for name in PAGES:
         go(page, name)
         page.wait_for_selector("h1", timeout=60_000)
@@ -74,6 +89,11 @@ def test_type_switch_pages_and_screenshot(server, browser):
                 page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=60_000)
                 assert page.locator('[data-testid="stPlotlyChart"]').count() >= 3, name
         page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=name == "overview")
+        page.add_script_tag(path=str(AXE))
+        found[name] = page.evaluate(AXE_RUN)
+    (ARTIFACTS / "axe.json").write_text(json.dumps(found, indent=1))
+    bad = {n: [v["id"] for v in found[n] if v["impact"] in ("serious", "critical")] for n in found}
+    assert not any(bad.values()), bad
     assert "chased" in page.url or "text=" in page.url  # the sentence is in the shareable link
     assert dialogs == []
 
