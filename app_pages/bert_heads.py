@@ -103,3 +103,4 @@ st.caption(
     "CSV is long format: layer, head, query, query_token, key, key_token, weight. "
     "Every chart also has a PNG download in its toolbar."
 )
+ui.words("[CLS] and [SEP]")

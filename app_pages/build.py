@@ -181,3 +181,4 @@ if s.shuffle_error is not None:
         else f"Shuffled input: the outputs differ from the reordered ones by up to {s.shuffle_error:.1e}.",
         icon=":material/shuffle:",
     )
+ui.words("head width", "subspace overlap", "effective rank")

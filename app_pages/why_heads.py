@@ -199,3 +199,4 @@ st.caption(
     + f" The shared heads' maps differ by at most {copies:.1e}: "
     + ("copies of each other." if copies < collapse.SAME_WEIGHTS else "not copies (something else differs).")
 )
+ui.words("head width", "head diversity")

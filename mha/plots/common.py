@@ -131,15 +131,16 @@ def token_points(
     )
 
 
-def panel_layout(fig: go.Figure, title: str, rows: int, legend_y: float = 1.06) -> go.Figure:
-    """Title, height for `rows` rows of panels, no tick labels (the axes of a 2-D picture have no units)."""
+def panel_layout(fig: go.Figure, title: str, rows: int) -> go.Figure:
+    """Title, height for `rows` rows of panels, the legend below them (never over the title), no
+    tick labels (the axes of a 2-D picture have no units)."""
     fig.update_xaxes(showticklabels=False)
     fig.update_yaxes(showticklabels=False)
     fig.update_layout(
         title=title,
-        height=60 + 260 * rows,
-        margin=dict(l=10, r=10, t=80, b=10),
-        legend=dict(orientation="h", y=legend_y, x=0),
+        height=120 + 260 * rows,
+        margin=dict(l=10, r=10, t=70, b=60),
+        legend=dict(orientation="h", y=-0.02, yanchor="top", x=0),
     )
     return fig
 

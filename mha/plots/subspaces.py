@@ -207,7 +207,7 @@ def pool_panels(
                     r,
                     c,
                 )
-    return panel_layout(fig, title, rows, legend_y=1.08)
+    return panel_layout(fig, title, rows)
 
 
 def spectra_chart(per_head: np.ndarray, stacked: dict[str, np.ndarray], reference: np.ndarray) -> go.Figure:
