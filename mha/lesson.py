@@ -52,6 +52,11 @@ POINTS = (
 )
 
 
+def head_spread(c: collapse.LayerCollapse) -> float:
+    """The largest difference between any head's attention map and head 0's (0: every head the same)."""
+    return float(np.abs(c.weights - c.weights[:1]).max())
+
+
 def number(x: float) -> str:
     """A measure for a table: counts with thousands separators, others to 4 significant digits."""
     return f"{x:,.0f}" if x == int(x) and abs(x) >= 1000 else f"{x:.4g}"
@@ -64,7 +69,7 @@ def check_answer(before: collapse.LayerCollapse, after: collapse.LayerCollapse) 
     b, a = before.summary(), after.summary()
     out = {k: (b[k], a[k]) for k in b if k != "alpha"}
     out["parameters"] = (float(before.parameters), float(after.parameters))
-    out["max difference between heads"] = tuple(float(np.abs(c.weights - c.weights[:1]).max()) for c in (before, after))
+    out["max difference between heads"] = (head_spread(before), head_spread(after))
     return out
 
 
@@ -253,7 +258,7 @@ def sharing_outcome(before: collapse.LayerCollapse, after: collapse.LayerCollaps
         "heads": after.weights.shape[0],
         "diversity before": metrics.mean_off_diagonal(before.diversity),
         "diversity after": metrics.mean_off_diagonal(after.diversity),
-        "max difference between heads": float(np.abs(after.weights - after.weights[:1]).max()),
+        "max difference between heads": head_spread(after),
         "parameters before": before.parameters,
         "parameters after": after.parameters,
     }

@@ -91,17 +91,6 @@ def show_notices() -> None:
         st.warning(message, icon=":material/warning:")
 
 
-def _int_param(params, name: str) -> int | None:
-    raw = params.get(name)
-    if raw is None:
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        notice(f"The link's {name}={literal(raw, 20)} is not a whole number: using the default.")
-        return None
-
-
 def init_state() -> None:
     """Defaults once per session, then the values a link carries in its query string: a shared
     link opening the app, or a link inside it (st.page_link with query_params, the browser's
@@ -115,13 +104,14 @@ def init_state() -> None:
     if not params or params == ss.get("_url_written"):
         return
     ss["_url_written"] = params
-    for name in params.keys() - set(URL_KEYS):  # a page's own settings (ui/settings.py)
+    for name in params.keys() - {"text", "text_b", "model"}:  # read by declared type (ui/settings.py)
         try:
             ss[name] = from_url(name, params[name])
         except ValueError as e:
             notice(f"The link's {name}={literal(params[name], 20)} cannot be used ({e}): using the default.")
             continue
-        ss.setdefault("_from_link", set()).add(name)  # kept() says so if the page cannot show it
+        if name not in URL_KEYS:  # layer, head and step are checked where they are used
+            ss.setdefault("_from_link", set()).add(name)  # kept() says so if the page cannot show it
     for name in ("text", "text_b"):
         if name in params:
             ss[name], cut = bert.clean_text(params[name])
@@ -136,10 +126,6 @@ def init_state() -> None:
                 f"The link asks for a model that is not on the list ({literal(params['model'])}): "
                 f"using {bert.DEFAULT_MODEL}. Available: {', '.join(names)}."
             )
-    for name in ("layer", "head", "step"):
-        value = _int_param(params, name)
-        if value is not None:
-            ss[name] = value  # checked against the model (or the lesson) where it is used
 
 
 def sync_url(inp: Inputs, page: str = "") -> None:
