@@ -384,7 +384,10 @@ elif step == 8:
                 f"held-out sentences keep a cosine of {o.held_out_before:.3f} → {o.held_out_after:.3f}."
             )
         else:
-            st.markdown("A short uptraining brings it back: none has run on this server for this model yet.")
+            st.markdown(
+                "How much of that a short uptraining wins back is measured on *What may be shared*: none has run "
+                "on this server for this model yet."
+            )
     tool("app_pages/sharing.py", "Uptrain a rung yourself: What may be shared", layer)
     st.subheader("Your answers")
     first = ui.first_answers()
