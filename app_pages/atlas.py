@@ -21,9 +21,8 @@ MEASURES = [*atlas.SHARES, "entropy", "entropy / ln T", "confidence"] + (
 st.subheader("Every head, coloured by one measure")
 measure = ui.kept("selectbox", "Measure", "atlas_measure", options=MEASURES)
 zmax = atlas.uniform_entropy(run.n_tokens) if measure == "entropy" else 1.0
-st.plotly_chart(
+ui.chart(
     plots.atlas.atlas_heatmap(m[measure], hover, f"{measure} (hover a head for all its measures)", zmax=zmax),
-    width="stretch",
 )
 st.caption(
     "Shares are the mean weight a query puts on those keys ('previous' = key j = i - 1, 'next' = "
@@ -34,9 +33,8 @@ st.caption(
 )
 layer, head = ui.layer_head(run)
 st.info(atlas.describe(m, m["pattern"][layer, head], layer, head, run.n_tokens), icon=":material/psychology:")
-st.plotly_chart(
+ui.chart(
     plots.heads.attention_heatmap(run.attentions[layer, head], run.tokens, f"Layer {layer}, head {head}"),
-    width="stretch",
 )
 
 st.subheader("Link finder: which heads connect two tokens?")
@@ -52,9 +50,9 @@ st.dataframe(
 )
 cols = st.columns(3)
 for col, (l, h, w) in zip(cols, ranking[:3]):
-    col.plotly_chart(
+    ui.chart(
         plots.heads.attention_heatmap(run.attentions[l, h], run.tokens, f"Layer {l}, head {h}: {w:.2f}", height=420),
-        width="stretch",
+        container=col,
     )
 
 st.subheader("Compare two sentences")
@@ -66,9 +64,7 @@ if other.strip():
     m_b = ui.cached_measures(inp_b)
     cmp_measure = ui.kept("selectbox", "Measure to compare", "compare_measure", options=MEASURES[:9])
     diff, top = atlas.compare(m, m_b, cmp_measure)
-    st.plotly_chart(
-        plots.atlas.atlas_heatmap(diff, hover, f"{cmp_measure}: compared minus yours", diverging=True), width="stretch"
-    )
+    ui.chart(plots.atlas.atlas_heatmap(diff, hover, f"{cmp_measure}: compared minus yours", diverging=True))
     T_b = len(ui.cached_run(inp_b).tokens)
     st.caption(
         f"Yours has {run.n_tokens} tokens, the compared sentence {T_b}. The measures depend on length as well as on "
@@ -94,9 +90,9 @@ with st.spinner("Computing rollout and value-weighted attention..."):
     tv = ui.cached_token_views(inp, tok)
 v1, v2, v3 = st.columns(3)
 for col, (name, rows) in zip((v1, v2, v3), tv.items()):
-    col.plotly_chart(
+    ui.chart(
         plots.atlas.token_rows(rows, run.tokens, f"{name}: “{plots.common.token_label(run.tokens[tok])}”"),
-        width="stretch",
+        container=col,
     )
 st.caption(
     "Raw attention is one layer's weights averaged over heads; rollout multiplies them through "

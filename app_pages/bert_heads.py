@@ -13,7 +13,7 @@ st.caption(
 )
 
 st.subheader("The whole model at a glance")
-st.plotly_chart(plots.heads.model_view(run.attentions), width="stretch")
+ui.chart(plots.heads.model_view(run.attentions))
 st.caption(
     "Each tile is one head (long inputs are averaged into at most "
     f"{plots.heads.TILE} x {plots.heads.TILE} cells per tile). Look for vertical stripes (everyone reads "
@@ -56,9 +56,7 @@ if pair and block:
         "longer sum to 1 (the rest of each row falls outside the block)."
     )
 c1, c2 = st.columns([3, 2])
-c1.plotly_chart(
-    plots.heads.attention_heatmap(one, q_labels, f"Layer {layer}, head {head}", key_tokens=k_labels), width="stretch"
-)
+ui.chart(plots.heads.attention_heatmap(one, q_labels, f"Layer {layer}, head {head}", key_tokens=k_labels), container=c1)
 with c2:
     others = ui.kept(
         "multiselect",
@@ -70,11 +68,11 @@ with c2:
         format_func=lambda h: f"head {h}",
         max_selections=6,
     )
-    st.plotly_chart(plots.heads.line_view(att[others or [head]], labels, others or [head]), width="stretch")
+    ui.chart(plots.heads.line_view(att[others or [head]], labels, others or [head]))
 
 st.subheader("Token focus")
 query = ui.token_picker("Token", labels, default=min(2, len(labels) - 1), key="focus_token")
-st.plotly_chart(plots.heads.token_focus(att, labels, query), width="stretch")
+ui.chart(plots.heads.token_focus(att, labels, query))
 
 st.subheader("Download")
 d1, d2, d3 = st.columns(3)

@@ -13,7 +13,7 @@ st.title("Build multi-head attention from scratch")
 inp, run, model = ui.page_start()
 C, H_model = model.d_model, model.n_heads
 
-c1, c2, c3 = st.columns(3)
+c1, c2, c3, c4 = st.columns([1.4, 1, 1, 1])
 source = ui.kept(
     "radio",
     "Weights",
@@ -35,6 +35,7 @@ H = ui.kept(
     options=choices,
     help=f"Only divisors of $d_{{model}}$ = {C} split it evenly into heads of $d_k = d_{{model}} / H$.",
 )
+head = ui.kept("selectbox", "Head to follow", "build_follow", c4, options=range(H), format_func=lambda h: f"head {h}")
 t1, t2, t3, t4 = st.columns(4)
 shared = ui.kept(
     "toggle",
@@ -57,7 +58,10 @@ tr, tokens = s.trace, s.tokens
 T = len(tokens)
 shown = tokens[:MAX_SHOWN]
 if T > MAX_SHOWN:
-    st.caption(f"Matrices show the first {MAX_SHOWN} of {T} tokens; every number is computed on all {T}.")
+    st.caption(
+        f"Matrices show the first {MAX_SHOWN} of {T} tokens (the grid of all heads averages all {T} into tiles); "
+        f"every number is computed on all {T}."
+    )
 
 if s.parity is not None:
     st.success(
@@ -76,6 +80,64 @@ n_dist = MultiHeadAttention.parameter_count(C, H, "distinct")
 n_shared = MultiHeadAttention.parameter_count(C, H, "shared")
 m2.metric("Parameters, distinct", f"{n_dist:,}")
 m3.metric("Parameters, shared", f"{n_shared:,}", delta=f"{n_shared - n_dist:,}", delta_color="off")
+
+
+lo, hi = head * D, (head + 1) * D
+
+st.header(f"0. Input X ({T} x {C})")
+st.markdown(f"BERT's hidden states entering layer {layer}: one {C}-dimensional vector per token.")
+ui.chart(plots.build.matrix_heatmap(tr.x[0, :MAX_SHOWN], shown, "X"))
+
+st.header(f"1. Project: $Q_i, K_i, V_i$ ({T} x {D} per head)")
+st.markdown(
+    f"$X W^Q$ is one {T} x {C} product; head {head} owns columns {lo}..{hi - 1} of it "
+    + (
+        "(with **shared** projections every head reads the same $d_{model} \\times d_k$ matrix)."
+        if shared
+        else f"(its own $W_{{{head}}}^Q$: {C} x {D}). The lines mark the {H} slices."
+    )
+)
+ui.chart(
+    plots.build.matrix_heatmap(
+        s.q_heads_side_by_side[:MAX_SHOWN],
+        shown,
+        "Q = X W<sup>Q</sup>, split into heads",
+        boundaries=[h * D for h in range(1, H)],
+    ),
+)
+
+st.header(f"2. Scores $Q_i K_i^\\top$ ({T} x {T}) and the softmax")
+s1, s2, s3 = st.columns(3)
+s1.metric("std of raw scores", f"{s.score_std[head]:.2f}")
+s2.metric(r"std after / $\sqrt{d_k}$" if scale else "std (not scaled)", f"{s.scaled_std[head]:.2f}")
+s3.metric(
+    "mean largest weight per row",
+    f"{s.max_weight[head]:.2f}",
+    help="Near 1 means the softmax saturates: each token reads one key only.",
+)
+st.markdown(
+    f"Dot products of {D}-dimensional vectors grow like $\\sqrt{{d_k}}$ = {D**0.5:.1f}; dividing by it "
+    "keeps the softmax out of saturation (Vaswani et al. 2017, section 3.2.1). "
+    + ("" if scale else "**Scaling is off**: watch the largest weight per row approach 1.")
+)
+ui.chart(
+    plots.heads.attention_heatmap(
+        tr.weights[0, head, :MAX_SHOWN, :MAX_SHOWN],
+        shown,
+        f"Head {head}: softmax(QK<sup>T</sup>{' / √d<sub>k</sub>' if scale else ''})",
+    ),
+)
+
+st.header(f"3. All {H} heads at once")
+ui.chart(plots.heads.head_grid(tr.weights[0], f"Attention weights of all {H} heads"))
+if shared:
+    st.warning(
+        f"Shared projections: every head computes the same map (max difference between heads "
+        f"{s.head_spread:.1e}). {H} heads, one point of view."
+        if s.head_spread < collapse.SAME_WEIGHTS
+        else f"Shared projections, yet the heads' maps differ by up to {s.head_spread:.1e}.",
+        icon=":material/call_merge:",
+    )
 
 k1, k2, k3 = st.columns(3)
 k1.metric(
@@ -99,78 +161,15 @@ st.page_link(
     icon=":material/call_merge:",
 )
 
-head = ui.kept("selectbox", "Head to follow", "build_follow", options=range(H), format_func=lambda h: f"head {h}")
-lo, hi = head * D, (head + 1) * D
-
-st.header(f"0. Input X ({T} x {C})")
-st.markdown(f"BERT's hidden states entering layer {layer}: one {C}-dimensional vector per token.")
-st.plotly_chart(plots.build.matrix_heatmap(tr.x[0, :MAX_SHOWN], shown, "X"), width="stretch")
-
-st.header(f"1. Project: $Q_i, K_i, V_i$ ({T} x {D} per head)")
-st.markdown(
-    f"$X W^Q$ is one {T} x {C} product; head {head} owns columns {lo}..{hi - 1} of it "
-    + (
-        "(with **shared** projections every head reads the same $d_{model} \\times d_k$ matrix)."
-        if shared
-        else f"(its own $W_{{{head}}}^Q$: {C} x {D}). The lines mark the {H} slices."
-    )
-)
-st.plotly_chart(
-    plots.build.matrix_heatmap(
-        s.q_heads_side_by_side[:MAX_SHOWN],
-        shown,
-        "Q = X W<sup>Q</sup>, split into heads",
-        boundaries=[h * D for h in range(1, H)],
-    ),
-    width="stretch",
-)
-
-st.header(f"2. Scores $Q_i K_i^\\top$ ({T} x {T}) and the softmax")
-s1, s2, s3 = st.columns(3)
-s1.metric("std of raw scores", f"{s.score_std[head]:.2f}")
-s2.metric(r"std after / $\sqrt{d_k}$" if scale else "std (not scaled)", f"{s.scaled_std[head]:.2f}")
-s3.metric(
-    "mean largest weight per row",
-    f"{s.max_weight[head]:.2f}",
-    help="Near 1 means the softmax saturates: each token reads one key only.",
-)
-st.markdown(
-    f"Dot products of {D}-dimensional vectors grow like $\\sqrt{{d_k}}$ = {D**0.5:.1f}; dividing by it "
-    "keeps the softmax out of saturation (Vaswani et al. 2017, section 3.2.1). "
-    + ("" if scale else "**Scaling is off**: watch the largest weight per row approach 1.")
-)
-st.plotly_chart(
-    plots.heads.attention_heatmap(
-        tr.weights[0, head, :MAX_SHOWN, :MAX_SHOWN],
-        shown,
-        f"Head {head}: softmax(QK<sup>T</sup>{' / √d<sub>k</sub>' if scale else ''})",
-    ),
-    width="stretch",
-)
-
-st.header(f"3. All {H} heads at once")
-st.plotly_chart(plots.heads.head_grid(tr.weights[0], f"Attention weights of all {H} heads"), width="stretch")
-if shared:
-    st.warning(
-        f"Shared projections: every head computes the same map (max difference between heads "
-        f"{s.head_spread:.1e}). {H} heads, one point of view."
-        if s.head_spread < collapse.SAME_WEIGHTS
-        else f"Shared projections, yet the heads' maps differ by up to {s.head_spread:.1e}.",
-        icon=":material/call_merge:",
-    )
-
 st.header(f"4. Head outputs ({T} x {D}) -> concatenation ({T} x {C})")
-st.plotly_chart(
+ui.chart(
     plots.build.matrix_heatmap(
         tr.concat[0, :MAX_SHOWN], shown, "Concat(head_1, ..., head_H)", boundaries=[h * D for h in range(1, H)]
     ),
-    width="stretch",
 )
 
 st.header(f"5. Mix with $W^O$ ({C} x {C}) -> output ({T} x {C})")
-st.plotly_chart(
-    plots.build.matrix_heatmap(tr.output[0, :MAX_SHOWN], shown, "Output = Concat W<sup>O</sup> + b"), width="stretch"
-)
+ui.chart(plots.build.matrix_heatmap(tr.output[0, :MAX_SHOWN], shown, "Output = Concat W<sup>O</sup> + b"))
 
 if s.shuffle_error is not None:
     st.info(

@@ -73,19 +73,19 @@ p4.metric(
 )
 
 g1, g2 = st.columns(2)
-g1.plotly_chart(plots.heads.head_grid(run.attentions[layer], f"Layer {layer}: BERT's own {H} heads"), width="stretch")
-g2.plotly_chart(plots.heads.head_grid(now.weights, f"Layer {layer} at alpha = {alpha:.2f}"), width="stretch")
+ui.chart(plots.heads.head_grid(run.attentions[layer], f"Layer {layer}: BERT's own {H} heads"), container=g1)
+ui.chart(plots.heads.head_grid(now.weights, f"Layer {layer} at alpha = {alpha:.2f}"), container=g2)
 
 st.subheader("Head by head")
 m1, m2, m3, m4 = st.columns(4)
-m1.plotly_chart(
+ui.chart(
     plots.collapse.head_matrix(now.diversity, "Head diversity (JS, nats)", zmax=metrics.JS_MAX, label="JS"),
-    width="stretch",
+    container=m1,
 )
 for col, role in zip((m2, m3, m4), "qkv"):
-    col.plotly_chart(
+    ui.chart(
         plots.collapse.head_matrix(now.overlap[role], f"Subspace overlap W<sup>{role.upper()}</sup>", label="cos²"),
-        width="stretch",
+        container=col,
     )
 st.caption(
     "Diversity: Jensen-Shannon divergence between two heads' attention, averaged over tokens "
@@ -107,7 +107,7 @@ st.page_link(
 )
 
 st.subheader("Along the path")
-st.plotly_chart(plots.collapse.sweep_chart(sweep, alpha), width="stretch")
+ui.chart(plots.collapse.sweep_chart(sweep, alpha))
 
 st.subheader(f"What it costs the whole model, at alpha = {alpha:.2f}")
 scope = ui.kept("radio", "Share in", "collapse_scope", options=["this layer", "every layer"], horizontal=True)

@@ -52,13 +52,11 @@ hover = [
     for l in range(L)
 ]
 c1, c2 = st.columns(2)
-c1.plotly_chart(
+ui.chart(
     plots.atlas.atlas_heatmap(imp.drop, hover, "Spearman lost when the head alone is removed", diverging=True),
-    width="stretch",
+    container=c1,
 )
-c2.plotly_chart(
-    plots.atlas.atlas_heatmap(imp.gradient, hover, "Gradient importance (Michel et al. 2019)"), width="stretch"
-)
+ui.chart(plots.atlas.atlas_heatmap(imp.gradient, hover, "Gradient importance (Michel et al. 2019)"), container=c2)
 top = imp.top()
 agreement = imp.agreement()
 st.caption(
@@ -79,7 +77,7 @@ st.markdown(
     "The in-sample curves (ranked and scored on the same part) are drawn beside them for comparison, and the "
     "band is random orders."
 )
-st.plotly_chart(plots.pruning.pruning_chart(study), width="stretch")
+ui.chart(plots.pruning.pruning_chart(study))
 held, inside, rand = study.held_out_can_go(), study.in_sample_can_go(), study.random_can_go()
 parts = " and ".join(str(n) for n in held)
 none_left = " and ".join(f"{f.held_out.spearman[-1]:.3f}" for f in study.folds)
@@ -156,9 +154,10 @@ if least:
         f"The {least} least important heads were ranked on these same {len(task.similarity_pairs())} pairs: the "
         "score above is in sample, as optimistic as the dashed curves."
     )
-st.plotly_chart(plots.heads.model_view(task.attentions_without(model, run, removed)), width="stretch")
+ui.chart(plots.heads.model_view(task.attentions_without(model, run, removed)))
 st.caption(
-    "Your sentence's attention in the heads that are left (removed heads are blank). Removing a head "
+    "Your sentence's attention in the heads that are left (a removed head's tile is dark: all its weights are 0). "
+    "Removing a head "
     "also changes what later layers see, so the remaining maps move too."
 )
 if above:

@@ -51,9 +51,10 @@ if step == 1:
         st.info(f"This step follows one word: {e}. Type a longer sentence, or press *Next*.")
         default_query = None
 if step == 1 and default_query is not None:
-    query = ui.token_picker("Token to follow (the query)", run.tokens, default_query, "lesson_query")
+    pick, why_pick = st.columns([1, 1.6], vertical_alignment="bottom")
+    query = ui.token_picker("Token to follow (the query)", run.tokens, default_query, "lesson_query", container=pick)
     word = plots.common.token_label(run.tokens[query])
-    st.caption(
+    why_pick.caption(
         f"Chosen by a rule: {rule}. Pick any other token."
         if query == default_query
         else f"Your pick (the rule, {rule}, chose “{plots.common.token_label(run.tokens[default_query])}”)."
@@ -76,15 +77,15 @@ if step == 1 and default_query is not None:
         view = one.compare(run.attentions, k)
         labels = [f"layer {la}, head {he}" for la, he in view.heads]
         labels[-1] += " (best at all)"
-        st.plotly_chart(
+        ui.chart(
             plots.lesson.query_rows(
                 view.rows, labels, run.tokens, f"Where “{word}” looks, in {k} heads and the best compromise"
             ),
-            width="stretch",
         )
         keys, on, specialist = view.keys, view.compromise, view.specialist
         st.caption(
-            "Each row is one head's weights for this token (they sum to 1); the number in a cell is its weight. "
+            "Each row is one head's weights for this token (they sum to 1); colour and number: a cell's weight "
+            "(no number under 0.05). "
             "Left out when finding where a head sends it: [CLS], [SEP] and punctuation, where heads park attention "
             "(step 5). "
             + (
@@ -122,7 +123,7 @@ elif step == 2:
     if answered is None:
         st.info("Answer first: the diagram with every shape follows.", icon=":material/visibility_off:")
     else:
-        st.graphviz_chart(diagram.stages_dot(T, C, H), width="stretch")
+        ui.diagram(diagram.stages_dot(T, C, H), diagram.stages_text(T, C, H))
     tool("app_pages/build.py", "See every stage on your sentence: Build it from scratch")
 
 elif step == 3:
@@ -138,7 +139,7 @@ elif step == 3:
     b = ui.kept("selectbox", "Second head", "lesson_head_b", c2, options=range(H), format_func=lambda h: f"head {h}")
     maps = ui.cached_layer_maps(inp, layer, subspaces.BERT)
     pick = [a, b]
-    st.plotly_chart(
+    ui.chart(
         plots.subspaces.subspace_panels(
             maps.queries[pick],
             maps.keys[pick],
@@ -147,7 +148,10 @@ elif step == 3:
             f"Layer {layer}: heads {a} and {b}",
             heads=pick,
         ),
-        width="stretch",
+    )
+    st.caption(
+        "A token has one colour in both panels, by position (dark purple = first, yellow = last). Fidelity: the "
+        "share of the head's scores the 2-D picture keeps (1 = exact)."
     )
     q = lesson.subspace_question(model, run, layer, a, b)
     ui.choice_question(
@@ -172,16 +176,14 @@ elif step == 4:
     s = build.build_stages(model, run, layer, H)
     shown = s.tokens[:64]
     if mixed:
-        st.plotly_chart(
+        ui.chart(
             plots.build.matrix_heatmap(s.trace.output[0, :64], shown, "Output = Concat W<sup>O</sup> + b"),
-            width="stretch",
         )
     else:
-        st.plotly_chart(
+        ui.chart(
             plots.build.matrix_heatmap(
                 s.trace.concat[0, :64], shown, "Concat(head_1, ..., head_h)", boundaries=[h * D for h in range(1, H)]
             ),
-            width="stretch",
         )
     st.caption("The lines mark where each head's slice starts; after $W^O$ there are no slices left.")
     shapes = lesson.stage_shapes(run, model)
@@ -204,9 +206,7 @@ elif step == 5:
     )
     m = ui.cached_measures(inp)
     hover = atlas.hover_text(m)
-    st.plotly_chart(
-        plots.atlas.atlas_heatmap(m["to previous"], hover, "Share of attention to the previous token"), width="stretch"
-    )
+    ui.chart(plots.atlas.atlas_heatmap(m["to previous"], hover, "Share of attention to the previous token"))
     q, best, vertical = lesson.previous_token_question(run)
     ui.choice_question(
         f"{tag}-prev",
@@ -219,11 +219,10 @@ elif step == 5:
     st.markdown("Now a head of your choice:")
     layer, head = ui.layer_head(run)
     st.info(atlas.describe(m, m["pattern"][layer, head], layer, head, run.n_tokens), icon=":material/psychology:")
-    st.plotly_chart(
+    ui.chart(
         plots.heads.attention_heatmap(
             run.attentions[layer, head], run.tokens, f"Layer {layer}, head {head}", height=420
         ),
-        width="stretch",
     )
     tool("app_pages/atlas.py", "Every measure of every head: Head atlas", *best)
 
@@ -253,11 +252,9 @@ elif step == 6:
         c = ui.cached_collapse(inp, layer, collapse.CollapsePath(1.0))
         out = lesson.sharing_outcome(before, c)
         g1, g2 = st.columns(2)
-        g1.plotly_chart(
-            plots.heads.head_grid(run.attentions[layer], f"Layer {layer}: BERT's own heads"), width="stretch"
-        )
+        ui.chart(plots.heads.head_grid(run.attentions[layer], f"Layer {layer}: BERT's own heads"), container=g1)
         shared_title = f"Layer {layer}: one shared W<sup>Q</sup>, W<sup>K</sup>, W<sup>V</sup>"
-        g2.plotly_chart(plots.heads.head_grid(c.weights, shared_title), width="stretch")
+        ui.chart(plots.heads.head_grid(c.weights, shared_title), container=g2)
         k1, k2, k3 = st.columns(3)
         k1.metric(
             "Head diversity (mean JS)",

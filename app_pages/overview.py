@@ -20,7 +20,7 @@ st.markdown(
     f"**{model.name}** ($d_{{model}}$ = {C}, so each head works in $d_k = d_{{model}} / h$ = {D} dimensions), "
     f"shown here for your {T}-token input."
 )
-st.graphviz_chart(diagram.stages_dot(T, C, H), width="stretch")
+ui.diagram(diagram.stages_dot(T, C, H), diagram.stages_text(T, C, H))
 STAGES = [
     (
         "1. Project, per head",

@@ -40,7 +40,7 @@ st.dataframe(
     ],
     hide_index=True,
 )
-st.plotly_chart(plots.ladder.ladder_chart(measured), width="stretch")
+ui.chart(plots.ladder.ladder_chart(measured))
 st.caption(
     "Projections: how many distinct $W^Q$, $W^K$, $W^V$ the layer has (each $d_{model} \\times d_k$); head $i$ "
     "reads its group's. Drift: Jensen-Shannon divergence between a head's new and BERT's own attention, averaged "
@@ -74,18 +74,18 @@ if H > 1:
         )
     )
     g1, g2 = st.columns(2)
-    g1.plotly_chart(
+    ui.chart(
         plots.heads.head_grid(
             ladder.rung_attention(model, run, layer, mqa.rung),
             f"K and V shared (MQA): diversity {mqa.diversity:.3f}",
         ),
-        width="stretch",
+        container=g1,
     )
-    g2.plotly_chart(
+    ui.chart(
         plots.heads.head_grid(
             ladder.rung_attention(model, run, layer, qk.rung), f"Q and K shared: diversity {qk.diversity:.1e}"
         ),
-        width="stretch",
+        container=g2,
     )
 else:
     st.info("This model has one head per layer: there is nothing to share between heads.")
@@ -205,9 +205,7 @@ st.dataframe(
     ],
     hide_index=True,
 )
-st.plotly_chart(
-    plots.ladder.loss_curve(outcome.fit.losses, f"{rung.name}, layer {layer}: relative error per step"), width="stretch"
-)
+ui.chart(plots.ladder.loss_curve(outcome.fit.losses, f"{rung.name}, layer {layer}: relative error per step"))
 tied = [r.upper() for r in outcome.fit.module.shared_roles]
 st.caption(
     f"{rung.name} ({' / '.join(str(g) for g in rung.heads)} projections of Q, K, V), layer {layer}, {steps:,} steps "

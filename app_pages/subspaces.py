@@ -8,22 +8,25 @@ from mha import atlas, collapse, plots, subspaces
 
 st.title("Subspaces: each head's own view of your sentence")
 st.markdown(
-    "Each head i projects the token vectors with its own $W_i^Q$ and $W_i^K$ into a small D-dimensional "
+    "Each head $i$ projects the token vectors with its own $W_i^Q$ and $W_i^K$ into a small $d_k$-dimensional "
     "space: its **representation subspace**. There a query meets the keys, and the closer their dot "
     "product, the more the token reads that key. Below, every head's space is drawn in 2-D: the "
     r"picture keeps as much of the head's scaled scores $Q_i K_i^\top / \sqrt{d_k}$ as two dimensions can."
 )
 inp, run, model = ui.page_start()
 H = model.n_heads
-layer, _ = ui.layer_head(run, head=False)
+c1, c2 = st.columns(2)  # one row: the panels start on the first screen of a 1280 x 720 projector
+layer, _ = ui.layer_head(run, container=c1, head=False)
+token = ui.token_picker(
+    "Token to follow", run.tokens, atlas.find_token(run.tokens, "mole", 1), "subspaces_token", container=c2
+)
 path = ui.path_controls(H, "subspaces")
 if path is None:
     st.stop()
-token = ui.token_picker("Token to follow", run.tokens, atlas.find_token(run.tokens, "mole", 1), "subspaces_token")
 
 with st.spinner("Projecting every head..."):
     maps = ui.cached_layer_maps(inp, layer, path)
-st.plotly_chart(
+ui.chart(
     plots.subspaces.subspace_panels(
         maps.queries,
         maps.keys,
@@ -33,12 +36,12 @@ st.plotly_chart(
         token=token,
         weights=maps.weights,
     ),
-    width="stretch",
     key="subspaces_panels",
 )
 st.caption(
-    f"A token has the same colour in every panel (by position: {run.n_tokens} tokens, repeats keep their "
-    f"own points). The ring is “{plots.common.token_label(run.tokens[token])}” as a query; its lines go to the 3 keys "
+    f"A token has the same colour in every panel, by position (Viridis: dark purple = first of the "
+    f"{run.n_tokens} tokens, yellow = last; repeats keep their own points). The ring is "
+    f"“{plots.common.token_label(run.tokens[token])}” as a query; its lines go to the 3 keys "
     "it reads most in that head. **Fidelity** is the share of the head's scores the picture keeps: the "
     "dot product of a query point and a key point is the best two-dimensional match to their real scaled "
     "score (keys are centred first, which the softmax does not notice); 1 = exact."
@@ -64,14 +67,13 @@ st.subheader("Play along alpha")
 if ui.kept("toggle", "Show the animation (11 pictures from distinct to shared)", "subspaces_play"):
     with st.spinner("Computing the pictures from distinct to shared..."):
         frames = ui.cached_alpha_frames(inp, layer, path)
-    st.plotly_chart(
+    ui.chart(
         plots.subspaces.subspace_animation(
             [(a, m.queries, m.keys) for a, m in frames],
             run.tokens,
             f"Layer {layer}: {', '.join(f'W<sup>{r.upper()}</sup>' for r in 'qkv' if r in path.roles)} pulled "
             "from distinct (0) to shared (1)",
         ),
-        width="stretch",
         key="subspaces_animation",
     )
     st.caption(
@@ -86,7 +88,7 @@ if ui.kept("toggle", f"Show your sentence among {len(subspaces.pool_sentences())
     with st.spinner(f"Running {len(subspaces.pool_sentences())} more sentences through the model (once)..."):
         pool, pool_maps = ui.cached_pool(inp, layer)
     own = pool.sentence == 0
-    st.plotly_chart(
+    ui.chart(
         plots.subspaces.pool_panels(
             pool_maps.queries,
             pool_maps.keys,
@@ -98,7 +100,6 @@ if ui.kept("toggle", f"Show your sentence among {len(subspaces.pool_sentences())
             f"Layer {layer} (BERT's own weights): your sentence (large) and "
             f"{pool.sentence.max()} bundled ones, {len(pool.tokens)} tokens",
         ),
-        width="stretch",
         key="subspaces_pool",
     )
     st.caption(
@@ -113,13 +114,12 @@ if ui.kept("toggle", f"Show your sentence among {len(subspaces.pool_sentences())
 
 st.subheader("The weights themselves")
 spectra = ui.cached_spectra(inp.model, layer)
-st.plotly_chart(
+ui.chart(
     plots.subspaces.spectra_chart(
         spectra.per_head,
         {"stacked W^Q": spectra.query, "stacked W^K": spectra.key},
         spectra.reference,
     ),
-    width="stretch",
 )
 C, D = model.d_model, model.d_model // H
 st.caption(

@@ -78,8 +78,8 @@ chance = ex.chance_all_targets(settings)
 def show(p: ex.Progress) -> None:
     st.session_state["_why_training"] = (settings, p.step)  # cleared when the result is kept
     bar.progress(p.fraction, text=f"step {p.step} of {p.steps}; still training: {', '.join(p.training)}")
-    chart.plotly_chart(
-        plots.training.training_curves(p.curves, chance, f"Training, live: step {p.step}"), width="stretch"
+    ui.chart(
+        plots.training.training_curves(p.curves, chance, f"Training, live: step {p.step}"), container=chart.container()
     )
 
 
@@ -109,8 +109,9 @@ if result is None:
     st.stop()
 
 models = result.models
-chart.plotly_chart(
-    plots.training.training_curves({k: (m.losses, m.accuracies) for k, m in models.items()}, chance), width="stretch"
+ui.chart(
+    plots.training.training_curves({k: (m.losses, m.accuracies) for k, m in models.items()}, chance),
+    container=chart.container(),
 )
 st.subheader("Result on 2,048 new sequences")
 st.dataframe(
@@ -161,14 +162,13 @@ st.subheader("What each head learned, on one example sequence")
 T = settings.length
 marks = [(name, ex.target_positions(name, T)) for name in settings.relations]
 for kind in ex.MODELS:
-    st.plotly_chart(
+    ui.chart(
         plots.training.experiment_maps(
             models[kind].example_attention,
             result.example,
             marks,
             f"{kind}: rows = positions, columns = positions read; markers = where each target is",
         ),
-        width="stretch",
     )
 reads = {kind: ex.head_relations(models[kind].example_attention, settings.relations) for kind in ex.MODELS}
 st.dataframe(

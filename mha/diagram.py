@@ -6,15 +6,18 @@ from __future__ import annotations
 def stages_dot(T: int, C: int, H: int, shared: bool = False) -> str:
     """DOT source: X (T x C) -> per-head Q_i, K_i, V_i (T x D) -> attention per head -> concat -> W^O.
 
-    Shows up to 3 heads and an ellipsis; D = C / H. `shared` draws one W^Q, W^K, W^V for all.
+    Shows up to 2 heads and an ellipsis; D = C / H. `shared` draws one W^Q, W^K, W^V for all.
     """
     if H < 1 or C % H:
         raise ValueError(f"C={C} must be divisible by H={H}")
     D = C // H
-    shown = list(range(min(H, 3)))
+    shown = list(range(min(H, 2)))  # two heads and an ellipsis: the picture stays narrow
     lines = [
         "digraph MHA {",
-        '  rankdir=LR; node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=11];',
+        # top to bottom, heads side by side: narrow enough that a 820 px column shows 14 pt as >= 12 px
+        "  rankdir=TB; nodesep=0.25; ranksep=0.3;",
+        '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=14];',
+        '  graph [fontname="Helvetica", fontsize=14];',
         '  edge [color="#555555"];',
         f'  X [label="X\\ntoken vectors\\n{T} x {C}", fillcolor="#e8e8e8"];',
         '  subgraph cluster_1 { label="1. project (per head)"; color="#88CCEE";',
@@ -22,17 +25,17 @@ def stages_dot(T: int, C: int, H: int, shared: bool = False) -> str:
     for i in shown:
         w = "W^Q, W^K, W^V (shared)" if shared else f"W_{i}^Q, W_{i}^K, W_{i}^V"
         lines.append(
-            f'    P{i} [label="{w}\\n{C} x {D} each\\n-> Q_{i}, K_{i}, V_{i}: {T} x {D}", fillcolor="#d6eef8"];'
+            f'    P{i} [label="{w}\\n{C} x {D} each\\n-> Q_{i}, K_{i}, V_{i}\\n{T} x {D} each", fillcolor="#d6eef8"];'
         )
-    if H > 3:
-        lines.append(f'    Pdots [label="... {H - 3} more heads", shape=plaintext, style=""];')
+    if H > 2:
+        lines.append(f'    Pdots [label="... {H - 2}\\nmore\\nheads", shape=plaintext, style=""];')
     lines += ["  }", '  subgraph cluster_2 { label="2. attend (all heads in parallel)"; color="#DDCC77";']
     for i in shown:
         lines.append(
-            f'    A{i} [label="head {i}\\nsoftmax(Q_{i} K_{i}^T / sqrt({D})) V_{i}'
-            f'\\nweights {T} x {T} -> out {T} x {D}", fillcolor="#f6f0d6"];'
+            f'    A{i} [label="head {i}\\nsoftmax(Q_{i} K_{i}^T / sqrt({D}))\\ntimes V_{i}'
+            f'\\nweights {T} x {T}\\n-> out {T} x {D}", fillcolor="#f6f0d6"];'
         )
-    if H > 3:
+    if H > 2:
         lines.append('    Adots [label="...", shape=plaintext, style=""];')
     lines += [
         "  }",
@@ -44,7 +47,19 @@ def stages_dot(T: int, C: int, H: int, shared: bool = False) -> str:
     ]
     for i in shown:
         lines += [f"  X -> P{i};", f"  P{i} -> A{i};", f"  A{i} -> Cat;"]
-    if H > 3:
+    if H > 2:
         lines += ["  X -> Pdots;", "  Pdots -> Adots;", "  Adots -> Cat;"]
     lines += ["  Cat -> WO;", "  WO -> Y;", "}"]
     return "\n".join(lines)
+
+
+def stages_text(T: int, C: int, H: int) -> str:
+    """The diagram in words (its text alternative), with the same shapes."""
+    D = C // H
+    return (
+        f"X, the token vectors ({T} x {C}), goes to each of the {H} heads. 1. Project: head i multiplies X by its "
+        f"own W_i^Q, W_i^K and W_i^V ({C} x {D} each) to get Q_i, K_i and V_i ({T} x {D} each). 2. Attend: every "
+        f"head computes softmax(Q_i K_i^T / sqrt({D})), a {T} x {T} grid of weights, times V_i: an output of "
+        f"{T} x {D}. 3. Concatenate the {H} outputs side by side ({T} x {H * D} = {T} x {C}) and multiply by W^O "
+        f"({C} x {C}): the output, {T} x {C}."
+    )

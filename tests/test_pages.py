@@ -56,6 +56,16 @@ def test_every_page_runs_on_a_typed_sentence(page):
     assert at.title, page
     if page in ("app_pages/build.py", "app_pages/bert_heads.py"):
         assert len(at.get("plotly_chart")) >= 4
+    # every chart has its text alternative under it, opening with the chart's own title
+    words = [e for e in at.expander if e.label in ("The chart in words", "The diagram in words")]
+    charts = figures(at)
+    assert len(words) == len(charts) + len(at.get("graphviz_chart")), page
+    from mha.plots.describe import plain
+
+    said = [e.markdown[0].value.replace("\\", "") for e in words if e.label == "The chart in words"]  # unescaped
+    for fig, text in zip(charts, said):
+        title = plain(fig["layout"].get("title", {}).get("text", "")) or "A chart"
+        assert text.startswith(title), (page, title, text[:80])
 
 
 def test_typed_sentence_drives_the_head_heatmap(bert):

@@ -1,5 +1,5 @@
 """Eight browser sessions at once against one real server: each sees exactly its own results,
-and the server loads the model once."""
+and the server loads the model once (its first visitor is told it is loading)."""
 
 from __future__ import annotations
 
@@ -78,6 +78,13 @@ async def all_sessions(exe: str, url: str) -> list[dict]:
 
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=exe, args=CHROMIUM_FLAGS)
+        # the server is fresh: the first visitor sees what it is waiting for, not a blank area
+        first = await browser.new_page(viewport={"width": 1200, "height": 900})
+        await first.goto(url, wait_until="domcontentloaded")
+        await first.wait_for_selector("text=Loading all-MiniLM-L6-v2", timeout=30_000)
+        await first.wait_for_selector("text=Step 1 of 8", timeout=90_000)
+        assert await first.locator('[data-testid="stException"]').count() == 0
+        await first.close()
         results = await asyncio.gather(*(one_session(browser, url, i) for i in range(N_SESSIONS)))
         await browser.close()
     return results

@@ -33,7 +33,9 @@ from .settings import kept
 from .state import MAX_CHARS, Inputs, inputs, literal, notice, show_notices, sync_url
 from .widgets import (
     agreement_words,
+    chart,
     current_run,
+    diagram,
     ensure_model,
     kept_result,
     layer_head,
@@ -53,6 +55,7 @@ __all__ = [
     "UPTRAINS",
     "Inputs",
     "agreement_words",
+    "chart",
     "cached_alpha_frames",
     "cached_collapse",
     "cached_ladder",
@@ -69,6 +72,7 @@ __all__ = [
     "cached_whole_model",
     "choice_question",
     "current_run",
+    "diagram",
     "ensure_model",
     "first_answers",
     "first_try",

@@ -42,7 +42,10 @@ def choice_question(
     """A multiple-choice question checked against `answer`, with a hint to open; feedback says
     why. None until answered."""
     _hint(hint)
-    picked = kept("radio", prompt, f"q_{qid}", options=range(len(options)), format_func=lambda i: options[i])
+    short = sum(len(o) for o in options) <= 60  # short options side by side: the picture after stays in view
+    picked = kept(
+        "radio", prompt, f"q_{qid}", options=range(len(options)), format_func=lambda i: options[i], horizontal=short
+    )
     if picked is None:
         return None
     right = picked == answer

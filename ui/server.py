@@ -1,6 +1,6 @@
 """Once per server process: thread counts and imports that must not race in session threads;
 the page-timing hook that bench/bench_load.py reads; memory given back after each script run;
-the app's icon (a local file)."""
+the app's icon and style sheet (local files)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ICON = str(Path(__file__).with_name("icon.png"))  # the favicon: four heads in the app's head colours
+STYLE = Path(__file__).with_name("style.css")  # the page's spacing (st.html sends a style-only file out of the flow)
 TRIM_SECONDS = float(os.environ.get("MHA_TRIM_SECONDS", "2"))  # see release_memory
 
 

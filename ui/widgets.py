@@ -15,7 +15,7 @@ from mha.examples import EXAMPLES
 
 from .cache import cached_run, load_model
 from .settings import kept
-from .state import MAX_CHARS, Inputs, cut_paste, init_state, notice, pasted_cut, show_notices
+from .state import MAX_CHARS, Inputs, cut_paste, init_state, literal, notice, pasted_cut, show_notices
 
 
 def _use_example(text: str) -> None:
@@ -184,7 +184,7 @@ def path_controls(n_heads: int, prefix: str) -> CollapsePath | None:
     Settings start with `prefix` (e.g. "collapse_alpha", declared in ui/settings.py), so each page keeps its own.
     The shared slice is the mean of the heads' slices unless a head is chosen (collapse.DEFAULT_SOURCE).
     """
-    c1, c2, c3, c4 = st.columns([1, 1.8, 1.2, 1.6])
+    c1, c2, c3, c4 = st.columns([1.3, 1.7, 1.2, 1.6])  # the toggle's label whole
     shared = kept("toggle", "Shared (alpha = 1)", f"{prefix}_shared", c1, on_change=lambda: _shared_toggled(prefix))
     alpha = kept(
         "slider",
@@ -244,3 +244,19 @@ def words(*terms: str) -> None:
         icon=":material/menu_book:",
         help=", ".join(terms),
     )
+
+
+def chart(fig: Any, key: str | None = None, container: Any = None) -> None:
+    """A Plotly figure across its column, and under it the figure in words, read from its data
+    (plots.describe): its text alternative for a screen reader, and the key numbers for anyone."""
+    from mha.plots.describe import describe
+
+    box = container or st
+    box.plotly_chart(fig, width="stretch", key=key)
+    box.expander("The chart in words", icon=":material/notes:").markdown(literal(describe(fig), limit=10_000))
+
+
+def diagram(dot: str, words: str) -> None:
+    """A Graphviz diagram across the column and its text alternative `words` under it."""
+    st.graphviz_chart(dot, width="stretch")
+    st.expander("The diagram in words", icon=":material/notes:").markdown(literal(words, limit=10_000))

@@ -55,7 +55,7 @@ def token_rows(rows: np.ndarray, tokens: list[str], title: str) -> go.Figure:
             colorscale=SCALE,
             zmin=0,
             hovertemplate="layer %{y} → %{x}: %{z:.3f}<extra></extra>",
-            colorbar=dict(thickness=10),
+            colorbar=dict(title="share", thickness=10),
         )
     )
     fig.update_layout(

@@ -31,6 +31,7 @@ def matrix_heatmap(
             zmid=0,
             zmin=-lim,
             zmax=lim,
+            colorbar=dict(title="value<br>red +, blue −"),
             hovertemplate="%{y}, " + column_title + " %{x}: %{z:.3f}<extra></extra>",
         )
     )

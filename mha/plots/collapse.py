@@ -50,7 +50,7 @@ def sweep_chart(rows: list[dict[str, float]], current: float | None = None) -> g
             )
         )
     if current is not None:
-        fig.add_vline(x=current, line=dict(color="grey", dash="dash"))
+        fig.add_vline(x=current, line=dict(color="grey", dash="dash"), annotation_text="alpha now")
     fig.update_layout(
         title="Distinct (alpha = 0) -> shared (alpha = 1)",
         height=380,

@@ -70,8 +70,9 @@ ROLE_COLOURS = {  # a series that means the same thing has the same colour on ev
     "mqa": "#88CCEE",
     "shared": "#CC6677",
     "single": "#332288",
-    "special": "#332288",
-    "punctuation": "#DDCC77",
+    # unlike any colour of the Viridis position scale they sit beside (dark purple to yellow)
+    "special": "#AA4499",
+    "punctuation": "#661100",
 }
 
 

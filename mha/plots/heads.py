@@ -8,6 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .common import SCALE, head_colour, positions, tile_axis, tile_means, token_axis, token_label
+from .describe import with_words
 
 
 def attention_heatmap(
@@ -56,8 +57,11 @@ def tiled_heatmap(
     title: str = "",
     tile: int = TILE,
     zmax: float = 1.0,
+    name=None,
+    labels: str = "",
 ) -> go.Figure:
-    """A grid of attention maps (R, K, T, T) drawn as ONE heatmap (not R*K subplots).
+    """A grid of attention maps (R, K, T, T) drawn as ONE heatmap (not R*K subplots); its words
+    (describe) name the most focused and the most spread map, `name(r, k)` (default "row, column").
 
     Each map is mean-pooled to at most `tile` cells a side and quantised to 0..250 (uint8),
     so the figure stays small at 512 tokens. White lines separate the tiles.
@@ -85,11 +89,28 @@ def tiled_heatmap(
     lines += [dict(type="line", y0=r * s - 0.5, y1=r * s - 0.5, x0=-0.5, x1=K * s - 0.5) for r in range(1, R)]
     for ln in lines:
         ln["line"] = dict(color="white", width=2)
+    full = np.asarray(maps, dtype=np.float32)
+    sharp = np.where(full.any((-1, -2)), full.max(-1).mean(-1), np.nan)  # (R, K): mean largest weight per row
+    r, k = np.unravel_index(np.nanargmax(sharp), sharp.shape)  # an empty tile (a grid's padding) is neither
+    r2, k2 = np.unravel_index(np.nanargmin(sharp), sharp.shape)
+    name = name or (lambda r, k: f"{row_labels[r]}, {col_labels[k]}")
+    with_words(
+        fig,
+        f"{R} rows ({row_labels[0]} to {row_labels[-1]}) by {K} columns ({col_labels[0]} to {col_labels[-1]}) of "
+        f"attention maps, each a {maps.shape[-1]} x {maps.shape[-1]} grid of weights (rows: queries, columns: keys; "
+        f"colour: weight, 0 to {zmax:.2g}). Most focused: {name(r, k)}, where a token's largest weight is "
+        f"{sharp[r, k]:.2f} on average; most spread: {name(r2, k2)} ({sharp[r2, k2]:.2f}).",
+    )
+    inside = (
+        "each tile: rows = queries, columns = keys"
+        + (f" (averaged to {s} x {s} cells of the {maps.shape[-1]} tokens)" if s < maps.shape[-1] else "")
+        + labels
+    )
     fig.update_layout(
-        title=title,
+        title=dict(text=title or "Attention maps", subtitle=dict(text=inside, font=dict(size=12))),
         shapes=lines,
         height=min(1100, 120 + 70 * R),
-        margin=dict(l=10, r=10, t=60, b=10),
+        margin=dict(l=10, r=10, t=90, b=10),
         xaxis=tile_axis([(k + 0.5) * s - 0.5 for k in range(K)], col_labels, side="top"),
         yaxis=tile_axis([(r + 0.5) * s - 0.5 for r in range(R)], row_labels, autorange="reversed"),
     )
@@ -107,7 +128,7 @@ def model_view(attentions: np.ndarray, tile: int = TILE) -> go.Figure:
 def head_grid(weights: np.ndarray, title: str = "", cols: int = 6, tile: int = TILE) -> go.Figure:
     """The H heads of one layer (H, T, T) as a grid of tiles, `cols` per row."""
     H, T = weights.shape[0], weights.shape[-1]
-    cols = min(cols, H)
+    cols = next((c for c in (cols, 4, 5, 3) if c <= H and H % c == 0), min(cols, H))  # no empty tile if avoidable
     rows = -(-H // cols)
     padded = np.zeros((rows * cols, T, T), dtype=np.float32)
     padded[:H] = weights
@@ -118,6 +139,8 @@ def head_grid(weights: np.ndarray, title: str = "", cols: int = 6, tile: int = T
         [f"+{c}" for c in range(cols)],
         title,
         tile,
+        name=lambda r, k: f"head {r * cols + k}",
+        labels="; a tile's head: its row's first plus its column's +n",
     )
 
 
@@ -184,8 +207,13 @@ def line_view(
         )
     fig.update_layout(
         height=min(2400, 120 + 20 * T),
-        margin=dict(l=10, r=10, t=40, b=10),
-        title=f"Lines: top {top_k} keys per query (weight ≥ {min_weight:g})",
+        margin=dict(l=10, r=10, t=70, b=10),
+        title=dict(
+            text=f"Lines: top {top_k} keys per query (weight ≥ {min_weight:g})",
+            subtitle=dict(
+                text="left: queries, right: keys; colour: head; width and opacity: weight", font=dict(size=12)
+            ),
+        ),
         xaxis=dict(visible=False, range=[-0.6, 1.6]),
         yaxis=dict(visible=False),
         legend=dict(orientation="h"),

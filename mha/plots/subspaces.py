@@ -8,6 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .common import SCALE, head_colour, panel_grid, panel_layout, panels, role_colour, sup, token_label, token_points
+from .describe import with_words
 
 
 def subspace_panels(
@@ -28,7 +29,8 @@ def subspace_panels(
     queries, keys: (H, T, 2); fidelity: (H,), in each panel's title. A token has one colour in
     every panel (by position, so repeated words keep their own points). With `token`, its query
     is ringed in every panel and joined to the top_k keys it attends to in that head (weights
-    (H, T, T)). Labels are drawn for up to label_max tokens (hover shows them always).
+    (H, T, T)). Every token is labelled in up to 4 panels of up to label_max tokens; in more panels
+    only the followed token and the keys it reads are (hover names every point).
     """
 
     H, T = queries.shape[:2]
@@ -37,25 +39,29 @@ def subspace_panels(
     fig = panels(rows, cols, [f"head {shown[h]} · fidelity {fidelity[h]:.2f}" for h in range(H)])
     names = [f"{i}: {token_label(t)}" for i, t in enumerate(tokens)]
     colour = dict(color=list(range(T)), colorscale=SCALE, cmin=0, cmax=max(T - 1, 1))
-    text = [token_label(t) for t in tokens] if T <= label_max else None
+    # every token named in a few panels; in a grid of many, the followed token and the keys it reads
+    text = [token_label(t) for t in tokens] if T <= label_max and H <= 4 else None
     for h in range(H):
         r, c = h // cols + 1, h % cols + 1
-        query_text = dict(mode="markers+text", text=text, textposition="top center", textfont=dict(size=9))
+        query_text = dict(mode="markers+text", text=text, textposition="top center", textfont=dict(size=12))
         fig.add_trace(
             token_points(queries[h], names, "circle", colour, "queries", h == 0, **(query_text if text else {})), r, c
         )
         fig.add_trace(token_points(keys[h], names, "diamond-open", colour, "keys", h == 0), r, c)
         if token is not None:
             top = [] if weights is None else np.argsort(weights[h, token])[::-1][:top_k]
-            xs, ys = [], []
+            xs, ys, read = [], [], []
             for j in top:
                 xs += [queries[h, token, 0], keys[h, j, 0], None]
                 ys += [queries[h, token, 1], keys[h, j, 1], None]
+                read += ["", "" if text else token_label(tokens[j]), ""]  # the key's name at the line's end
             fig.add_trace(
                 go.Scatter(
                     x=xs,
                     y=ys,
-                    mode="lines",
+                    mode="lines+text",
+                    text=read,
+                    textposition="top center",
                     line=dict(color=role_colour("followed token"), width=1.5),
                     hoverinfo="skip",
                     name=f"“{token_label(tokens[token])}” reads",
@@ -83,7 +89,21 @@ def subspace_panels(
             )
     fig.update_xaxes(zeroline=True, zerolinecolor="#dddddd")
     fig.update_yaxes(zeroline=True, zerolinecolor="#dddddd")
-    return panel_layout(fig, title, rows)
+    words = (
+        f"{H} panels, one per head ({', '.join(f'head {s}' for s in shown)}): each of the {T} tokens as a query "
+        "(a filled circle) and as a key (an open diamond), coloured by its position in the sentence. Fidelity (the "
+        f"share of the head's scores the picture keeps): {fidelity.min():.2f} to {fidelity.max():.2f}."
+    )
+    if token is not None and weights is not None:
+        reads = [
+            f"head {shown[h]}: "
+            + ", ".join(
+                f"“{tokens[j]}” {weights[h, token, j]:.2f}" for j in np.argsort(weights[h, token])[::-1][:top_k]
+            )
+            for h in range(min(H, 4))
+        ]
+        words += f" “{tokens[token]}” (ringed) reads most, in " + "; ".join(reads) + ("; ..." if H > 4 else ".")
+    return with_words(panel_layout(fig, title, rows), words)
 
 
 def subspace_animation(frames: list[tuple[float, np.ndarray, np.ndarray]], tokens: list[str], title: str) -> go.Figure:
@@ -207,7 +227,13 @@ def pool_panels(
                     r,
                     c,
                 )
-    return panel_layout(fig, title, rows)
+    return with_words(
+        panel_layout(fig, title, rows),
+        f"{H} panels, one per head: the queries (dots) and keys (open diamonds) of {len(tokens)} tokens, yours "
+        f"({int(own.sum())}, large markers) and the bundled sentences' ({int((~own).sum())}, small). "
+        "Words coloured by where they sit in their sentence (start to end); [CLS], [SEP] "
+        f"and punctuation each have a colour. Fidelity {fidelity.min():.2f} to {fidelity.max():.2f}.",
+    )
 
 
 def spectra_chart(per_head: np.ndarray, stacked: dict[str, np.ndarray], reference: np.ndarray) -> go.Figure:
@@ -219,7 +245,8 @@ def spectra_chart(per_head: np.ndarray, stacked: dict[str, np.ndarray], referenc
         1,
         2,
         subplot_titles=[
-            "Each head's W<sub>i</sub><sup>Q</sup> (W<sub>i</sub><sup>K</sup>)<sup>T</sup>: singular values",
+            "Each head's W<sub>i</sub><sup>Q</sup> (W<sub>i</sub><sup>K</sup>)<sup>T</sup>: singular values "
+            "(a line per head)",
             "Stacked projections: cumulative energy",
         ],
     )

@@ -52,6 +52,7 @@ def experiment_maps(
                 zmin=0,
                 zmax=1,
                 showscale=h == H - 1,
+                colorbar=dict(title="weight"),
                 hovertemplate="query %{y} → key %{x}: %{z:.2f}<extra></extra>",
             ),
             1,
