@@ -167,3 +167,4 @@ if above:
         "held-out pairs afterwards. Sharing one projection removes the distinct lenses before training; pruning "
         "removes heads whose work others already do."
     )
+ui.words("Spearman's rank correlation", "head importance", "[CLS] and [SEP]")

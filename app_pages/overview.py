@@ -62,3 +62,4 @@ st.caption(
     "Attention weights show where a head reads, not why the model decides what it decides "
     "(Jain & Wallace 2019; Wiegreffe & Pinter 2019)."
 )
+ui.words("head width", "the bundled model")

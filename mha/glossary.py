@@ -74,4 +74,16 @@ TERMS = (
         "Multi-query (Shazeer 2019) and grouped-query attention (Ainslie et al. 2023) share K and V across heads to "
         "shrink it.",
     ),
+    Term(
+        "Spearman's rank correlation",
+        "How alike two orderings are: Pearson's correlation of the ranks (Spearman 1904), from -1 (reversed) to 1 "
+        "(the same order). The heads page scores the model by it: its sentence cosines ranked against graded "
+        "similarities.",
+    ),
+    Term(
+        "Head importance",
+        "How much the score falls when one head is removed (its output set to zero, the others kept), as Michel et "
+        "al. 2019 (*Are Sixteen Heads Really Better than One?*) measure it; chosen on some sentence pairs, it is "
+        "checked on others (held out).",
+    ),
 )

@@ -155,7 +155,7 @@ def test_walk_the_lesson(bert, text, right_first, shape, tmp_path, monkeypatch, 
     assert differ > 1e-3
     at.selectbox(key="_w_lesson_head_b").select(0).run()  # the same head twice: the same picture, said so
     titles = [a["text"] for a in json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["annotations"]]
-    assert [t.split(" ·")[0] for t in titles[:2]] == ["head 0", "head 0"]
+    assert [t.split("<br>")[0] for t in titles[:2]] == ["head 0", "head 0"]
     same = question(at).options[0]
     at.selectbox(key="_w_lesson_head_b").select(1).run()
     ask(question(at).options[1], question(at).options)

@@ -409,7 +409,7 @@ def test_subspaces_page_draws_one_panel_per_head_from_layer_maps(bert):
         np.testing.assert_allclose(queries[h], expect.queries[h], atol=1e-4)
         np.testing.assert_allclose(keys[h], expect.keys[h], atol=1e-4)
         title = panels["layout"]["annotations"][h]["text"]
-        assert title == f"head {h} · fidelity {expect.fidelity[h]:.2f}"
+        assert title == f"head {h}<br>fidelity {expect.fidelity[h]:.2f}"
     assert any("different pictures" in i.value for i in at.info)
     # the followed token: ringed in every panel, lines to its top 3 keys
     mole = run.tokens.index("mole")

@@ -150,4 +150,6 @@ def panels(rows: int, cols: int, titles: list[str]) -> go.Figure:
     """A grid of 2-D panels, one per head."""
     from plotly.subplots import make_subplots
 
-    return make_subplots(rows, cols, subplot_titles=titles, horizontal_spacing=0.04, vertical_spacing=0.08)
+    fig = make_subplots(rows, cols, subplot_titles=titles, horizontal_spacing=0.04, vertical_spacing=0.1)
+    fig.update_annotations(font_size=12)  # the panels' titles: short lines that fit a panel on a phone
+    return fig

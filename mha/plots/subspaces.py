@@ -36,7 +36,7 @@ def subspace_panels(
     H, T = queries.shape[:2]
     rows, cols = panel_grid(H)
     shown = heads if heads is not None else list(range(H))
-    fig = panels(rows, cols, [f"head {shown[h]} · fidelity {fidelity[h]:.2f}" for h in range(H)])
+    fig = panels(rows, cols, [f"head {shown[h]}<br>fidelity {fidelity[h]:.2f}" for h in range(H)])
     names = [f"{i}: {token_label(t)}" for i, t in enumerate(tokens)]
     colour = dict(color=list(range(T)), colorscale=SCALE, cmin=0, cmax=max(T - 1, 1))
     # every token named in a few panels; in a grid of many, the followed token and the keys it reads
@@ -197,7 +197,7 @@ def pool_panels(
 
     H = queries.shape[0]
     rows, cols = panel_grid(H)
-    fig = panels(rows, cols, [f"head {h} · fidelity {fidelity[h]:.2f}" for h in range(H)])
+    fig = panels(rows, cols, [f"head {h}<br>fidelity {fidelity[h]:.2f}" for h in range(H)])
     hover = [f"{token_label(t)} ({k}{', yours' if o else ''})" for t, k, o in zip(tokens, kinds, own)]
     kind = np.array(kinds)
     groups = [("words", kind == "word"), ("[CLS], [SEP]", kind == "special"), ("punctuation", kind == "punctuation")]
