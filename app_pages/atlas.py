@@ -64,7 +64,7 @@ if other.strip():
     m_b = ui.cached_measures(inp_b)
     cmp_measure = ui.kept("selectbox", "Measure to compare", "compare_measure", options=MEASURES[:9])
     diff, top = atlas.compare(m, m_b, cmp_measure)
-    ui.chart(plots.atlas.atlas_heatmap(diff, hover, f"{cmp_measure}: compared minus yours", diverging=True))
+    ui.chart(plots.atlas.atlas_heatmap(diff, None, f"{cmp_measure}: compared minus yours", diverging=True))
     T_b = len(ui.cached_run(inp_b).tokens)
     st.caption(
         f"Yours has {run.n_tokens} tokens, the compared sentence {T_b}. The measures depend on length as well as on "
@@ -89,13 +89,16 @@ tok = ui.token_picker("Token", run.tokens, atlas.find_token(run.tokens, "mole", 
 with st.spinner("Computing rollout and value-weighted attention..."):
     tv = ui.cached_token_views(inp, tok)
 v1, v2, v3 = st.columns(3)
+top = max(float(rows.max()) for rows in tv.values())
 for col, (name, rows) in zip((v1, v2, v3), tv.items()):
     ui.chart(
-        plots.atlas.token_rows(rows, run.tokens, f"{name}: “{plots.common.token_label(run.tokens[tok])}”"),
+        plots.atlas.token_rows(rows, run.tokens, f"{name}: “{plots.common.token_label(run.tokens[tok])}”", top),
         container=col,
     )
 st.caption(
-    "Raw attention is one layer's weights averaged over heads; rollout multiplies them through "
+    f"One colour scale for the three (0 to {top:.2f}): colour = the share of the token's reading that goes to "
+    "each key (columns), per layer (rows). Raw attention is one layer's weights averaged over heads; rollout "
+    "multiplies them through "
     "the layers with the residual as 0.5 I (Abnar & Zuidema 2020); value-weighted is the norm of "
     "what each key actually adds to the token's output, ||sum over heads of alpha f(x)|| "
     "(Kobayashi et al. 2020), scaled to sum to 1. "

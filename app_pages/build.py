@@ -92,7 +92,8 @@ st.header(f"1. Project: $Q_i, K_i, V_i$ ({T} x {D} per head)")
 st.markdown(
     f"$X W^Q$ is one {T} x {C} product; head {head} owns columns {lo}..{hi - 1} of it "
     + (
-        "(with **shared** projections every head reads the same $d_{model} \\times d_k$ matrix)."
+        "(with **shared** projections every head reads the same $d_{model} \\times d_k$ matrix; the lines mark "
+        "where each head's slice starts)."
         if shared
         else f"(its own $W_{{{head}}}^Q$: {C} x {D}). The lines mark the {H} slices."
     )

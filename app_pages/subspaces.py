@@ -44,7 +44,8 @@ st.caption(
     f"“{plots.common.token_label(run.tokens[token])}” as a query; its lines go to the 3 keys "
     "it reads most in that head. **Fidelity** is the share of the head's scores the picture keeps: the "
     "dot product of a query point and a key point is the best two-dimensional match to their real scaled "
-    "score (keys are centred first, which the softmax does not notice); 1 = exact."
+    "score (keys are centred first, which the softmax does not notice); 1 = exact. The grey cross marks 0 on both "
+    "axes."
 )
 spread = subspaces.max_map_difference(maps)
 if {"q", "k"} <= set(path.roles) and path.alpha == 1.0:
@@ -77,7 +78,8 @@ if ui.kept("toggle", "Show the animation (11 pictures from distinct to shared)",
         key="subspaces_animation",
     )
     st.caption(
-        "Press ▶ or drag the slider: the frames are all in your browser, so it plays without the server. Each frame "
+        "Press ▶ or drag the slider: the frames are all in your browser, so it plays without the server. Colours and "
+        "markers as above (colour = position). Each frame "
         "is turned (rotated or mirrored, per head) to match the next one, from alpha = 1 backwards, by orthogonal "
         "Procrustes, which keeps every query-key dot product: a point moves only where the head's scores change, not "
         "because a new 2-D basis was picked. (So the first frame may be the picture above turned or mirrored.)"

@@ -81,10 +81,11 @@ def main() -> None:
         one_run(browser, live.url)  # warm-up: the model, the sentence's results, the frontend
         runs = [one_run(browser, live.url) for _ in range(args.runs)]
         browser.close()
-    print(f"{'click -> drawn':34s} median s  (of {args.runs})")
+    print(f"{'click -> drawn':34s} median s  (of {args.runs})  min - max")
     for name in runs[0]:
-        median = statistics.median(r[name] for r in runs)
-        print(f"{name:34s} {median:8.2f}  {'OK' if median < BUDGET else 'OVER'}")
+        got = [r[name] for r in runs]
+        median = statistics.median(got)
+        print(f"{name:34s} {median:8.2f}  {'OK  ' if median < BUDGET else 'OVER'}  {min(got):.2f} - {max(got):.2f}")
 
 
 if __name__ == "__main__":

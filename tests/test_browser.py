@@ -392,20 +392,52 @@ def test_why_heads_keeps_its_settings_and_says_when_training_was_interrupted(ser
     page.close()
 
 
-def test_a_copied_link_opens_the_view_with_its_settings(server, browser):
-    """A teacher's link: a new browser opening a page's URL gets its toggles and pickers too."""
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(f"{server}/bert_heads?layer=2&head=3&heads_hide=1&heads_merge=1&heads_overlay=3,5", wait_until="load")
-    wait_idle(page)
-    page.wait_for_selector("text=[CLS] and [SEP] hidden", timeout=60_000)
-    toggles = page.get_by_test_id("stCheckbox")
-    assert toggles.filter(has_text="Hide [CLS]/[SEP]").locator("input").is_checked()
-    assert toggles.filter(has_text="Merge word pieces").locator("input").is_checked()
-    overlay = page.get_by_test_id("stMultiSelect").filter(has_text="Overlay heads").inner_text()
-    assert "head 3" in overlay and "head 5" in overlay
-    assert "heads_hide=1" in page.url and "layer=2" in page.url  # the page keeps its link current
-    assert page.locator('[data-testid="stException"]').count() == 0
-    page.close()
+def test_a_copied_link_opens_every_page_with_its_settings(server, browser):
+    """A teacher's link for every page, opened in a new browser (nothing shared with the session
+    that made it): each setting tests/test_settings.py changes is in the widget it belongs to, no
+    notice says a value was dropped, and the page keeps the setting in its link."""
+    from urllib.parse import parse_qs, urlencode, urlparse
+
+    from test_settings import CHANGES
+
+    from ui.pages import PAGES as SPECS
+    from ui.settings import to_url, widget_key
+
+    for spec in SPECS:
+        changes = [(kind, key, value) for kind, key, value in CHANGES[spec.file] if not key.startswith("q_")]
+        extra = {"layer": "2", "head": "3", "heads_hide": "1"} if spec.url_path == "bert_heads" else {}
+        query = urlencode({**{key: to_url(value) for _, key, value in changes}, **extra})
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        page = context.new_page()
+        page.goto(f"{server}/{spec.url_path}?{query}", wait_until="domcontentloaded")
+        page.wait_for_selector("h1", timeout=60_000)
+        wait_idle(page)
+        assert page.locator('[data-testid="stException"]').count() == 0, spec.file
+        for dropped in ("cannot be used", "is not available here"):  # no value was dropped
+            assert page.get_by_text(dropped).count() == 0, (spec.file, dropped)
+        kept = parse_qs(urlparse(page.url).query)
+        for kind, key, value in changes:
+            assert kept.get(key) == [to_url(value)], (spec.file, key, kept)  # the link stays the view's
+            box = page.locator(f".st-key-{widget_key(key)}")
+            if kind in ("toggle", "checkbox"):
+                assert box.locator("input").is_checked() == value, (spec.file, key)
+            elif kind in ("number_input", "text_input", "text_area"):
+                assert box.locator("input, textarea").first.input_value() == str(value), (spec.file, key)
+            elif kind in ("slider", "select_slider"):
+                assert box.get_by_role("slider").get_attribute("aria-valuetext") in (str(value), f"{value:.2f}"), (
+                    spec.file,
+                    key,
+                )
+            else:  # a picker shows its value's label
+                inputs = box.locator("input")
+                shown = box.inner_text() + " ".join(inputs.nth(i).input_value() for i in range(inputs.count()))
+                for v in value if isinstance(value, list) else [value]:
+                    label = str(v) if not isinstance(v, tuple) else f"head {v[1]}"
+                    assert label in shown or label.upper() in shown, (spec.file, key, label, shown)
+        if extra:
+            page.wait_for_selector("text=[CLS] and [SEP] hidden", timeout=60_000)
+            assert "layer=2" in page.url and "head=3" in page.url
+        context.close()
 
 
 def test_a_fresh_visit_draws_the_heads_page_from_a_small_payload(server, browser):

@@ -10,15 +10,18 @@ from .common import SCALE, integer_heatmap, token_axis
 
 def atlas_heatmap(
     values: np.ndarray,
-    hover: list[list[str]],
+    hover: list[list[str]] | None,
     title: str,
     zmin: float = 0.0,
     zmax: float | None = None,
     diverging: bool = False,
 ) -> go.Figure:
-    """An (L, H) map of one per-head measure; the hover card of each head lists all its measures."""
+    """An (L, H) map of one per-head measure; the hover card of each head lists all its measures
+    (`hover`), or, without it, the value shown."""
     v = np.asarray(values, dtype=np.float64)
     L, H = v.shape
+    if hover is None:
+        hover = [[f"layer {la}, head {h}: {v[la, h]:+.3f}" for h in range(H)] for la in range(L)]
     if diverging:
         lim = float(np.abs(v).max()) or 1.0
         zmin, zmax = -lim, lim
@@ -43,8 +46,9 @@ def atlas_heatmap(
     return fig
 
 
-def token_rows(rows: np.ndarray, tokens: list[str], title: str) -> go.Figure:
-    """(L, T) where one token reads at each layer: layers as rows, key tokens as columns."""
+def token_rows(rows: np.ndarray, tokens: list[str], title: str, zmax: float | None = None) -> go.Figure:
+    """(L, T) where one token reads at each layer: layers as rows, key tokens as columns; `zmax`
+    gives charts shown side by side one colour scale."""
     xcats, xaxis = token_axis(tokens)
     L = rows.shape[0]
     fig = go.Figure(
@@ -54,6 +58,7 @@ def token_rows(rows: np.ndarray, tokens: list[str], title: str) -> go.Figure:
             y=list(range(L)),
             colorscale=SCALE,
             zmin=0,
+            zmax=zmax,
             hovertemplate="layer %{y} → %{x}: %{z:.3f}<extra></extra>",
             colorbar=dict(title="share", thickness=10),
         )
