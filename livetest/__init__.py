@@ -95,6 +95,74 @@ def streamlit_server(env: dict[str, str] | None = None, timeout: float = 90) -> 
             proc.kill()
 
 
+@dataclass
+class Proxy:
+    url: str
+    logs: Path  # access.log: one line per request, "time cookie "uri" status upstream"
+    process: subprocess.Popen
+
+    def served(self) -> list[tuple[str, str, str]]:
+        """(sticky cookie, request URI, replica address) of every request logged so far; a
+        WebSocket is logged when it closes."""
+        rows = []
+        for line in (self.logs / "access.log").read_text().splitlines():
+            _time, cookie, uri, _status, upstream = line.split(" ", 4)
+            rows.append((cookie, uri.strip('"'), upstream))
+        return rows
+
+
+def nginx_config(listen: str, upstreams: list[str], logs: Path) -> str:
+    """deploy/nginx.conf with its placeholders filled: nginx on `listen` in front of the replicas
+    `upstreams` ("host:port"), logs and temporary files in `logs`."""
+    servers = " ".join(f"server {u} max_fails=1 fail_timeout=10s;" for u in upstreams)
+    text = (ROOT / "deploy" / "nginx.conf").read_text()
+    for key, value in (("__LISTEN__", listen), ("__UPSTREAMS__", servers), ("__LOGS__", str(logs))):
+        text = text.replace(key, value)
+    return text.replace("__PID__", str(logs / "nginx.pid"))
+
+
+@contextlib.contextmanager
+def nginx_proxy(upstreams: list[str], timeout: float = 20) -> Iterator[Proxy]:
+    """Debian's nginx with deploy/nginx.conf on a free loopback port in front of `upstreams`."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    logs = Path(tempfile.mkdtemp(prefix="mha_nginx_"))
+    logs.chmod(0o777)  # nginx's workers (user nobody when started as root) write temporary files here
+    (logs / "nginx.conf").write_text(nginx_config(f"127.0.0.1:{port}", upstreams, logs))
+    proc = subprocess.Popen(
+        [
+            shutil.which("nginx") or "nginx",
+            "-e",
+            str(logs / "error.log"),
+            "-c",
+            str(logs / "nginx.conf"),
+            "-g",
+            "daemon off;",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + timeout
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read()
+                break
+            except OSError:
+                if time.time() > deadline or proc.poll() is not None:
+                    raise RuntimeError(f"nginx did not start: {(logs / 'error.log').read_text()[-2000:]}") from None
+                time.sleep(0.2)
+        yield Proxy(url, logs, proc)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def memory_mb(pid: int) -> tuple[float, float]:
     """(current RSS, peak RSS) of a process in MB, from /proc (Linux)."""
     fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())

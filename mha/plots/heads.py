@@ -106,11 +106,23 @@ def tiled_heatmap(
         + (f" (averaged to {s} x {s} cells of the {maps.shape[-1]} tokens)" if s < maps.shape[-1] else "")
         + labels
     )
+    fig.add_annotation(  # under the grid: the head labels run along its top
+        text=inside,
+        xref="paper",
+        yref="paper",
+        x=0,
+        y=0,
+        yshift=-8,
+        yanchor="top",
+        xanchor="left",
+        showarrow=False,
+        font=dict(size=12),
+    )
     fig.update_layout(
-        title=dict(text=title or "Attention maps", subtitle=dict(text=inside, font=dict(size=12))),
+        title=title or "Attention maps",
         shapes=lines,
         height=min(1100, 120 + 70 * R),
-        margin=dict(l=10, r=10, t=90, b=10),
+        margin=dict(l=10, r=10, t=60, b=36),
         xaxis=tile_axis([(k + 0.5) * s - 0.5 for k in range(K)], col_labels, side="top"),
         yaxis=tile_axis([(r + 0.5) * s - 0.5 for r in range(R)], row_labels, autorange="reversed"),
     )
