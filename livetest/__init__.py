@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,15 +44,47 @@ class Server:
     process: subprocess.Popen
 
 
+def free_port() -> int:
+    """A free TCP port on the loopback interface."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running(
+    proc: subprocess.Popen, health: str, timeout: float, why: Callable[[], str], expect: bytes | None = None
+) -> Iterator[None]:
+    """`proc` until the block ends (then terminated, killed after 10 s), once `health` answers
+    (with `expect`, if given; polled; RuntimeError with why() if it does not in `timeout` s or the
+    process exits)."""
+    try:
+        deadline = time.time() + timeout
+        while True:
+            try:
+                body = urllib.request.urlopen(health, timeout=2).read()
+                if expect is None or body == expect:
+                    break
+            except OSError:
+                if time.time() > deadline or proc.poll() is not None:
+                    raise RuntimeError(why()) from None
+                time.sleep(0.2)
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 @contextlib.contextmanager
 def streamlit_server(env: dict[str, str] | None = None, timeout: float = 90) -> Iterator[Server]:
     """`streamlit run app.py` on a free loopback port, offline; stopped on exit.
 
     env: extra environment variables. Raises RuntimeError if the server is not healthy in time.
     """
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     log = Path(tempfile.mkstemp(prefix="mha_server_", suffix=".log")[1])
     full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
     with open(log, "wb") as out:
@@ -76,23 +108,9 @@ def streamlit_server(env: dict[str, str] | None = None, timeout: float = 90) -> 
             stderr=subprocess.STDOUT,
         )
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + timeout
-        while True:
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                if time.time() > deadline or proc.poll() is not None:
-                    raise RuntimeError(f"streamlit did not start: {log.read_text()[-2000:]}") from None
-                time.sleep(0.3)
+    why = lambda: f"streamlit did not start: {log.read_text()[-2000:]}"  # noqa: E731
+    with running(proc, f"{url}/_stcore/health", timeout, why, expect=b"ok"):
         yield Server(url, log, proc)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 @dataclass
@@ -124,9 +142,7 @@ def nginx_config(listen: str, upstreams: list[str], logs: Path) -> str:
 @contextlib.contextmanager
 def nginx_proxy(upstreams: list[str], timeout: float = 20) -> Iterator[Proxy]:
     """Debian's nginx with deploy/nginx.conf on a free loopback port in front of `upstreams`."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     logs = Path(tempfile.mkdtemp(prefix="mha_nginx_"))
     logs.chmod(0o777)  # nginx's workers (user nobody when started as root) write temporary files here
     (logs / "nginx.conf").write_text(nginx_config(f"127.0.0.1:{port}", upstreams, logs))
@@ -144,23 +160,9 @@ def nginx_proxy(upstreams: list[str], timeout: float = 20) -> Iterator[Proxy]:
         stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + timeout
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read()
-                break
-            except OSError:
-                if time.time() > deadline or proc.poll() is not None:
-                    raise RuntimeError(f"nginx did not start: {(logs / 'error.log').read_text()[-2000:]}") from None
-                time.sleep(0.2)
+    why = lambda: f"nginx did not start: {(logs / 'error.log').read_text()[-2000:]}"  # noqa: E731
+    with running(proc, f"{url}/_stcore/health", timeout, why):
         yield Proxy(url, logs, proc)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def memory_mb(pid: int) -> tuple[float, float]:

@@ -44,11 +44,14 @@ def go(page, name: str) -> None:
     wait_idle(page)
 
 
-def open_and_type(browser, server: str, text: str):
-    """A new page on the app with `text` typed into the sidebar; returns (page, dialogs seen)."""
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+def open_and_type(browser, server: str, text: str, viewport: dict | None = None, on_request=None):
+    """A new page on the app with `text` typed into the sidebar; returns (page, dialogs seen).
+    on_request: called with every request the page makes, from its first."""
+    page = browser.new_page(viewport=viewport or {"width": 1400, "height": 1000})
     dialogs = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    if on_request:
+        page.on("request", on_request)
     page.goto(server, wait_until="domcontentloaded")
     page.wait_for_selector('[data-testid="stSidebar"] textarea', timeout=60_000)
     wait_idle(page)
@@ -97,17 +100,10 @@ def test_type_switch_pages_and_screenshot(server, browser):
         why = "axe-core is not installed: npm install --prefix .ci/axe axe-core@4.14.1 (.ci/run does)"
         pytest.fail(why) if os.environ.get("CI", "").lower() == "true" else pytest.skip(why)
     text = "The cat chased the other cat across the garden."
-    page = browser.new_page(viewport={"width": 1280, "height": 720})
-    hosts, dialogs = set(), []
-    page.on("request", lambda request: hosts.add(urlparse(request.url).hostname))
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    page.goto(server, wait_until="domcontentloaded")
-    page.wait_for_selector('[data-testid="stSidebar"] textarea', timeout=60_000)
-    wait_idle(page)
-    box = page.locator('[data-testid="stSidebar"] textarea').first
-    box.fill(text)
-    box.press("Control+Enter")
-    wait_idle(page)
+    hosts = set()
+    page, dialogs = open_and_type(
+        browser, server, text, {"width": 1280, "height": 720}, lambda request: hosts.add(urlparse(request.url).hostname)
+    )
     found, screens = {}, {}
     for name in PAGES:
         go(page, name)
