@@ -10,7 +10,7 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import streamlit as st  # noqa: E402
 
 import ui  # noqa: E402
-from ui import server  # noqa: E402
+from ui import server, warm  # noqa: E402
 from ui.pages import DEFAULT, PAGES  # noqa: E402
 
 server.configure()
@@ -27,4 +27,5 @@ with server.timed(name):
         page.run()
     finally:
         server.release_memory()  # what script runs freed goes back to the system (at most every 2 s)
+        warm.start(inputs.model)  # after the first page: the bundled model's one-time results, in the background
 ui.sync_url(inputs, name)  # after: the page may have corrected a value (layer or head out of range)

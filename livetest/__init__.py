@@ -86,7 +86,8 @@ def streamlit_server(env: dict[str, str] | None = None, timeout: float = 90) -> 
     """
     port = free_port()
     log = Path(tempfile.mkstemp(prefix="mha_server_", suffix=".log")[1])
-    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
+    # a server warms the bundled model like a deployed one (the test process itself does not)
+    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MHA_WARM": "1", **(env or {})}
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [

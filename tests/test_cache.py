@@ -170,3 +170,34 @@ def test_overlapping_all_cores_calls_leave_the_servers_thread_count():
     for t in threads:
         t.join()
     assert results == [every, every] and torch.get_num_threads() == base
+
+
+def test_the_warm_up_computes_what_the_pages_ask_first(monkeypatch):
+    """A fresh server's first visitor of the collapse, heads and subspaces pages does not wait for
+    per-model work: ui.warm computes it once the first page is drawn. Here, after warm.run, those
+    pages at their first settings compute no per-model result and no study themselves."""
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    from mha.bert import DEFAULT_MODEL
+    from ui import warm
+
+    for store in (cache.MODEL, cache.STUDIES):
+        store.clear()
+    assert warm.run(DEFAULT_MODEL) > 0
+    warmed = {store: set(store.items) for store in (cache.MODEL, cache.STUDIES)}
+    assert len(warmed[cache.MODEL]) == 5 and warmed[cache.STUDIES] == {DEFAULT_MODEL}
+    computed = []
+    for store in warmed:
+        monkeypatch.setattr(store, "put", lambda key, value, put=store.put: (computed.append(key), put(key, value)))
+    at = AppTest.from_file(str(Path(__file__).parents[1] / "app.py"), default_timeout=120).run()
+    for page in ("collapse.py", "heads_needed.py", "subspaces.py"):
+        at.switch_page(f"app_pages/{page}").run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert at.get("plotly_chart"), page
+    assert computed == [], computed
+    # only the bundled model is warmed, and only where $MHA_WARM is not "0"
+    assert warm.start.__wrapped__("some/other-model") is None
+    monkeypatch.setenv("MHA_WARM", "0")
+    assert warm.start.__wrapped__(DEFAULT_MODEL) is None

@@ -227,6 +227,7 @@ def test_two_replicas_behind_nginx(bert):
             served = proxy.served()
         loads = [line for line in a.log.read_text().splitlines() if line.startswith("mha: loaded")]
         assert len(loads) == 1, loads  # one model per replica, for all its sessions
+        assert "mha: warmed all-MiniLM-L6-v2 in" in a.log.read_text()  # its one-time results, in the background
         assert "Traceback" not in a.log.read_text()
     results = got["results"]
     # both replicas served sessions; until the crash every request of a session, its WebSocket's

@@ -12,6 +12,7 @@ SharedStore (store.py), in one of these stores:
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import sys
 import time
@@ -53,12 +54,17 @@ def clear() -> None:
 
 
 def shared_in(store: SharedStore) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Cache fn(*args) in `store` by the value of its arguments (all hashable), computed once."""
+    """Cache fn(*args) in `store` by the value of its arguments (all hashable), computed once. The
+    key holds every argument, defaults filled in: f(m) and f(m, ()) are one result."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(fn)
+
         @functools.wraps(fn)
         def call(*args: Any) -> Any:
-            return store.get_or_compute((fn.__name__, *args), lambda: fn(*args))
+            bound = signature.bind(*args)
+            bound.apply_defaults()
+            return store.get_or_compute((fn.__name__, *bound.args), lambda: fn(*bound.args))
 
         return call
 

@@ -1,0 +1,78 @@
+"""The bundled model's one-time results, computed in the background once the server's first page
+is drawn (so they do not slow that page down) and so ready before the next page asks: the
+model's task score (the heads page, the collapse page), the task score with the collapse page's
+first setting shared (two 1 s runs on one core), the heads study (shipped with the package: read
+and checked), the first layer's weight spectra and the bundled pool of sentences. A page that asks
+while one is still being computed waits for it under its own progress message (SharedStore).
+
+Off where $MHA_WARM is "0" (the test process, whose tests count what a page computes).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+from mha import bert
+from mha.collapse import CollapsePath
+
+from . import cache
+from .settings import SETTINGS
+
+
+def collapse_first_path() -> CollapsePath:
+    """The point of the path the collapse page opens at (its settings' defaults)."""
+    return CollapsePath(
+        SETTINGS["collapse_alpha"].default,
+        SETTINGS["collapse_source"].default,
+        tuple(SETTINGS["collapse_roles"].default),
+    )
+
+
+def jobs(model_name: str) -> list[tuple[str, Callable[[], object]]]:
+    """(name, call) of every per-model result a page asks for with its first settings, the ones
+    most pages wait for first."""
+    layer = SETTINGS["layer"].default
+    path = collapse_first_path()
+    return [
+        ("task score", lambda: cache.cached_task(model_name)),
+        ("task score, collapse page", lambda: cache.cached_task_shared(model_name, (layer,), path)),
+        (
+            "task score, collapse page at alpha = 1",
+            lambda: cache.cached_task_shared(model_name, (layer,), path.at(1.0)),
+        ),
+        ("heads study", lambda: cache.heads_study(model_name)),
+        ("weight spectra", lambda: cache.cached_spectra(model_name, layer)),
+        ("pool of sentences", lambda: cache.cached_pool_runs(model_name)),
+    ]
+
+
+def run(model_name: str) -> float:
+    """Compute every job of `model_name` now (in this thread); returns the seconds it took."""
+    started = time.perf_counter()
+    for _, call in jobs(model_name):
+        call()
+    took = time.perf_counter() - started
+    print(f"mha: warmed {model_name} in {took:.1f} s", file=sys.stderr, flush=True)
+    return took
+
+
+def enabled() -> bool:
+    """Whether servers warm the bundled model ($MHA_WARM, default on)."""
+    return os.environ.get("MHA_WARM", "1") != "0"
+
+
+@functools.cache
+def start(model_name: str) -> threading.Thread | None:
+    """Start warming `model_name` in a background thread, once per process and only for the
+    bundled model (another model's results are computed when a page asks). app.py calls it after
+    each script run; returns the thread (None when nothing is warmed)."""
+    if model_name != bert.DEFAULT_MODEL or not enabled():
+        return None
+    thread = threading.Thread(target=run, args=(model_name,), name="mha-warm", daemon=True)
+    thread.start()
+    return thread
