@@ -6,7 +6,12 @@ session types 200 distinct sentences of mixed lengths (BERT heads page, then the
 growth of the server's RSS from the page's first opening is reported (target <= 200 MB: the
 caches are bounded).
 
+--proxy: the sessions go through Debian's nginx with deploy/nginx.conf in front of --replicas
+servers (a school's set-up, README "Serving a whole school"); RSS and script runs are then of
+every replica.
+
     python bench/bench_load.py [--sessions 8 (0: memory only)] [--rounds 2] [--sentences 200] [--shape 12x12x768]
+                               [--proxy [--replicas 1]]
 Needs Debian's chromium and the playwright package (requirements-dev.txt).
 """
 
@@ -14,11 +19,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import time
 from pathlib import Path
 
-from livetest import CHROMIUM_FLAGS, chromium, memory_mb, settle, streamlit_server
+from livetest import CHROMIUM_FLAGS, chromium, cpu_seconds, memory_mb, nginx_proxy, settle, streamlit_server
 from ui.pages import PAGES
 
 WORDS = "river violin planet garden engine castle forest rocket letter window thunder pencil".split()
@@ -39,8 +45,8 @@ async def session(browser, url: str, i: int, rounds: int, latencies: list, failu
     context = await browser.new_context(viewport={"width": 1300, "height": 900})
     page = await context.new_page()
     try:
-        await page.goto(url)
-        await page.wait_for_selector('[data-testid="stSidebar"] textarea', timeout=120_000)
+        await page.goto(url, wait_until="commit", timeout=180_000)  # 40 browsers on 2 cores: slow "load"
+        await page.wait_for_selector('[data-testid="stSidebar"] textarea', timeout=300_000)
         latencies.append(await settle(page, 60_000))
         steps.append((i, "open", latencies[-1]))
         for r in range(rounds):
@@ -50,15 +56,18 @@ async def session(browser, url: str, i: int, rounds: int, latencies: list, failu
             await box.press("Control+Enter")
             latencies.append(await settle(page, 60_000))
             steps.append((i, "type", latencies[-1]))
+            if await box.input_value() != text:
+                failures.append((i, "type", f"typed text not kept: {(await box.input_value())[:60]!r}"))
             for n, spec in enumerate(PAGES):
                 await page.locator('[data-testid="stSidebarNav"] a').nth(n).click()
                 latencies.append(await settle(page, 60_000))
                 steps.append((i, spec.url_path, latencies[-1]))
                 if await page.locator('[data-testid="stException"]').count():
-                    text = await page.locator('[data-testid="stException"]').first.inner_text()
-                    failures.append((i, spec.url_path, text[:300]))
-            if await page.locator('[data-testid="stSidebar"] textarea').first.input_value() != text:
-                failures.append((i, "sidebar", "text lost"))
+                    error = await page.locator('[data-testid="stException"]').first.inner_text()
+                    failures.append((i, spec.url_path, error[:300]))
+            shown = await page.locator('[data-testid="stSidebar"] textarea').first.input_value()
+            if shown != text:
+                failures.append((i, "sidebar", f"text lost: shows {shown[:60]!r}, url {page.url[-80:]}"))
     except Exception as e:  # a session that cannot finish is a failure, not a crash of the bench
         failures.append((i, "session", repr(e)[:200]))
     finally:
@@ -118,22 +127,33 @@ async def main_async(args) -> None:
             "MHA_DEFAULT_MODEL": "local",
         }
         print(f"server model: a random BERT, {L} layers x {H} heads x {C} wide")
-    with streamlit_server(env=env, timeout=120) as server:
-        url, proc = server.url, server.process
+    with contextlib.ExitStack() as stack:
+        servers = [stack.enter_context(streamlit_server(env=env, timeout=120)) for _ in range(args.replicas)]
+        proc = servers[0].process
+        url = servers[0].url
+        if args.proxy:
+            url = stack.enter_context(nginx_proxy([s.url.removeprefix("http://") for s in servers])).url
+            print(f"{args.replicas} replica(s) behind nginx (deploy/nginx.conf)")
         async with async_playwright() as p:
             browser = await p.chromium.launch(executable_path=str(wrapper), args=CHROMIUM_FLAGS)
             if args.sessions:  # 0: the memory part only
                 latencies, failures = [], []
-                t0 = time.perf_counter()
+                t0, cpu0 = time.perf_counter(), sum(cpu_seconds(s.process.pid) for s in servers)
                 await asyncio.gather(
                     *(session(browser, url, i, args.rounds, latencies, failures) for i in range(args.sessions))
                 )
                 wall = time.perf_counter() - t0
-                rss, peak = memory_mb(proc.pid)
-                print(f"{args.sessions} sessions x {args.rounds} rounds x {len(PAGES)} pages in {wall:.0f} s")
+                cpu = sum(cpu_seconds(s.process.pid) for s in servers) - cpu0
+                rss, peak = (sum(memory_mb(s.process.pid)[i] for s in servers) for i in (0, 1))
+                if not latencies:
+                    raise SystemExit(f"every session failed: {failures[:5]}")
+                print(
+                    f"{args.sessions} sessions x {args.rounds} rounds x {len(PAGES)} pages in {wall:.0f} s; "
+                    f"server CPU {cpu:.0f} s ({cpu / wall:.2f} cores busy on average)"
+                )
                 print(
                     f"page updates seen in the browsers: {len(latencies)}, median "
-                    f"{statistics.median(latencies):.2f} s, worst {max(latencies):.2f} s (the 8 browsers share "
+                    f"{statistics.median(latencies):.2f} s, worst {max(latencies):.2f} s (the browsers share "
                     "the server's 2 cores)"
                 )
                 runs = server_times()
@@ -141,10 +161,13 @@ async def main_async(args) -> None:
                     f"server-side script runs: {len(runs)}, median {statistics.median(runs):.2f} s, "
                     f"worst {max(runs):.2f} s (target <= 5)"
                 )
-                print(f"failed sessions: {len({f[0] for f in failures})} {failures[:5]}")
+                print(f"failed sessions: {len({f[0] for f in failures})} {failures[:8]}")
                 slow = sorted(steps, key=lambda x: -x[2])[:5]
                 print("slowest updates:", ", ".join(f"session {i} {what} {t:.1f} s" for i, what, t in slow))
-                print(f"server RSS now {rss:.0f} MB, peak {peak:.0f} MB (target <= 1200)")
+                print(
+                    f"server RSS now {rss:.0f} MB, peak {peak:.0f} MB (target <= 1200 per replica"
+                    + (f"; the sum of {args.replicas} replicas)" if args.replicas > 1 else ")")
+                )
             if args.sentences:
                 opened, before, after = await many_sentences(browser, url, args.sentences, proc.pid)
                 print(
@@ -161,8 +184,13 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--sentences", type=int, default=200)
+    parser.add_argument("--proxy", action="store_true", help="through nginx with deploy/nginx.conf")
+    parser.add_argument("--replicas", type=int, default=1, help="servers behind the proxy (with --proxy)")
     parser.add_argument("--shape", default="", help="LxHxC: serve a random BERT of that shape, e.g. 12x12x768")
-    asyncio.run(main_async(parser.parse_args()))
+    args = parser.parse_args()
+    if args.replicas > 1 and (args.sentences or not args.proxy):
+        parser.error("--replicas > 1 needs --proxy and --sentences 0 (that part reads one replica's RSS)")
+    asyncio.run(main_async(args))
 
 
 if __name__ == "__main__":

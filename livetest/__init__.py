@@ -172,6 +172,12 @@ def memory_mb(pid: int) -> tuple[float, float]:
     return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system, every thread) a process has used so far, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14, 15
+
+
 def fresh_page(browser, viewport: dict | None = None) -> tuple:
     """A page in a new browser context (nothing cached: a first visit), and the list that the
     sizes of the app's websocket messages to it are appended to (bytes)."""
