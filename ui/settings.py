@@ -121,7 +121,7 @@ STATE: dict[str, type | tuple[type, ...]] = {  # the app's own bookkeeping
     "_initialised": bool,  # defaults and the link's values are in
     "_inputs": object,  # this rerun's ui.Inputs
     "_notices": list,  # messages for the top of the page
-    "_url_written": dict,  # the query string sync_url last wrote
+    "_url_written": list,  # the query strings sync_url wrote last (dicts, newest last)
     "_why_training": tuple,  # (settings, step) of a training that did not finish
     "lesson_first": dict,  # question -> right at the first try
     "_from_link": set,  # settings a link set that no widget has shown yet

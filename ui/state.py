@@ -94,16 +94,19 @@ def show_notices() -> None:
 def init_state() -> None:
     """Defaults once per session, then the values a link carries in its query string: a shared
     link opening the app, or a link inside it (st.page_link with query_params, the browser's
-    back button). Parameters equal to what sync_url last wrote are the app's own: ignored."""
+    back button). Parameters equal to one sync_url wrote lately are the app's own: ignored, even
+    when not the latest (a rerun asked for before the browser showed the newest address, e.g. a
+    page switch right after typing on a slow connection, carries the one before it: read as a
+    link, it would put the old sentence back)."""
     ss = st.session_state
     if not ss.get("_initialised"):
         ss["_initialised"] = True
         ss.update({key: SETTINGS[key].default for key in ("text", "text_b", "layer", "head", "step")})
         ss["model"] = bert.default_model_name()
     params = {k: st.query_params.get(k) for k in st.query_params if k in SETTINGS}
-    if not params or params == ss.get("_url_written"):
+    if not params or params in ss.get("_url_written", []):
         return
-    ss["_url_written"] = params
+    written(params)
     for name in params.keys() - {"text", "text_b", "model"}:  # read by declared type (ui/settings.py)
         try:
             ss[name] = from_url(name, params[name])
@@ -128,6 +131,16 @@ def init_state() -> None:
             )
 
 
+URLS_KEPT = 4  # the app's own query strings remembered: a lagging address is a rerun or two old
+
+
+def written(params: dict[str, str]) -> None:
+    """Remember `params` as a query string of this session's own (the last URLS_KEPT of them)."""
+    ss = st.session_state
+    kept = [p for p in ss.get("_url_written", []) if p != params]
+    ss["_url_written"] = [*kept, params][-URLS_KEPT:]
+
+
 def sync_url(inp: Inputs, page: str = "") -> None:
     """Write the current view into the query string so the link reopens it: sentence, model,
     layer, head, and the page's own settings that are not their defaults (the lesson's step)."""
@@ -143,4 +156,4 @@ def sync_url(inp: Inputs, page: str = "") -> None:
     current = {k: st.query_params.get(k) for k in st.query_params}
     if current != want:
         st.query_params.from_dict(want)
-    ss["_url_written"] = want
+    written(want)
