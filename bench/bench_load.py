@@ -24,7 +24,15 @@ import statistics
 import time
 from pathlib import Path
 
-from livetest import CHROMIUM_FLAGS, chromium, cpu_seconds, memory_mb, nginx_proxy, settle, streamlit_server
+from livetest import (
+    CHROMIUM_FLAGS,
+    cpu_seconds,
+    low_priority_chromium,
+    memory_mb,
+    nginx_proxy,
+    settle,
+    streamlit_server,
+)
 from ui.pages import PAGES
 
 WORDS = "river violin planet garden engine castle forest rocket letter window thunder pencil".split()
@@ -106,14 +114,7 @@ async def many_sentences(browser, url: str, n: int, pid: int) -> tuple[float, fl
 async def main_async(args) -> None:
     from playwright.async_api import async_playwright
 
-    exe = chromium()
-    if exe is None:
-        raise SystemExit("chromium not found: apt-get install -y chromium")
-    # On Streamlit Cloud the browsers run on the users' machines. Here they share the server's
-    # two cores, so they run at the lowest priority, to measure the server and not the renderers.
-    wrapper = Path("/tmp/mha_nice_chromium")
-    wrapper.write_text(f'#!/bin/sh\nexec nice -n 19 "{exe}" "$@"\n')
-    wrapper.chmod(0o755)
+    exe = low_priority_chromium()  # the browsers share the server's cores: measure the server
     TIMING_LOG.unlink(missing_ok=True)
     env = {"MHA_TIMING_LOG": str(TIMING_LOG)}
     if args.shape:  # a random BERT of that shape, made the default model of the server
@@ -135,7 +136,7 @@ async def main_async(args) -> None:
             url = stack.enter_context(nginx_proxy([s.url.removeprefix("http://") for s in servers])).url
             print(f"{args.replicas} replica(s) behind nginx (deploy/nginx.conf)")
         async with async_playwright() as p:
-            browser = await p.chromium.launch(executable_path=str(wrapper), args=CHROMIUM_FLAGS)
+            browser = await p.chromium.launch(executable_path=exe, args=CHROMIUM_FLAGS)
             if args.sessions:  # 0: the memory part only
                 latencies, failures = [], []
                 t0, cpu0 = time.perf_counter(), sum(cpu_seconds(s.process.pid) for s in servers)

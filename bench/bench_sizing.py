@@ -34,7 +34,15 @@ from pathlib import Path
 
 from scipy import stats
 
-from livetest import CHROMIUM_FLAGS, chromium, cpu_seconds, memory_mb, nginx_proxy, streamlit_server, wait_idle
+from livetest import (
+    CHROMIUM_FLAGS,
+    cpu_seconds,
+    low_priority_chromium,
+    memory_mb,
+    nginx_proxy,
+    streamlit_server,
+    wait_idle,
+)
 from ui.pages import PAGES
 
 WORDS = "river violin planet garden engine castle forest rocket letter window thunder pencil".split()
@@ -130,17 +138,11 @@ def main() -> None:
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
-    exe = chromium()
-    if exe is None:
-        raise SystemExit("chromium not found: apt-get install -y chromium")
-    # the browsers share this machine's cores with the server: lowest priority, to measure the server
-    wrapper = Path("/tmp/mha_nice_chromium")
-    wrapper.write_text(f'#!/bin/sh\nexec nice -n 19 "{exe}" "$@"\n')
-    wrapper.chmod(0o755)
+    exe = low_priority_chromium()  # the browsers share the server's cores: measure the server
     with streamlit_server(timeout=120) as server, nginx_proxy([server.url.removeprefix("http://")]) as proxy:
         pid = server.process.pid
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(wrapper), args=CHROMIUM_FLAGS)
+            browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_FLAGS)
             page = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
             page.goto(f"{proxy.url}/bert_heads", wait_until="domcontentloaded")
             page.wait_for_selector(BOX, timeout=120_000)

@@ -176,10 +176,9 @@ def test_the_warm_up_computes_what_the_pages_ask_first(monkeypatch):
     """A fresh server's first visitor of the collapse, heads and subspaces pages does not wait for
     per-model work: ui.warm computes it once the first page is drawn. Here, after warm.run, those
     pages at their first settings compute no per-model result and no study themselves."""
-    from pathlib import Path
-
     from streamlit.testing.v1 import AppTest
 
+    from livetest import ROOT
     from mha.bert import DEFAULT_MODEL
     from ui import warm
 
@@ -191,7 +190,7 @@ def test_the_warm_up_computes_what_the_pages_ask_first(monkeypatch):
     computed = []
     for store in warmed:
         monkeypatch.setattr(store, "put", lambda key, value, put=store.put: (computed.append(key), put(key, value)))
-    at = AppTest.from_file(str(Path(__file__).parents[1] / "app.py"), default_timeout=120).run()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
     for page in ("collapse.py", "heads_needed.py", "subspaces.py"):
         at.switch_page(f"app_pages/{page}").run()
         assert not at.exception, [e.value for e in at.exception]
