@@ -388,6 +388,26 @@ def test_why_heads_keeps_its_settings_and_says_when_training_was_interrupted(ser
     page.close()
 
 
+def _as_list(value) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def _picker_text(page, box, labels: list[str], timeout_s: float = 30.0) -> str:
+    """What a picker shows (its text and its inputs' values), once every label is in it or after
+    timeout_s. A fresh browser context fetches a widget's code on first use (Streamlit lazy-loads
+    Selectbox.*.js and the like), so an idle page can still hold its empty container for a moment:
+    CI saw the atlas's selectbox read '' 300 ms after the run had finished."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        inputs = box.locator("input")
+        shown = box.inner_text() + " ".join(inputs.nth(i).input_value() for i in range(inputs.count()))
+        if all(label in shown or label.upper() in shown for label in labels) or time.monotonic() > deadline:
+            return shown
+        page.wait_for_timeout(200)
+
+
 def test_a_copied_link_opens_every_page_with_its_settings(server, browser):
     """A teacher's link for every page, opened in a new browser (nothing shared with the session
     that made it): each setting tests/test_settings.py changes is in the widget it belongs to, no
@@ -427,10 +447,9 @@ def test_a_copied_link_opens_every_page_with_its_settings(server, browser):
                     key,
                 )
             else:  # a picker shows its value's label
-                inputs = box.locator("input")
-                shown = box.inner_text() + " ".join(inputs.nth(i).input_value() for i in range(inputs.count()))
-                for v in value if isinstance(value, list) else [value]:
-                    label = str(v) if not isinstance(v, tuple) else f"head {v[1]}"
+                labels = [str(v) if not isinstance(v, tuple) else f"head {v[1]}" for v in _as_list(value)]
+                shown = _picker_text(page, box, labels)
+                for label in labels:
                     assert label in shown or label.upper() in shown, (spec.file, key, label, shown)
         if extra:
             page.wait_for_selector("text=[CLS] and [SEP] hidden", timeout=60_000)
