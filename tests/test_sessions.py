@@ -7,8 +7,10 @@ running deploy/nginx.conf (ports filled in), driven by real Chromium sessions at
 - One replica is killed: sessions on the other keep working without a reload; a session that was
   on it reconnects through nginx to the survivor on its own and works there (and after a reload);
   a new visitor is served; no traceback.
-- A training run on "Why many heads" completes through the proxy, on one WebSocket that stays
-  open longer than nginx's default 60 s read timeout would allow.
+- A training run on "Why many heads" completes through the proxy on one WebSocket, and a session
+  left quiet for longer than nginx's default 60 s read timeout keeps its WebSocket. (What keeps it
+  is Streamlit's 30 s WebSocket ping as much as the config's 1 h: nginx times out a WebSocket that
+  carries nothing, and a read timeout under 30 s closes a quiet page's; 60 s does not.)
 - Each replica loads the model once; a fresh replica's first visitor is told it is loading.
 """
 
@@ -34,7 +36,7 @@ N_SESSIONS = 4
 ARTIFACTS = ROOT / "artifacts"
 COLLAPSE = [p.url_path for p in PAGES].index("collapse")  # its place in the sidebar
 WORDS = ["river", "violin", "planet", "garden", "engine", "castle", "forest", "rocket"]
-LONG_LIVED = 62  # s: longer than nginx's default proxy_read_timeout (60 s)
+LONG_LIVED = 62  # s: longer than nginx's default proxy_read_timeout (60 s), the longest quiet it allows
 
 READ_HEATMAP = """(title) => {
   for (const el of document.querySelectorAll('.js-plotly-plot')) {
@@ -113,8 +115,8 @@ async def one_session(browser, url: str, i: int, key: str | None) -> dict:
     return out
 
 
-async def still_works(page, text: str) -> None:
-    """Type `text` into the sidebar and see the page run on it, without a reload."""
+async def still_works(page, text: str, chart: bool = True) -> None:
+    """Type `text` into the sidebar and see the page run on it (and draw a chart), without a reload."""
     box = page.locator('[data-testid="stSidebar"] textarea').first
     for _ in range(2):  # a page that has just reconnected may rerun once more with what it had
         await box.fill(text)
@@ -122,7 +124,8 @@ async def still_works(page, text: str) -> None:
         await settle(page)
         if await box.input_value() == text:
             break
-    await page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=60_000)
+    if chart:
+        await page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=60_000)
     assert await box.input_value() == text
     assert await page.locator('[data-testid="stException"]').count() == 0
 
@@ -133,8 +136,9 @@ async def school(exe: str, proxy, keys: dict[str, list[str]], survivor: str, doo
     url = proxy.url
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=exe, args=CHROMIUM_FLAGS)
-        # the replica that will stay up is fresh: its first visitor is told what it waits for; a
-        # second visitor opens "Why many heads" meanwhile: its WebSocket must outlive 60 s
+        # the replica that will stay up is fresh: its first visitor is told what it waits for, then
+        # reads quietly to the end (its WebSocket must outlive 60 s of silence); a second visitor
+        # opens "Why many heads" meanwhile and trains
         context, first, _ = await open_session(browser, url, keys[survivor][0], "/")
         await first.wait_for_selector("text=Loading all-MiniLM-L6-v2", timeout=30_000)
         trainer, train_page, train_replica = await open_session(
@@ -143,6 +147,8 @@ async def school(exe: str, proxy, keys: dict[str, list[str]], survivor: str, doo
         opened = time.perf_counter()
         await first.wait_for_selector("text=Step 1 of 8", timeout=90_000)
         assert await first.locator('[data-testid="stException"]').count() == 0
+        await settle(first)
+        quiet_since = time.perf_counter()  # from here `first` sends and is sent nothing
         await settle(train_page)
         await train_page.get_by_role("button", name="Train the five models").click()
         # sessions at once: one on the survivor and two on the other by their cookie, one as a first visit
@@ -179,14 +185,21 @@ async def school(exe: str, proxy, keys: dict[str, list[str]], survivor: str, doo
         newcomer, new_page, new_replica = await open_session(browser, url, None, "/bert_heads")
         await settle(new_page)
         await new_page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=60_000)
-        # the training run: done, on one WebSocket that has been open longer than 60 s
+        # the training run: done, on the WebSocket it started on
         await train_page.wait_for_selector("text=Result on 2,048 new sequences", timeout=240_000)
-        while time.perf_counter() - opened < LONG_LIVED:
+        while time.perf_counter() - quiet_since < LONG_LIVED:
             await asyncio.sleep(1)
+        quiet = time.perf_counter() - quiet_since
         lived = time.perf_counter() - opened
-        train_cookie = next(c["value"] for c in await trainer.cookies() if c["name"] == "mha_replica")
-        closed_before = [s for s in proxy.served() if s[0] == train_cookie and s[1].startswith("/_stcore/stream")]
+        cookie_of = lambda cookies: next(c["value"] for c in cookies if c["name"] == "mha_replica")  # noqa: E731
+        train_cookie, quiet_cookie = cookie_of(await trainer.cookies()), cookie_of(await context.cookies())
+        # nginx logs a WebSocket when it closes: none of these two has closed
+        closed_before = [
+            s for s in proxy.served() if s[0] in (train_cookie, quiet_cookie) and s[1].startswith("/_stcore/stream")
+        ]
         await still_works(train_page, "The training page still answers after a minute.")
+        await still_works(first, "A minute of quiet reading, and the lesson still answers.", chart=False)
+        assert await first.get_by_text("Step 1 of 8").count() >= 1
         for c in [context, trainer, newcomer, *(r["context"] for r in results)]:
             await c.close()
         await browser.close()
@@ -196,13 +209,14 @@ async def school(exe: str, proxy, keys: dict[str, list[str]], survivor: str, doo
         "sessions per replica": {rep: sum(r["replica"] == rep for r in results) for rep in keys},
         "killed replica's pages working again on the survivor, s after the kill": [r["failover_s"] for r in on_doomed],
         "reload onto the survivor, s": [r["reload_s"] for r in on_doomed],
-        "training WebSocket open, s": round(time.perf_counter() - opened, 1),
+        "training WebSocket open, s": round(lived, 1),
+        "quiet session's WebSocket kept after, s of silence": round(quiet, 1),
     }
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "proxy.json").write_text(json.dumps(figures, indent=1))
     return {
         "results": results,
-        "train": (train_replica, train_cookie, lived, closed_before),
+        "train": (train_replica, train_cookie, lived, quiet, closed_before),
         "new_replica": new_replica,
         "cut": cut,
     }
@@ -253,9 +267,26 @@ def test_two_replicas_behind_nginx(bert):
         expect = collapse.collapse_layer(bert, run, r["layer"], collapse.CollapsePath(1.0 if r["shared"] else 0.5))
         np.testing.assert_allclose(r["diversity"], expect.diversity, atol=1e-5)
         assert (np.abs(r["diversity"]).max() < 1e-9) == r["shared"]
-    assert got["new_replica"] == a.address
-    replica, cookie, lived, closed_before = got["train"]
-    assert replica == a.address and lived >= LONG_LIVED
-    assert closed_before == []  # its WebSocket was still the first one after more than a minute
+    # a new visitor is served by the survivor; nginx may first try the dead replica again (once
+    # fail_timeout has passed since its last failure), and then the header lists both
+    assert last(got["new_replica"]) == a.address, got["new_replica"]
+    replica, cookie, lived, quiet, closed_before = got["train"]
+    assert replica == a.address and quiet >= LONG_LIVED
+    assert closed_before == []  # the trainer's and the quiet reader's first WebSockets, still open
     streams = [s for s in served if s[0] == cookie and s[1].startswith("/_stcore/stream")]
     assert len(streams) == 1 and streams[0][2] == a.address, streams
+
+
+def test_the_server_pings_a_quiet_websocket_before_nginx_would_time_it_out():
+    """The README's account of a quiet page: the app's Streamlit server (with .streamlit/config.toml)
+    pings each WebSocket every 30 s, under nginx's default read timeout of 60 s and far under the
+    hour deploy/nginx.conf gives the WebSocket."""
+    import re
+
+    from streamlit.web.server.starlette.starlette_server import _get_websocket_settings
+
+    interval, _ = _get_websocket_settings()
+    conf = (ROOT / "deploy" / "nginx.conf").read_text()
+    stream = conf[conf.index("location /_stcore/stream") :]
+    hours = re.search(r"proxy_read_timeout (\d+)h;", stream[: stream.index("}")])
+    assert interval == 30 < 60 < int(hours.group(1)) * 3600
