@@ -72,3 +72,12 @@ def test_pyproject_lists_the_requirements():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     assert runtime == {str(Requirement(d)) for d in project}
     assert any(line.startswith("--find-links https://download.pytorch.org/whl/cpu") for line in lines)
+
+
+def test_the_image_is_built_from_what_git_tracks():
+    """deploy/Dockerfile copies the repository root: .dockerignore leaves out all that git ignores
+    (a working checkout's .venv is 2.1 GB) and git's own history."""
+    patterns = lambda name: {  # noqa: E731
+        line.strip() for line in (ROOT / name).read_text().splitlines() if line.strip() and not line.startswith("#")
+    }
+    assert patterns(".gitignore") | {".git/"} <= patterns(".dockerignore")
