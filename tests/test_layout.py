@@ -74,10 +74,12 @@ def test_pyproject_lists_the_requirements():
     assert any(line.startswith("--find-links https://download.pytorch.org/whl/cpu") for line in lines)
 
 
-def test_the_image_is_built_from_what_git_tracks():
-    """deploy/Dockerfile copies the repository root: .dockerignore leaves out all that git ignores
-    (a working checkout's .venv is 2.1 GB) and git's own history."""
+def test_the_image_is_built_from_the_checkout_minus_what_git_ignores():
+    """deploy/Dockerfile copies the repository root: .dockerignore leaves out all that .gitignore
+    ignores (a working checkout's .venv is 2.1 GB) and git's own history. A .gitignore pattern
+    with no slash but a trailing one matches at every depth; in .dockerignore that is **/pattern."""
     patterns = lambda name: {  # noqa: E731
         line.strip() for line in (ROOT / name).read_text().splitlines() if line.strip() and not line.startswith("#")
     }
-    assert patterns(".gitignore") | {".git/"} <= patterns(".dockerignore")
+    every_depth = lambda p: p if "/" in p.rstrip("/") else f"**/{p}"  # noqa: E731
+    assert {every_depth(p) for p in patterns(".gitignore")} | {".git/"} <= patterns(".dockerignore")

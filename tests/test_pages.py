@@ -117,6 +117,29 @@ def test_a_rerun_with_the_address_before_typing_keeps_the_typed_sentence():
     assert at.text_area(key="_w_text").value == "A link to a new sentence."
 
 
+def test_a_page_that_reconnects_to_a_new_session_keeps_what_it_shows():
+    """A page whose server session is gone (its replica crashed, the server restarted) reconnects
+    to a new one, which runs first when the learner next acts: that rerun carries the widgets'
+    values as the browser shows them, the sentence typed since included, with the address the old
+    session wrote before it. The browser's values win; the address follows them (through the
+    proxy, the typed sentence was lost and the page went on computing the old one)."""
+    at = app()
+    at.switch_page("app_pages/collapse.py").run()
+    address = {k: at.query_params[k] for k in at.query_params}
+    at.text_area(key="_w_text").input(SECOND)
+    at.slider(key="_w_collapse_alpha").set_value(0.3)
+    browser = at._tree.get_widget_states()  # what the page sends with its next rerun
+    new = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)  # the survivor's new session
+    new.query_params.update(address)
+    new.switch_page("app_pages/collapse.py")
+    new._run(browser)
+    no_exception(new)
+    assert new.text_area(key="_w_text").value == SECOND
+    assert new.slider(key="_w_collapse_alpha").value == 0.3
+    assert new.query_params["text"] == SECOND and new.query_params["collapse_alpha"] == "0.3"
+    assert "Layer 0 at alpha = 0.30" in " ".join(f["layout"]["title"]["text"] for f in figures(new))
+
+
 @pytest.mark.parametrize(
     "params,expect",
     [

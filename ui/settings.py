@@ -273,6 +273,13 @@ def kept(
         kwargs["default"] = value
     else:
         kwargs["value"] = value
-    if wkey in ss and ss[wkey] != value:
+    known = wkey in ss
+    if known and ss[wkey] != value:
         ss[wkey] = value  # changed elsewhere (a link, another page's widget): the widget follows
-    return getattr(container or st, kind)(label, key=wkey, on_change=_store, **kwargs)
+    shown = getattr(container or st, kind)(label, key=wkey, on_change=_store, **kwargs)
+    if not known and shown != value:
+        # The browser holds a value this session never had: its page reconnected to a new session
+        # (another replica after a crash, a restarted server) and the rerun carries what the
+        # learner typed since, with the address of before. What is on screen wins.
+        _store()
+    return shown
