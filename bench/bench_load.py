@@ -24,6 +24,8 @@ import statistics
 import time
 from pathlib import Path
 
+from common import CLASS_WORDS as WORDS
+
 from livetest import (
     CHROMIUM_FLAGS,
     cpu_seconds,
@@ -35,7 +37,6 @@ from livetest import (
 )
 from ui.pages import PAGES
 
-WORDS = "river violin planet garden engine castle forest rocket letter window thunder pencil".split()
 TIMING_LOG = Path("/tmp/mha_bench_timing.tsv")
 
 

@@ -32,6 +32,7 @@ import statistics
 import time
 from pathlib import Path
 
+from common import CLASS_WORDS as WORDS
 from scipy import stats
 
 from livetest import (
@@ -45,7 +46,6 @@ from livetest import (
 )
 from ui.pages import PAGES
 
-WORDS = "river violin planet garden engine castle forest rocket letter window thunder pencil".split()
 BOX = '[data-testid="stSidebar"] textarea'
 NAV = '[data-testid="stSidebarNav"] a'
 
@@ -63,6 +63,13 @@ def warmed(log: Path, timeout: float = 180) -> None:
         if time.time() > end:
             raise RuntimeError("the server did not finish warming up")
         time.sleep(0.5)
+
+
+def opened(page, url: str, timeout: float = 90_000) -> None:
+    """`page` at `url`, its sidebar drawn and its run finished."""
+    page.goto(url, wait_until="domcontentloaded")
+    page.wait_for_selector(BOX, timeout=120_000)
+    wait_idle(page, timeout)
 
 
 def measured(pid: int, action) -> tuple[float, float]:
@@ -93,9 +100,7 @@ def interactions(page, pid: int, rounds: int) -> dict[str, list[float]]:
 
 def training(page, url: str, pid: int) -> tuple[float, float]:
     """(CPU seconds, wall seconds) of one training run on "Why many heads" at its defaults."""
-    page.goto(f"{url}/why_heads", wait_until="domcontentloaded")
-    page.wait_for_selector(BOX, timeout=120_000)
-    wait_idle(page)
+    opened(page, f"{url}/why_heads")
     button = page.get_by_role("button", name="Train the five models")
 
     def train() -> None:
@@ -112,9 +117,7 @@ def memory(browser, url: str, pid: int, n: int) -> list[tuple[int, float]]:
     for i in range(n):
         context = browser.new_context(viewport={"width": 1300, "height": 900})
         page = context.new_page()
-        page.goto(f"{url}/bert_heads", wait_until="domcontentloaded")
-        page.wait_for_selector(BOX, timeout=120_000)
-        wait_idle(page)
+        opened(page, f"{url}/bert_heads")
         box = page.locator(BOX).first
         box.fill(sentence(i))
         box.press("Control+Enter")
@@ -144,9 +147,7 @@ def main() -> None:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_FLAGS)
             page = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
-            page.goto(f"{proxy.url}/bert_heads", wait_until="domcontentloaded")
-            page.wait_for_selector(BOX, timeout=120_000)
-            wait_idle(page, 120_000)
+            opened(page, f"{proxy.url}/bert_heads", 120_000)
             warmed(server.log)
             base = memory_mb(pid)[0]
             idle_cpu, idle_wall = measured(pid, lambda: time.sleep(5))

@@ -14,6 +14,10 @@ WORDS = (
 ).split()
 
 
+# what a class types in the load benches (bench_load.py, bench_sizing.py): twelve one-piece words
+CLASS_WORDS = "river violin planet garden engine castle forest rocket letter window thunder pencil".split()
+
+
 def server_threads() -> None:
     """One BLAS/OpenMP/torch thread per computation, as app.py and ui/server.py set for the server.
     Call before numpy is imported."""

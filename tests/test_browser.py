@@ -388,10 +388,6 @@ def test_why_heads_keeps_its_settings_and_says_when_training_was_interrupted(ser
     page.close()
 
 
-def _as_list(value) -> list:
-    return value if isinstance(value, list) else [value]
-
-
 def _picker_text(page, box, labels: list[str], timeout_s: float = 30.0) -> str:
     """What a picker shows (its text and its inputs' values), once every label is in it or after
     timeout_s. A fresh browser context fetches a widget's code on first use (Streamlit lazy-loads
@@ -447,7 +443,8 @@ def test_a_copied_link_opens_every_page_with_its_settings(server, browser):
                     key,
                 )
             else:  # a picker shows its value's label
-                labels = [str(v) if not isinstance(v, tuple) else f"head {v[1]}" for v in _as_list(value)]
+                values = value if isinstance(value, list) else [value]
+                labels = [str(v) if not isinstance(v, tuple) else f"head {v[1]}" for v in values]
                 shown = _picker_text(page, box, labels)
                 for label in labels:
                     assert label in shown or label.upper() in shown, (spec.file, key, label, shown)

@@ -78,6 +78,11 @@ async def read(page, title: str):
     raise AssertionError(f"no chart titled {title!r}")
 
 
+async def replica_cookie(context) -> str:
+    """The sticky cookie's value in a browser context (the key nginx hashes to a replica)."""
+    return next(c["value"] for c in await context.cookies() if c["name"] == "mha_replica")
+
+
 async def open_session(browser, url: str, key: str | None, path: str):
     """A new browser context (its own cookies) on `url + path`; with `key`, the sticky cookie a
     first visit would have been given. Returns (context, page, the replica that answered)."""
@@ -111,7 +116,7 @@ async def one_session(browser, url: str, i: int, key: str | None) -> dict:
             break
         await page.wait_for_timeout(250)
     out["errors"] = await page.locator('[data-testid="stException"]').count()
-    out["cookie"] = next(c["value"] for c in await context.cookies() if c["name"] == "mha_replica")
+    out["cookie"] = await replica_cookie(context)
     out["context"], out["page"] = context, page
     return out
 
@@ -196,8 +201,7 @@ async def school(exe: str, proxy, keys: dict[str, list[str]], survivor: str, doo
             await asyncio.sleep(1)
         quiet = time.perf_counter() - quiet_since
         lived = time.perf_counter() - opened
-        cookie_of = lambda cookies: next(c["value"] for c in cookies if c["name"] == "mha_replica")  # noqa: E731
-        train_cookie, quiet_cookie = cookie_of(await trainer.cookies()), cookie_of(await context.cookies())
+        train_cookie, quiet_cookie = await replica_cookie(trainer), await replica_cookie(context)
         # nginx logs a WebSocket when it closes: neither of these two has closed while `first` was quiet
         closed_before = [
             s

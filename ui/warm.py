@@ -33,28 +33,25 @@ def collapse_first_path() -> CollapsePath:
     )
 
 
-def jobs(model_name: str) -> list[tuple[str, Callable[[], object]]]:
-    """(name, call) of every per-model result a page asks for with its first settings, the ones
-    most pages wait for first."""
+def jobs(model_name: str) -> list[Callable[[], object]]:
+    """Every per-model result a page asks for with its first settings, the ones most pages wait
+    for first, as calls."""
     layer = SETTINGS["layer"].default
     path = collapse_first_path()
     return [
-        ("task score", lambda: cache.cached_task(model_name)),
-        ("task score, collapse page", lambda: cache.cached_task_shared(model_name, (layer,), path)),
-        (
-            "task score, collapse page at alpha = 1",
-            lambda: cache.cached_task_shared(model_name, (layer,), path.at(1.0)),
-        ),
-        ("heads study", lambda: cache.heads_study(model_name)),
-        ("weight spectra", lambda: cache.cached_spectra(model_name, layer)),
-        ("pool of sentences", lambda: cache.cached_pool_runs(model_name)),
+        lambda: cache.cached_task(model_name),  # the task score (heads and collapse pages)
+        lambda: cache.cached_task_shared(model_name, (layer,), path),  # the collapse page's first setting
+        lambda: cache.cached_task_shared(model_name, (layer,), path.at(1.0)),  # ... and at alpha = 1
+        lambda: cache.heads_study(model_name),
+        lambda: cache.cached_spectra(model_name, layer),
+        lambda: cache.cached_pool_runs(model_name),  # the pool of sentences
     ]
 
 
 def run(model_name: str) -> float:
     """Compute every job of `model_name` now (in this thread); returns the seconds it took."""
     started = time.perf_counter()
-    for _, call in jobs(model_name):
+    for call in jobs(model_name):
         call()
     took = time.perf_counter() - started
     print(f"mha: warmed {model_name} in {took:.1f} s", file=sys.stderr, flush=True)
