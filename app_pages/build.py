@@ -152,9 +152,11 @@ k2.metric(
     help="Mean cos² of principal angles between heads' $d_{model} \\times d_k$ slices; 1 = one shared subspace.",
 )
 k3.metric(
-    "Effective rank of the concatenation",
-    f"{s.measures['effective rank']:.1f}",
-    help=f"At most min(T, $d_k$) = {min(T, D)} when all heads share Q, K and V.",
+    "Effective number of heads",
+    f"{s.measures['effective number of heads']:.1f}",
+    help=f"How many different heads there are: the effective rank of the {H} heads' outputs taken as {H} vectors "
+    "(each flattened and scaled to length 1). 1 when every head writes the same output, as with a shared Q, K "
+    f"and V; about {H} for unrelated heads.",
 )
 st.page_link(
     "app_pages/collapse.py",
@@ -181,4 +183,4 @@ if s.shuffle_error is not None:
         else f"Shuffled input: the outputs differ from the reordered ones by up to {s.shuffle_error:.1e}.",
         icon=":material/shuffle:",
     )
-ui.words("head width", "subspace overlap", "effective rank")
+ui.words("head width", "subspace overlap", "effective number of heads")

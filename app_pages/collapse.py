@@ -37,7 +37,7 @@ with st.spinner("Recomputing the layer along the path from distinct to shared...
     sweep = ui.cached_sweep(inp, layer, path)  # does not depend on alpha: cached
     now = ui.cached_collapse(inp, layer, path)
 summary, before = now.summary(), sweep[0]
-ans = collapse.answer(sweep, C, H, path, T)
+ans = collapse.answer(sweep, C, H, path)
 first_role = roles[0] if "q" not in roles else "q"
 overlap_key = f"subspace overlap W^{first_role.upper()}"
 
@@ -56,12 +56,14 @@ p2.metric(
     delta_color="off",
 )
 p3.metric(
-    "Effective rank of the heads' output",
-    f"{now.effective_rank:.1f}",
-    delta=f"{now.effective_rank - before['effective rank']:+.1f} vs BERT's {before['effective rank']:.1f}",
+    "Effective number of heads",
+    f"{now.effective_heads:.1f}",
+    delta=f"{now.effective_heads - before['effective number of heads']:+.1f} vs BERT's "
+    f"{before['effective number of heads']:.1f}",
     delta_color="off",
-    help=f"With $W^Q, W^K, W^V$ all shared (alpha = 1) every head outputs the same {T} x {D} matrix, so the "
-    f"rank is at most min(T, $d_k$) = {min(T, D)} for this sentence.",
+    help=f"How many different heads the layer has: the effective rank (Roy & Vetterli 2007) of the {H} heads' "
+    f"outputs taken as {H} vectors (each {T} x {D} output flattened and scaled to length 1). {H} copies of one "
+    f"output give 1, whether that head is sharp or flat. Distinct attention maps now: {now.distinct_maps} of {H}.",
 )
 p4.metric(
     f"Parameters of the layer at alpha = {alpha:.2f}",
@@ -75,6 +77,23 @@ p4.metric(
 g1, g2 = st.columns(2)
 ui.chart(plots.heads.head_grid(run.attentions[layer], f"Layer {layer}: BERT's own {H} heads"), container=g1)
 ui.chart(plots.heads.head_grid(now.weights, f"Layer {layer} at alpha = {alpha:.2f}"), container=g2)
+st.caption(
+    f"How sharp the maps are: the scaled scores $q \\cdot k / \\sqrt{{d_k}}$ of a query spread over its keys by "
+    f"{before['score spread']:.2f} on average in BERT's heads (standard deviation, mean over queries and heads) and "
+    f"by {summary['score spread']:.2f} here; the mean entropy of a map is {before['entropy / ln T']:.2f} of "
+    f"$\\ln T$ for BERT's heads and {summary['entropy / ln T']:.2f} here (1 = uniform)."
+)
+if path.source == "mean" and ans.flat and {"q", "k"} & set(roles):
+    ratios = collapse.norm_ratios(model.scratch_layer(layer))
+    shrink = " and ".join(f"$W^{r.upper()}$ {ratios[r]:.1f}" for r in "qk" if r in roles)
+    st.warning(
+        f"**The plain mean flattens the maps.** The mean of {H} slices is shorter than one slice (a slice is "
+        f"{shrink} times as long, about $\\sqrt{{{H}}}$ = {H**0.5:.1f} for unrelated slices), so every score "
+        f"shrinks: at alpha = 1 the spread is {ans.spread_shared:.2f} against {ans.spread_bert:.2f} for BERT's heads, "
+        f"and the one map left is nearly uniform (entropy {ans.entropy_shared:.2f} of $\\ln T$). That comes from "
+        "averaging, not from sharing: the **rescaled mean** (the default) shares one projection just as much and "
+        "keeps a slice's length."
+    )
 
 st.subheader("Head by head")
 m1, m2, m3, m4 = st.columns(4)
@@ -90,8 +109,8 @@ for col, role in zip((m2, m3, m4), "qkv"):
 st.caption(
     "Diversity: Jensen-Shannon divergence between two heads' attention, averaged over tokens "
     "(Clark et al. 2019). Overlap: mean cos² of the principal angles between two heads' "
-    "$d_{model} \\times d_k$ projection slices (1 = the same subspace). Effective rank: exp of the entropy of the "
-    "normalised singular values of the heads' concatenated outputs (Roy & Vetterli 2007)."
+    "$d_{model} \\times d_k$ projection slices (1 = the same subspace). Effective number of heads: exp of the "
+    "entropy of the normalised singular values (Roy & Vetterli 2007) of the heads' outputs, one unit vector per head."
 )
 
 st.page_link(
@@ -119,6 +138,10 @@ with st.spinner("Scoring the model on its own task (sentence similarity)..."):
     task_now = ui.cached_task_shared(inp.model, layers, path)
     task_shared = task_now if alpha == 1.0 else ui.cached_task_shared(inp.model, layers, path.at(1.0))
     task_base = ui.cached_task(inp.model)
+    task_removed = ui.cached_task_without(inp.model, layers)
+    every = tuple(range(run.n_layers))
+    task_none = ui.cached_task_without(inp.model, every)
+removed, none_left = ui.cached_removal(inp, layers), ui.cached_removal(inp, every)
 e1, e2, e3, e4 = st.columns(4)
 e1.metric(
     "Task: Spearman on the bundled pairs",
@@ -128,41 +151,88 @@ e1.metric(
 e2.metric("Sentence embedding cosine to BERT", f"{effect['sentence embedding cosine']:.3f}")
 e3.metric("Mean token cosine", f"{effect['mean token cosine']:.3f}")
 e4.metric("Worst token cosine", f"{effect['min token cosine']:.3f}")
+st.dataframe(
+    [
+        {
+            "": f"{names} pulled to alpha = {alpha:.2f} in {scope}",
+            "Spearman": round(task_now.spearman, 3),
+            "sentence embedding cosine": round(effect["sentence embedding cosine"], 3),
+        },
+        {
+            "": f"baseline: every head of {scope} removed",
+            "Spearman": round(task_removed.spearman, 3),
+            "sentence embedding cosine": round(removed["sentence embedding cosine"], 3),
+        },
+        {
+            "": "baseline: every head of the model removed",
+            "Spearman": round(task_none.spearman, 3),
+            "sentence embedding cosine": round(none_left["sentence embedding cosine"], 3),
+        },
+    ],
+    hide_index=True,
+)
 st.caption(
-    f"{names} pulled to alpha = {alpha:.2f} in {scope}. The cosines say how far the representation moved; the "
-    "task says whether the model still does its job: rank the bundled sentence pairs by similarity (Spearman's "
-    "rho against graded similarity). A cosine near 1 can still hide a real loss."
+    "The cosines say how far the representation moved; the task says whether the model still does its job: rank "
+    "the bundled sentence pairs by similarity (Spearman's rho against graded similarity). The baselines are measured "
+    "the same way with heads removed (each head's output zeroed before $W^O$): a change is worth something only "
+    "where it beats doing without the attention. A cosine near 1 can still hide a real loss."
 )
 
 st.subheader("The answer, in numbers: alpha = 1")
-same = ans.diversity_shared < collapse.SAME_TOLERANCE
 overlaps = ", ".join(
     f"$W^{r.upper()}$ {ans.overlap_shared[r]:.2f} (BERT: {ans.overlap_bert[r]:.2f})" for r in "qkv" if r in roles
 )
+maps = (
+    f"compute the same attention: {ans.maps_shared} distinct map instead of {ans.maps_bert}, mean divergence "
+    f"{ans.diversity_shared:.1e} between heads against {ans.diversity_bert:.3f} for BERT's own"
+    if ans.maps_shared == 1
+    else f"still attend differently: {ans.maps_shared} distinct maps of {H}, mean divergence "
+    f"{ans.diversity_shared:.3f} between heads against {ans.diversity_bert:.3f} for BERT's own"
+)
+outputs = (
+    f"Every head now writes the same output: the effective number of heads falls from {ans.heads_bert:.1f} to "
+    f"{ans.heads_shared:.1f}. "
+    if ans.heads_shared < 1.05
+    else f"The effective number of heads is {ans.heads_shared:.1f} (BERT: {ans.heads_bert:.1f}). "
+)
+sharp = (
+    f"The map left has score spread {ans.spread_shared:.2f} (BERT's heads: {ans.spread_bert:.2f} on average) and "
+    f"entropy {ans.entropy_shared:.2f} of $\\ln T$ (BERT's: {ans.entropy_bert:.2f})"
+    + (
+        ": it is nearly flat because the plain mean is short, not because it is shared. "
+        if ans.flat and path.source == "mean"
+        else ": it is much flatter than BERT's heads. "
+        if ans.flat
+        else ". "
+    )
+    if ans.maps_shared == 1
+    else ""
+)
+beats = task_shared.spearman > task_removed.spearman
 st.markdown(
     f"With {names} shared ({path.source_name}: one matrix for every head) the {H} heads of layer {layer} "
-    + (
-        f"compute the same attention: the mean divergence between heads is {ans.diversity_shared:.1e}"
-        if same
-        else f"still attend differently: the mean divergence between heads is {ans.diversity_shared:.3f}"
-    )
-    + f", against {ans.diversity_bert:.3f} for BERT's own heads. The heads' subspaces overlap {overlaps}. "
-    f"The heads' concatenated output has effective rank {ans.rank_shared:.1f} (BERT: {ans.rank_bert:.1f}"
-    + (f"; at most min(T, $d_k$) = {ans.rank_bound} once Q, K and V are shared). " if ans.rank_bound else "). ")
+    + maps
+    + f". {outputs}{sharp}The heads' subspaces overlap {overlaps}. "
     + f"The layer has {ans.params_shared:,} parameters instead of {ans.params_distinct:,} ({ans.params_saved:,} "
     "saved), "
     + (
         f"but what remains is one head computed {H} times: a single head of width {D} would need a "
         f"{D} x {C} $W^O$ instead of {C} x {C} ({C * C - D * C:,} fewer parameters) and one attention map instead "
         f"of {H}. "
-        if ans.one_head and same
+        if ans.one_head and ans.maps_shared == 1
         else "and the heads attend alike but still write different values. "
-        if same
+        if ans.maps_shared == 1
         else "and the heads still differ where their projections do. "
     )
     + f"Shared in {scope}, it moves the sentence embedding to cosine "
     f"{effect_shared['sentence embedding cosine']:.3f} of the original, and the model's Spearman on its own task "
-    f"from {task_base.spearman:.3f} to {task_shared.spearman:.3f}."
+    f"from {task_base.spearman:.3f} to {task_shared.spearman:.3f}; with every head of {scope} removed instead it is "
+    f"{task_removed.spearman:.3f}"
+    + (
+        f": sharing scores {task_shared.spearman - task_removed.spearman:+.3f} against that baseline."
+        if beats
+        else f", so sharing {names} here is no better than removing the attention of {scope} altogether."
+    )
 )
 st.download_button(
     "Measures along alpha (.csv)",
@@ -171,4 +241,4 @@ st.download_button(
     mime="text/csv",
     on_click="ignore",
 )
-ui.words("head diversity", "Jensen-Shannon divergence", "subspace overlap", "effective rank")
+ui.words("head diversity", "Jensen-Shannon divergence", "subspace overlap", "effective number of heads")

@@ -255,7 +255,7 @@ elif step == 6:
         ui.chart(plots.heads.head_grid(run.attentions[layer], f"Layer {layer}: BERT's own heads"), container=g1)
         shared_title = f"Layer {layer}: one shared W<sup>Q</sup>, W<sup>K</sup>, W<sup>V</sup>"
         ui.chart(plots.heads.head_grid(c.weights, shared_title), container=g2)
-        k1, k2, k3 = st.columns(3)
+        k1, k2, k4, k3 = st.columns(4)
         k1.metric(
             "Head diversity (mean JS)",
             f"{out['diversity after']:.1e}",
@@ -263,6 +263,15 @@ elif step == 6:
             delta_color="off",
         )
         k2.metric("Largest difference between heads", f"{out['max difference between heads']:.1e}")
+        k4.metric(
+            "Effective number of heads",
+            f"{out['effective heads after']:.1f}",
+            delta=f"{out['effective heads after'] - out['effective heads before']:+.1f} vs BERT's "
+            f"{out['effective heads before']:.1f}",
+            delta_color="off",
+            help="The effective rank of the heads' outputs taken as one vector each (length 1): 1 when every head "
+            "writes the same output, sharp or flat.",
+        )
         k3.metric(
             "Parameters of the layer",
             f"{out['parameters after']:,}",
@@ -338,8 +347,9 @@ elif step == 8:
         ],
         hide_index=True,
     )
-    (d0, d1), (r0, r1) = nums["head diversity (JS)"], nums["effective rank"]
+    (d0, d1), (h0, h1) = nums["head diversity (JS)"], nums["effective number of heads"]
     (p0, p1), (_, same) = nums["parameters"], nums["max difference between heads"]
+    (s0, s1), (e0, e1) = nums["score spread"], nums["entropy / ln T"]
     overlap = [nums[f"subspace overlap W^{r}"] for r in "QKV"]
     identical = same < collapse.SAME_WEIGHTS
     st.markdown(
@@ -352,22 +362,29 @@ elif step == 8:
         )
         + ". The heads' subspaces overlap "
         + ", ".join(f"{b:.2f} → {a:.2f}" for b, a in overlap)
-        + " ($W^Q, W^K, W^V$; 1 = one subspace), and the concatenated output's effective rank goes from "
-        f"{r0:.1f} to {r1:.1f}"
-        + (f", within one head's $d_k$ = {D}: {H} copies of one head" if r1 <= D + 1e-6 else "")
+        + f" ($W^Q, W^K, W^V$; 1 = one subspace), and the effective number of heads goes from {h0:.1f} to {h1:.1f}"
+        + (f": {H} copies of one head" if h1 < 1.05 else "")
+        + f"; the map left has score spread {s1:.2f} (BERT's heads: {s0:.2f}) and entropy {e1:.2f} of $\\ln T$ "
+        f"(BERT's: {e0:.2f})"
+        + (", much flatter than BERT's heads" if s1 < 0.5 * s0 else "")
         + f". Sharing saves {p0 - p1:,.0f} of the layer's {p0:,.0f} parameters"
-        + (", and buys nothing with them: the heads write the same thing." if identical else ".")
+        + (", and buys nothing with them: the heads write the same thing." if identical and h1 < 1.05 else ".")
     )
     rows = {r.rung.name: r for r in ui.cached_ladder(inp, layer)}
+    scaled = {r.rung.name: r for r in ui.cached_ladder(inp, layer, True)}
     mqa, mha = rows.get("MQA"), rows.get("MHA")
     if mqa is not None and mha is not None:
+        base = ui.cached_baselines(inp, layer)
         st.markdown(
             f"**Why production models share K and V instead** (multi-query, Shazeer 2019; grouped-query, Ainslie "
-            f"et al. 2023): each head keeps its own $W_i^Q$, so its question stays its own (head diversity "
-            f"{mqa.diversity:.3f} with one K and V, against {mha.diversity:.3f} in BERT's layer), while the K/V "
-            f"cache that generation reads for every new token shrinks from {mha.kv_cache:,} to {mqa.kv_cache:,} bytes "
-            f"per token. Converted by mean-pooling, without training, the sentence embedding keeps a cosine of "
-            f"{mqa.sentence_cosine:.3f} to BERT's."
+            f"et al. 2023): each head keeps its own $W_i^Q$, so its question stays its own. In layer {layer} with one "
+            f"K and one V, the heads differ by {scaled['MQA'].diversity:.3f} when the pooled K and V keep a slice's "
+            f"length ({mqa.diversity:.3f} with the plain mean, whose scores are smaller), against {mha.diversity:.3f} "
+            f"in BERT's layer. Were every layer MQA in a decoder of this shape, the K/V cache that generation reads "
+            f"for every new token would shrink from {mha.kv_cache:,} to {mqa.kv_cache:,} bytes per token. "
+            f"Layer {layer} alone converted to MQA, without training, keeps a sentence-embedding cosine of "
+            f"{scaled['MQA'].sentence_cosine:.3f} to BERT's (plain mean: {mqa.sentence_cosine:.3f}); removing that "
+            f"layer's attention instead keeps {base.sentence_cosine:.3f}."
         )
         trained = [
             o
@@ -377,8 +394,10 @@ elif step == 8:
         if trained:
             o = trained[-1]
             st.markdown(
-                f"After uptraining on this server ({o.rung.name}, layer {o.layer}, {len(o.fit.losses):,} steps), "
-                f"held-out sentences keep a cosine of {o.held_out_before:.3f} → {o.held_out_after:.3f}."
+                f"After uptraining on this server ({o.rung.name}, {o.rung.pooling}, layer {o.layer} alone, "
+                f"{len(o.fit.losses):,} steps), {o.held_out_sentences} held-out sentences keep a cosine of "
+                f"{o.held_out_before:.3f} → {o.held_out_after:.3f} (that layer's attention removed: "
+                f"{o.removed_cosine:.3f})."
             )
         else:
             st.markdown(

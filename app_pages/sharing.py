@@ -13,7 +13,10 @@ st.markdown(
     "each group of heads its own K and V. Each head keeps its own $W_i^Q$, so each head can still attend "
     "in its own way, while a decoder caches far fewer keys and values per token. Below, one layer of the "
     "real BERT is converted rung by rung (each group's heads mean-pooled into one projection, as Ainslie "
-    "et al. do for K and V; a shared projection is one matrix, not equal copies) and measured on your sentence."
+    "et al. do for K and V; a shared projection is one matrix, not equal copies) and measured on your sentence. "
+    "The mean of several slices is shorter than one slice (about $1/\\sqrt{g}$ for $g$ unrelated ones), so each "
+    "rung is also converted with its pooled projections rescaled to their group's typical length: the difference "
+    "between the two is what the pooling's scale costs, the rest is what sharing costs."
 )
 inp, run, model = ui.page_start()
 H, C = model.n_heads, model.d_model
@@ -22,52 +25,93 @@ layer, _ = ui.layer_head(run, head=False)
 
 with st.spinner("Converting the layer rung by rung..."):
     measured = ui.cached_ladder(inp, layer)
+    rescaled = ui.cached_ladder(inp, layer, True)
+    base = ui.cached_baselines(inp, layer)
 st.subheader(f"The ladder, layer {layer}")
-st.dataframe(
-    [
-        {
-            "rung": m.rung.name,
-            "shared across heads": m.rung.shares,
-            "projections of Q, K, V": " / ".join(str(g) for g in m.rung.heads),
-            "parameters (layer)": m.parameters,
-            "K/V cache per token, fp16 (whole model, as a decoder)": f"{m.kv_cache / 1024:.1f} KiB",
-            "attention drift (JS)": round(m.drift, 3),
-            "head diversity (JS)": float(f"{m.diversity:.3g}"),
-            "layer output cosine": round(m.layer_cosine, 3),
-            "sentence cosine": round(m.sentence_cosine, 3),
-        }
-        for m in measured
-    ],
-    hide_index=True,
-)
-ui.chart(plots.ladder.ladder_chart(measured))
+table = [
+    {
+        "rung": m.rung.name,
+        "shared across heads": m.rung.shares,
+        "projections of Q, K, V": " / ".join(str(g) for g in m.rung.heads),
+        "parameters (layer)": m.parameters,
+        "K/V cache per token, fp16 (whole model, as a decoder)": f"{m.kv_cache / 1024:.1f} KiB",
+        "head diversity (JS), mean-pooled": float(f"{m.diversity:.3g}"),
+        "head diversity (JS), scale restored": float(f"{r.diversity:.3g}"),
+        "sentence cosine, mean-pooled": round(m.sentence_cosine, 3),
+        "sentence cosine, scale restored": round(r.sentence_cosine, 3),
+        "layer output cosine, mean-pooled": round(m.layer_cosine, 3),
+        "layer output cosine, scale restored": round(r.layer_cosine, 3),
+        "attention drift (JS), mean-pooled": round(m.drift, 3),
+    }
+    for m, r in zip(measured, rescaled)
+]
+table += [
+    {
+        "rung": name,
+        "shared across heads": "(baseline)",
+        "sentence cosine, mean-pooled": round(cos, 3),
+        "sentence cosine, scale restored": round(cos, 3),
+        "layer output cosine, mean-pooled": round(layer_cos, 3) if layer_cos is not None else None,
+        "layer output cosine, scale restored": round(layer_cos, 3) if layer_cos is not None else None,
+    }
+    for name, cos, layer_cos in (
+        (f"no attention in layer {layer}", base.sentence_cosine, base.layer_cosine),
+        ("no head in any layer", base.sentence_cosine_no_heads, None),
+    )
+]
+st.dataframe(table, hide_index=True)
+ui.chart(plots.ladder.ladder_chart(measured, rescaled, base))
 st.caption(
     "Projections: how many distinct $W^Q$, $W^K$, $W^V$ the layer has (each $d_{model} \\times d_k$); head $i$ "
-    "reads its group's. Drift: Jensen-Shannon divergence between a head's new and BERT's own attention, averaged "
-    "over heads and tokens. Head diversity: the mean divergence between the rung's heads (Clark et al. 2019's "
-    "distance; 0 = every head the same map). Cosines: the attention sub-layer's output per token, and the whole "
-    "model's sentence embedding (mean pooling), against BERT's own. No training yet: the rows show the bare "
-    "conversion, each group's heads mean-pooled."
+    "reads its group's. Mean-pooled: each group's slices averaged (Ainslie et al. 2023); scale restored: that mean "
+    "made as long as the group's typical slice. Drift: Jensen-Shannon divergence between a head's new and BERT's "
+    "own attention, averaged over heads and tokens. Head diversity: the mean divergence between the rung's heads "
+    "(Clark et al. 2019's distance; 0 = every head the same map). Cosines: the attention sub-layer's output per "
+    "token, and the whole model's sentence embedding (mean pooling), against BERT's own. Baselines: the same "
+    "measures with every head of the layer, or of the model, removed (outputs zeroed before $W^O$). No training "
+    "yet: the rows show the bare conversion."
 )
+
+beat = [
+    m.rung.name
+    for m, r in zip(measured[1:], rescaled[1:])
+    if max(m.sentence_cosine, r.sentence_cosine) <= base.sentence_cosine
+]
+if beat:
+    st.warning(
+        f"On your sentence, converted without training, {', '.join(beat)} "
+        f"{'keeps' if len(beat) == 1 else 'keep'} no more of the sentence embedding than removing layer {layer}'s "
+        f"attention altogether (cosine {base.sentence_cosine:.3f}), with either pooling: a bare conversion is not yet "
+        "a working layer. Uptraining (below) is what makes one."
+    )
 
 st.subheader("Which of Q, K, V must differ for heads to differ?")
 if H > 1:
     by_heads = {m.rung.heads: m for m in measured}
+    by_heads_scaled = {m.rung.heads: m for m in rescaled}
     bert_div = measured[0].diversity
     identical = [m for m in measured if m.diversity < collapse.SAME_TOLERANCE]
     share_qk = [m for m in measured if m.rung.same_attention]
     mqa, q_only, qk = by_heads[(H, 1, 1)], by_heads[(1, H, H)], by_heads[(1, 1, H)]
+    mqa_s, q_only_s = by_heads_scaled[(H, 1, 1)], by_heads_scaled[(1, H, H)]
     exact = {m.rung.name for m in identical} == {m.rung.name for m in share_qk}
     st.markdown(
         f"On your sentence, BERT's {H} heads in layer {layer} differ by {bert_div:.3f} (mean JS). Sharing **K and "
-        f"V** (MQA) leaves {mqa.diversity:.3f} ({mqa.diversity / bert_div:.0%} of it); sharing **Q alone** leaves "
-        f"{q_only.diversity:.3f} ({q_only.diversity / bert_div:.0%}). "
+        f"V** (MQA) leaves {mqa_s.diversity:.3f} ({mqa_s.diversity / bert_div:.0%} of it) when the pooled K and V keep "
+        f"a slice's length, and {mqa.diversity:.3f} ({mqa.diversity / bert_div:.0%}) with the plain mean; sharing **Q "
+        f"alone** leaves {q_only_s.diversity:.3f} ({q_only_s.diversity / bert_div:.0%}), or {q_only.diversity:.3f} "
+        f"({q_only.diversity / bert_div:.0%}) with the plain mean. "
+        + (
+            "Most of what the plain mean takes is scale: its shorter K (or Q) shrinks every score, and the maps "
+            "flatten towards one another. "
+            if mqa_s.diversity > 2 * mqa.diversity
+            else ""
+        )
         + (
             f"Only the rungs that share **both Q and K** ({', '.join(m.rung.name for m in share_qk)}) make every "
             f"head compute the same map (diversity below {collapse.SAME_TOLERANCE:.0e}): a head's map is "
             r"$\mathrm{softmax}(Q_i K_i^\top / \sqrt{d_k})$, so one distinct $W_i^Q$ *or* one distinct $W_i^K$ per "
-            "head is enough to keep the maps apart. How far apart depends on which one stays and on the shared "
-            "matrix (here the mean of the heads' slices)."
+            "head is enough to keep the maps apart."
             if exact
             else "Identical maps (diversity below "
             f"{collapse.SAME_TOLERANCE:.0e}): {', '.join(m.rung.name for m in identical) or 'none'}."
@@ -76,8 +120,8 @@ if H > 1:
     g1, g2 = st.columns(2)
     ui.chart(
         plots.heads.head_grid(
-            ladder.rung_attention(model, run, layer, mqa.rung),
-            f"K and V shared (MQA): diversity {mqa.diversity:.3f}",
+            ladder.rung_attention(model, run, layer, mqa_s.rung),
+            f"K and V shared (MQA, scale restored): diversity {mqa_s.diversity:.3f}",
         ),
         container=g1,
     )
@@ -108,6 +152,7 @@ st.markdown(
         if converted
         else ""
     )
+    + f"Removing the layer's attention altogether gives {base.layer_cosine:.2f}. "
     + "Ainslie et al. then continue training the converted model (5 % of the original pre-training). Here, "
     "much smaller: one layer is fitted to reproduce BERT's own layer output on "
     f"{len(uptrain.generated_sentences()):,} generated sentences (Adam, lr {uptrain.UPTRAIN_LR:g} with cosine "
@@ -115,10 +160,18 @@ st.markdown(
     "saw. The converted layer keeps its structure while it trains: a shared projection is one matrix, so every "
     "head that reads it moves with it. It is a short layer-wise fit, not the paper's uptraining."
 )
-choices = [m.rung for m in measured if m.rung.name != "MHA"]
+u1, u0, u2, u3 = st.columns([2, 1.4, 1, 1])
+pooling = ui.kept(
+    "radio",
+    "Start from",
+    "sharing_pooling",
+    u0,
+    options=["mean-pooled", "scale restored"],
+    help="The plain mean of each group's slices (Ainslie et al. 2023), or that mean rescaled to a slice's length.",
+)
+choices = [m.rung for m in (rescaled if pooling == "scale restored" else measured) if m.rung.name != "MHA"]
 if not choices:
     st.stop()
-u1, u2, u3 = st.columns([2, 1, 1])
 by_name = {r.name: r for r in choices}
 rung = by_name[
     ui.kept(
@@ -173,34 +226,45 @@ if outcome is None:
     )
     st.stop()
 after = ladder.rung_measures(model, run, layer, rung, outcome.fit.module)
-before = next(m for m in measured if m.rung == rung)
+before = next(m for m in (rescaled if rung.rescale else measured) if m.rung == rung)
 n_held = outcome.held_out_sentences
 st.dataframe(
     [
         {
-            "": "relative error on the fitted sentences",
-            "converted": round(outcome.fit.before, 3),
-            "uptrained": round(outcome.fit.after, 3),
+            "": f"relative error of the layer's output, {n_held} held-out sentences",
+            "converted": round(outcome.error_before, 3),
+            "uptrained": round(outcome.error_after, 3),
+            "layer's attention removed": None,
         },
         {
             "": f"sentence cosine, {n_held} held-out sentences (mean)",
             "converted": round(outcome.held_out_before, 3),
             "uptrained": round(outcome.held_out_after, 3),
+            "layer's attention removed": round(outcome.removed_cosine, 3),
         },
         {
             "": f"head diversity (JS), {n_held} held-out sentences (mean)",
             "converted": float(f"{outcome.diversity_before:.3g}"),
             "uptrained": float(f"{outcome.diversity_after:.3g}"),
+            "layer's attention removed": None,
         },
         {
             "": "sentence cosine, your sentence",
             "converted": round(before.sentence_cosine, 3),
             "uptrained": round(after.sentence_cosine, 3),
+            "layer's attention removed": round(base.sentence_cosine, 3),
         },
         {
             "": "head diversity (JS), your sentence",
             "converted": float(f"{before.diversity:.3g}"),
             "uptrained": float(f"{after.diversity:.3g}"),
+            "layer's attention removed": None,
+        },
+        {
+            "": "relative error on the sentences it was fitted on",
+            "converted": round(outcome.fit.before, 3),
+            "uptrained": round(outcome.fit.after, 3),
+            "layer's attention removed": None,
         },
     ],
     hide_index=True,
@@ -208,10 +272,19 @@ st.dataframe(
 ui.chart(plots.ladder.loss_curve(outcome.fit.losses, f"{rung.name}, layer {layer}: relative error per step"))
 tied = [r.upper() for r in outcome.fit.module.shared_roles]
 st.caption(
-    f"{rung.name} ({' / '.join(str(g) for g in rung.heads)} projections of Q, K, V), layer {layer}, {steps:,} steps "
-    f"in {outcome.fit.seconds:.0f} s. On the {n_held} held-out sentences the mean sentence cosine went from "
-    f"{outcome.held_out_before:.3f} (converted) to {outcome.held_out_after:.3f} (uptrained), and the relative "
-    f"error on the fitted sentences from {outcome.fit.before:.3f} to {outcome.fit.after:.3f}. "
+    f"{rung.name} ({' / '.join(str(g) for g in rung.heads)} projections of Q, K, V, {rung.pooling}), layer {layer}, "
+    f"{steps:,} steps in {outcome.fit.seconds:.0f} s. On the {n_held} held-out sentences the relative error of the "
+    f"layer's output went from {outcome.error_before:.3f} (converted) to {outcome.error_after:.3f} (uptrained) and the "
+    f"mean sentence cosine from {outcome.held_out_before:.3f} to {outcome.held_out_after:.3f}; with the layer's "
+    f"attention removed it is {outcome.removed_cosine:.3f}. On the sentences it was fitted on the error went from "
+    f"{outcome.fit.before:.3f} to {outcome.fit.after:.3f}"
+    + (
+        f" (held out it is {outcome.error_after / outcome.fit.after:.0f} times larger: the fit does not carry over "
+        "whole)"
+        if outcome.fit.after > 0 and outcome.error_after > 2 * outcome.fit.after
+        else ""
+    )
+    + ". "
     + (
         f"{' and '.join(tied)} stayed one matrix each for all {H} heads during training, so every head still "
         f"computes the same map: head diversity {outcome.diversity_after:.1e} after uptraining. Whatever the layer "
@@ -224,16 +297,21 @@ st.caption(
 done = [(r, store.get((inp.model, layer, r, steps, seed))) for r in choices]
 done = [(r, o) for r, o in done if o is not None]
 if len(done) > 1:
-    st.markdown(f"**Every rung uptrained so far with these settings** (layer {layer}, {steps:,} steps, seed {seed}):")
+    st.markdown(
+        f"**Every rung uptrained so far with these settings** (layer {layer}, {rung.pooling}, {steps:,} steps, seed "
+        f"{seed}; held-out sentence cosine with the layer's attention removed: {outcome.removed_cosine:.3f}):"
+    )
     st.dataframe(
         [
             {
                 "rung": r.name,
+                "held-out relative error, converted": round(o.error_before, 3),
+                "held-out relative error, uptrained": round(o.error_after, 3),
                 "held-out sentence cosine, converted": round(o.held_out_before, 3),
                 "held-out sentence cosine, uptrained": round(o.held_out_after, 3),
                 "held-out head diversity, converted": float(f"{o.diversity_before:.3g}"),
                 "held-out head diversity, uptrained": float(f"{o.diversity_after:.3g}"),
-                "relative error after": round(o.fit.after, 3),
+                "fitted relative error, uptrained": round(o.fit.after, 3),
             }
             for r, o in done
         ],

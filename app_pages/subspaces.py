@@ -9,8 +9,9 @@ from mha import atlas, collapse, plots, subspaces
 st.title("Subspaces: each head's own view of your sentence")
 st.markdown(
     "Each head $i$ projects the token vectors with its own $W_i^Q$ and $W_i^K$ into a small $d_k$-dimensional "
-    "space: its **representation subspace**. There a query meets the keys, and the closer their dot "
-    "product, the more the token reads that key. Below, every head's space is drawn in 2-D: the "
+    "space: its **representation subspace**. There a query meets the keys: the larger their dot product (it grows "
+    "with both points' length, not only with their direction), the more of the token's weight goes to that key. "
+    "Below, every head's space is drawn in 2-D: the "
     r"picture keeps as much of the head's scaled scores $Q_i K_i^\top / \sqrt{d_k}$ as two dimensions can."
 )
 inp, run, model = ui.page_start()
@@ -26,6 +27,7 @@ if path is None:
 
 with st.spinner("Projecting every head..."):
     maps = ui.cached_layer_maps(inp, layer, path)
+    own = maps if path.alpha == 0.0 else ui.cached_layer_maps(inp, layer, collapse.CollapsePath(0.0))
 ui.chart(
     plots.subspaces.subspace_panels(
         maps.queries,
@@ -35,6 +37,7 @@ ui.chart(
         f"Layer {layer} at alpha = {path.alpha:.2f}: queries (●) and keys (◇) of every token, per head",
         token=token,
         weights=maps.weights,
+        spread=maps.spread,
     ),
     key="subspaces_panels",
 )
@@ -45,7 +48,9 @@ st.caption(
     "it reads most in that head. **Fidelity** is the share of the head's scores the picture keeps: the "
     "dot product of a query point and a key point is the best two-dimensional match to their real scaled "
     "score (keys are centred first, which the softmax does not notice); 1 = exact. The grey cross marks 0 on both "
-    "axes."
+    "axes. Each panel has its own scale, so a weak head looks as large as a strong one: its **spread** (the standard "
+    "deviation of the head's real scaled scores over the keys, mean over queries) says how strong it is. Near 0 the "
+    f"head's map is flat; BERT's own heads in this layer spread {own.spread.min():.2f} to {own.spread.max():.2f}."
 )
 spread = subspaces.max_map_difference(maps)
 if {"q", "k"} <= set(path.roles) and path.alpha == 1.0:

@@ -107,26 +107,60 @@ def browser_seconds(T: int, runs: int) -> list[float]:
     return times
 
 
+UNTUNED = (  # two sentences nobody tuned the app for (tests/test_sharing_honest.py uses them too)
+    "The committee that reviewed the proposal rejected it because the budget was unrealistic.",
+    "Rain fell on the quiet harbour while two fishermen argued about the price of bait.",
+)
+
+
 def task_figures(bert) -> None:
     """The README's figures: the model's Spearman on the bundled pairs with Q, K and V shared
-    (alpha = 1) in layer 0 and in every layer, for the mean slice (the default) and head 0's, and
-    the lesson sentence's embedding cosine when every layer shares."""
+    (alpha = 1) in layer 0 and in every layer, for the rescaled mean slice (the default), the
+    plain mean and head 0's, beside the baselines with those layers' heads removed, and the lesson
+    sentence's embedding cosine."""
     from mha import task
     from mha.examples import DEFAULT_TEXT
 
     base = task.evaluate(bert).spearman
     lesson = bert.attend(DEFAULT_TEXT)
     print(f"task: Spearman on the bundled pairs {base:.3f}; with Q, K and V shared (alpha = 1):")
-    for source in ("mean", 0):
-        for layers in ([0], list(range(bert.n_layers))):
+    for layers in ([0], list(range(bert.n_layers))):
+        where = "layer 0" if layers == [0] else "every layer"
+        for source in ("scaled", "mean", 0):
             replace = {i: collapse.shared_module(bert.scratch_layer(i), source) for i in layers}
             score = task.evaluate(bert, replace=replace).spearman
             cos = collapse.whole_model_effect(bert, lesson, layers, CollapsePath(1.0, source))[
                 "sentence embedding cosine"
             ]
-            where = "layer 0" if layers == [0] else "every layer"
-            slice_ = "the mean slice" if source == "mean" else f"head {source}'s slice"
-            print(f"  {slice_:<16} in {where:<11}: Spearman {score:.3f}; the lesson sentence's cosine {cos:.3f}")
+            print(
+                f"  {collapse.source_label(source):<13} in {where:<11}: Spearman {score:.3f}; "
+                f"the lesson sentence's cosine {cos:.3f}"
+            )
+        removed = task.head_mask(bert, [(i, h) for i in layers for h in range(bert.n_heads)])
+        score = task.evaluate(bert, head_mask=removed).spearman
+        cos = collapse.removal_effect(bert, lesson, layers)["sentence embedding cosine"]
+        print(f"  {'heads removed':<13} in {where:<11}: Spearman {score:.3f}; the lesson sentence's cosine {cos:.3f}")
+
+
+def sharing_figures(bert) -> None:
+    """The closing note's figures: layers 0 and 5 on two untuned sentences, BERT's heads against
+    one shared Q/K/V with each shared slice: diversity, effective number of heads, distinct maps,
+    score spread and the entropy of a map / ln T."""
+    print("one shared Q/K/V, alpha = 1 (BERT's heads -> shared):")
+    for text in UNTUNED:
+        run = bert.attend(text)
+        for layer in (0, 5):
+            for source in ("scaled", "mean", 2):
+                sweep = collapse.alpha_sweep(bert, run, layer, CollapsePath(1.0, source), steps=2)
+                a = collapse.answer(sweep, bert.d_model, bert.n_heads, CollapsePath(1.0, source))
+                print(
+                    f"  {text[:18]}... layer {layer} {collapse.source_label(source):<13}: "
+                    f"diversity {a.diversity_bert:.3f} -> {a.diversity_shared:.1e}, "
+                    f"effective heads {a.heads_bert:.1f} -> {a.heads_shared:.2f}, "
+                    f"maps {a.maps_bert} -> {a.maps_shared}, "
+                    f"score spread {a.spread_bert:.2f} -> {a.spread_shared:.2f}, "
+                    f"entropy/ln T {a.entropy_bert:.2f} -> {a.entropy_shared:.2f}"
+                )
 
 
 def main() -> None:
@@ -150,6 +184,7 @@ def main() -> None:
         err = np.abs(metrics.head_diversity(w) - scipy_diversity(w)).max()
         print(f"  head diversity: {ref / ours:.1f}x faster than scipy, max difference {err:.1e}")
     task_figures(bert)
+    sharing_figures(bert)
     for T, budget in ((128, 1.0), (512, 2.0)):
         times = page_seconds(T, args.runs)
         med = statistics.median(times)

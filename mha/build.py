@@ -32,7 +32,7 @@ class Stages:
         head count, distinct projections, scaling on), else None.
     shuffle_error: max |output(shuffled) - output reordered| when shuffled, else None.
     head_spread: max |weights of head h - weights of head 0| over all heads.
-    measures: the collapse measures (head diversity, W^Q overlap, effective rank).
+    measures: the collapse measures (head diversity, overlaps, effective number of heads, ...).
     score_std, scaled_std, max_weight: per head (H,): std of Q_i K_i^T, of the scaled scores,
         and the mean over queries of the largest weight.
     """
@@ -129,7 +129,7 @@ def build_stages(
         parity=parity,
         shuffle_error=shuffle_error,
         head_spread=float(np.abs(w - w[:1]).max()),
-        measures=collapse.measures_from(m, w, tr.concat[0]).summary(),
+        measures=collapse.measures_from(m, tr).summary(),
         score_std=tr.scores[0].std(axis=(-2, -1)),
         scaled_std=tr.scaled[0].std(axis=(-2, -1)),
         max_weight=w.max(-1).mean(-1),

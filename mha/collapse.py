@@ -4,8 +4,14 @@ Everything here builds NEW modules from copies of the weights; the source module
 cached BERT it came from) is never modified.
 
 - `shared_module(m, source, roles)`: a module whose shared roles have ONE projection (C x D) used
-  by every head (structure, not equal values): head `source`'s slice of m's projection, or the
-  mean of all heads' slices (the default, DEFAULT_SOURCE); the other roles and W^O are kept.
+  by every head (structure, not equal values): head `source`'s slice of m's projection, the mean
+  of all heads' slices rescaled to their typical norm (the default, DEFAULT_SOURCE), or the plain
+  mean; the other roles and W^O are kept.
+- Why rescale: the mean of H roughly independent slices is about 1/sqrt(H) as long as one slice,
+  so a plain-mean W^Q and W^K shrink every score about H times and the one map left is nearly
+  uniform: "the heads are identical" and "the one head left is flat" would be mixed up. The
+  rescaled mean keeps a slice's norm (sqrt of the mean of the slices' squared Frobenius norms),
+  so the one head left attends about as sharply as BERT's own heads.
 - `interpolate(m, alpha, ...)`: the continuous path W_i(alpha) = (1 - alpha) W_i + alpha W_shared
   for every head i, as a distinct-mode module (alpha = 0: m itself; every head still has its
   own weights, equal ones at alpha = 1).
@@ -26,13 +32,14 @@ import numpy as np
 import torch
 
 from . import metrics
-from .attention import ROLES, MultiHeadAttention
+from .attention import ROLES, AttentionTrace, MultiHeadAttention
 
 if TYPE_CHECKING:
     from .bert import BertRun, LoadedBert
 
-Source = int | Literal["mean"]
-DEFAULT_SOURCE: Source = "mean"  # the shared slice everywhere unless the learner picks a head's
+Source = int | Literal["scaled", "mean"]
+POOLED: tuple[Source, ...] = ("scaled", "mean")  # the shared slices made from every head's
+DEFAULT_SOURCE: Source = "scaled"  # the shared slice everywhere unless the learner picks another
 
 
 def _roles(roles: Iterable[str]) -> tuple[str, ...]:
@@ -55,8 +62,8 @@ class CollapsePath:
     def __post_init__(self) -> None:
         if not 0.0 <= self.alpha <= 1.0:
             raise ValueError(f"alpha must be in [0, 1], got {self.alpha}")
-        if self.source != "mean" and not (isinstance(self.source, int) and self.source >= 0):
-            raise ValueError(f"source must be 'mean' or a head index, got {self.source!r}")
+        if self.source not in POOLED and not (isinstance(self.source, int) and self.source >= 0):
+            raise ValueError(f"source must be one of {POOLED} or a head index, got {self.source!r}")
         object.__setattr__(self, "alpha", float(self.alpha))
         object.__setattr__(self, "roles", _roles(self.roles))
 
@@ -71,8 +78,17 @@ class CollapsePath:
 
 
 def source_name(source: Source) -> str:
-    """A shared slice in words: "the mean of all heads' slices" or "head 3's slice"."""
-    return "the mean of all heads' slices" if source == "mean" else f"head {source}'s slice"
+    """A shared slice in words."""
+    if source == "scaled":
+        return "the mean of the heads' slices, rescaled to a slice's norm"
+    if source == "mean":
+        return "the plain mean of the heads' slices"
+    return f"head {source}'s slice"
+
+
+def source_label(source: Source) -> str:
+    """A shared slice in two words, for a picker."""
+    return {"scaled": "rescaled mean", "mean": "plain mean"}.get(source, f"head {source}")  # type: ignore[arg-type]
 
 
 def _head_slices(w: torch.Tensor, H: int) -> torch.Tensor:
@@ -80,14 +96,33 @@ def _head_slices(w: torch.Tensor, H: int) -> torch.Tensor:
     return w.reshape(H, w.shape[0] // H, *w.shape[1:])  # (H, D, C) or (H, D)
 
 
-def shared_slice(w: torch.Tensor, H: int, source: Source = DEFAULT_SOURCE) -> torch.Tensor:
-    """The one slice every head will use: head `source`'s rows, or the mean over heads."""
+def norm_ratio(weight: torch.Tensor, H: int) -> float:
+    """The factor that gives the mean of the H slices of `weight` (H*D, C) a slice's norm:
+    sqrt(mean_i ||W_i||_F^2) / ||mean_i W_i||_F (about sqrt(H) for unrelated slices, 1 for equal ones)."""
+    slices = _head_slices(weight.detach(), H)  # (H, D, C)
+    pooled = slices.mean(0).norm()
+    return float(slices.pow(2).sum((1, 2)).mean().sqrt() / pooled) if pooled > 0 else 1.0
+
+
+def norm_ratios(m: MultiHeadAttention) -> dict[str, float]:
+    """norm_ratio of each of m's distinct projections, by role."""
+    return {r: norm_ratio(getattr(m, f"{r}_proj").weight, m.n_heads) for r in ROLES}
+
+
+def shared_slice(w: torch.Tensor, H: int, source: Source = DEFAULT_SOURCE, scale: float = 1.0) -> torch.Tensor:
+    """The one slice every head will use: head `source`'s rows, or the mean over heads times
+    `scale` (for source "scaled", norm_ratio of the projection's weight, applied to its bias too)."""
     slices = _head_slices(w, H)
-    if source == "mean":
-        return slices.mean(0)
+    if source in POOLED:
+        return slices.mean(0) * scale
     if not isinstance(source, int) or not 0 <= source < H:
-        raise ValueError(f"source must be 'mean' or a head index in 0..{H - 1}, got {source!r}")
+        raise ValueError(f"source must be one of {POOLED} or a head index in 0..{H - 1}, got {source!r}")
     return slices[source]
+
+
+def _scale(proj: torch.nn.Linear, H: int, source: Source) -> float:
+    """The factor on a pooled slice of `proj`: norm_ratio for "scaled", else 1."""
+    return norm_ratio(proj.weight, H) if source == "scaled" else 1.0
 
 
 def _check(m: MultiHeadAttention) -> None:
@@ -106,8 +141,8 @@ def shared_module(
     H = m.n_heads
     bias = m.q_proj.bias is not None
     heads = tuple(1 if r in roles else H for r in ROLES)
-    if source == "mean":
-        return group_heads(m, heads)  # the mean of every head's slice: all heads pooled into one
+    if source in POOLED:  # the mean of every head's slice: all heads pooled into one
+        return group_heads(m, heads, rescale=source == "scaled")
     with torch.inference_mode(False), torch.no_grad():  # ordinary tensors, no autograd
         s = MultiHeadAttention(m.d_model, H, bias=bias, heads=heads)
         for role in ROLES:
@@ -117,17 +152,18 @@ def shared_module(
                 continue
             dst.weight.copy_(shared_slice(src.weight, H, source))
             if bias:
-                dst.bias.copy_(shared_slice(src.bias, H, source))
+                dst.bias.copy_(shared_slice(src.bias, H, source))  # a head's own slice: no rescaling
         s.out_proj.load_state_dict(m.out_proj.state_dict())
     return s.eval().requires_grad_(False)
 
 
-def group_heads(module: MultiHeadAttention, heads: tuple[int, int, int]) -> MultiHeadAttention:
+def group_heads(module: MultiHeadAttention, heads: tuple[int, int, int], rescale: bool = False) -> MultiHeadAttention:
     """A copy of `module` with heads = (q, k, v) projections of Q, K and V: the heads of each
     group of consecutive heads are mean-pooled into one (Ainslie et al. 2023 do this for K and V;
-    one group of every head is the mean slice of shared_module);
-    a role that keeps its number of projections, and W^O, are copied as they are. The result is
-    structural: a pooled role is one parameter per group (MultiHeadAttention(heads=...))."""
+    one group of every head is the mean slice of shared_module); with `rescale`, each pooled
+    projection (weight and bias) is multiplied by its group's norm_ratio, so it keeps a slice's
+    norm. A role that keeps its number of projections, and W^O, are copied as they are. The result
+    is structural: a pooled role is one parameter per group (MultiHeadAttention(heads=...))."""
     H, D, C = module.n_heads, module.d_head, module.d_model
     bias = module.q_proj.bias is not None
     with torch.inference_mode(False), torch.no_grad():
@@ -137,11 +173,19 @@ def group_heads(module: MultiHeadAttention, heads: tuple[int, int, int]) -> Mult
             if n_src == n_dst:
                 dst.load_state_dict(src.state_dict())
                 continue
-            for name in ("weight", "bias") if bias else ("weight",):
-                w = getattr(src, name).detach()
-                per_head = w.reshape(n_src, D, *w.shape[1:]).repeat_interleave(H // n_src, 0)  # (H, D, ...)
-                pooled = per_head.reshape(n_dst, H // n_dst, D, *w.shape[1:]).mean(1)  # (n_dst, D, ...)
-                getattr(dst, name).copy_(pooled.reshape(n_dst * D, *w.shape[1:]))
+            per_group = H // n_dst
+            w = src.weight.detach().reshape(n_src, D, C).repeat_interleave(H // n_src, 0)  # (H, D, C)
+            groups = w.reshape(n_dst, per_group, D, C)  # (G, H/G, D, C)
+            pooled = groups.mean(1)  # (G, D, C)
+            factor = torch.ones(n_dst)  # (G,)
+            if rescale:
+                typical = groups.pow(2).sum((2, 3)).mean(1).sqrt()  # (G,) a slice's norm in each group
+                factor = typical / pooled.norm(dim=(1, 2)).clamp_min(torch.finfo(w.dtype).tiny)
+            dst.weight.copy_((pooled * factor[:, None, None]).reshape(n_dst * D, C))
+            if bias:
+                b = src.bias.detach().reshape(n_src, D).repeat_interleave(H // n_src, 0)  # (H, D)
+                pooled_b = b.reshape(n_dst, per_group, D).mean(1)  # (G, D)
+                dst.bias.copy_((pooled_b * factor[:, None]).reshape(n_dst * D))
         out.out_proj.load_state_dict(module.out_proj.state_dict())
     return out.eval().requires_grad_(False)
 
@@ -186,12 +230,13 @@ def _interpolate_in_place(
     with torch.inference_mode(False), torch.no_grad():  # ordinary tensors, no autograd
         for role in roles:
             proj = getattr(m, f"{role}_proj")
+            scale = _scale(proj, H, source)  # from the weight before it is pulled
             for name in ("weight", "bias"):
                 w = getattr(proj, name)
                 if w is None:
                     continue
                 per_head = _head_slices(w, H)  # (H, D, ...)
-                target = shared_slice(w, H, source).expand_as(per_head)
+                target = shared_slice(w, H, source, scale).expand_as(per_head)
                 w.copy_(((1 - alpha) * per_head + alpha * target).reshape(w.shape))
     return m.eval().requires_grad_(False)
 
@@ -204,7 +249,11 @@ class LayerCollapse:
     concat: (T, C) the heads' outputs side by side (before W^O).
     diversity: (H, H) Jensen-Shannon divergence between heads (metrics.head_diversity).
     overlap: role -> (H, H) mean cos^2 of principal angles between heads' W slices.
-    effective_rank: of concat; at most min(T, D) when Q, K and V are all shared.
+    effective_heads: how many different heads there are (metrics.effective_heads of their
+        outputs): H for unrelated heads, 1 when every head outputs the same thing.
+    distinct_maps: the number of different attention maps (metrics.distinct_maps).
+    score_spread: (H,) the spread of each head's scaled scores (metrics.score_spread): near 0,
+        a flat map.
     parameters: of the module (fewer only where a role is really shared, at alpha = 1).
     """
 
@@ -213,16 +262,31 @@ class LayerCollapse:
     concat: np.ndarray
     diversity: np.ndarray
     overlap: dict[str, np.ndarray]
-    effective_rank: float
+    effective_heads: float
+    distinct_maps: int
+    score_spread: np.ndarray
     parameters: int = 0
 
     def summary(self) -> dict[str, float]:
-        """The scalar measures: mean off-diagonal diversity and overlaps, effective rank."""
+        """The scalar measures: mean off-diagonal diversity and overlaps, the effective number of
+        heads, the distinct maps, the mean score spread and the mean entropy of a map / ln T."""
         out = {"alpha": self.alpha, "head diversity (JS)": metrics.mean_off_diagonal(self.diversity)}
         for role, m in self.overlap.items():
             out[f"subspace overlap W^{role.upper()}"] = metrics.mean_off_diagonal(m)
-        out["effective rank"] = self.effective_rank
+        out["effective number of heads"] = self.effective_heads
+        out["distinct maps"] = float(self.distinct_maps)
+        out["score spread"] = float(self.score_spread.mean())
+        out["entropy / ln T"] = mean_entropy_share(self.weights)
         return out
+
+
+def mean_entropy_share(weights: np.ndarray) -> float:
+    """The mean entropy of the attention rows (H, T, T) over ln T: 1 = uniform, 0 = one key."""
+    T = weights.shape[-1]
+    if T < 2:
+        return 0.0
+    w = np.asarray(weights, dtype=np.float64)
+    return float((-(w * np.log(np.where(w > 0, w, 1.0))).sum(-1)).mean() / np.log(T))
 
 
 def collapse_layer(
@@ -234,7 +298,7 @@ def collapse_layer(
     with torch.inference_mode():
         tr = m.trace(run.layer_input(layer))  # (1, T, C) in
     overlap = {r: path_overlap(bert, m, layer, path, r) for r in overlap_roles}
-    return measures_from(m, tr.weights[0].numpy(), tr.concat[0].numpy(), path.alpha, overlap=overlap)
+    return measures_from(m, tr, path.alpha, overlap=overlap)
 
 
 _OVERLAPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {path point: (H, H)}
@@ -269,22 +333,24 @@ def head_overlap(m: MultiHeadAttention, role: str) -> np.ndarray:
 
 def measures_from(
     m: MultiHeadAttention,
-    weights: np.ndarray,
-    concat: np.ndarray,
+    trace: AttentionTrace,
     alpha: float = float("nan"),
     overlap_roles: Iterable[str] = ROLES,
     overlap: dict[str, np.ndarray] | None = None,
 ) -> LayerCollapse:
-    """The measures of module m given its attention (H, T, T) and concatenated head outputs (T, C)
-    (and the subspace overlaps, if already known)."""
+    """The measures of module m from its trace on one sentence (batch of 1; torch or numpy
+    arrays), and the subspace overlaps, if already known."""
     overlap = {r: head_overlap(m, r) for r in overlap_roles} if overlap is None else overlap
+    weights, heads, scaled = (np.asarray(t[0]) for t in (trace.weights, trace.heads, trace.scaled))  # (H, T, .)
     return LayerCollapse(
         alpha,
         weights,
-        concat,
+        np.asarray(trace.concat[0]),
         metrics.head_diversity(weights),
         overlap,
-        metrics.effective_rank(concat),
+        metrics.effective_heads(heads),
+        metrics.distinct_maps(weights, SAME_WEIGHTS),
+        metrics.score_spread(scaled),
         m.num_parameters(),
     )
 
@@ -298,6 +364,16 @@ def alpha_sweep(
     return [collapse_layer(bert, run, layer, path.at(float(a))).summary() for a in np.linspace(0.0, 1.0, steps)]
 
 
+def _effect(new: np.ndarray, old: np.ndarray) -> dict[str, float]:
+    """How far final hidden states (T, C) moved: sentence embedding (mean pooling) and per-token cosines."""
+    per_token = metrics.cosine(new, old)  # (T,)
+    return {
+        "sentence embedding cosine": float(metrics.cosine(new.mean(0), old.mean(0))),
+        "mean token cosine": float(per_token.mean()),
+        "min token cosine": float(per_token.min()),
+    }
+
+
 def whole_model_effect(bert: LoadedBert, run: BertRun, layers: Iterable[int], path: CollapsePath) -> dict[str, float]:
     """Run the whole BERT with `layers` at a point of the path to shared projections (module_at,
     on copies).
@@ -309,17 +385,19 @@ def whole_model_effect(bert: LoadedBert, run: BertRun, layers: Iterable[int], pa
     layers = sorted(set(layers))
     old = run.hidden_states[-1]  # (T, C)
     if not layers:
-        return {"sentence embedding cosine": 1.0, "mean token cosine": 1.0, "min token cosine": 1.0}
+        return _effect(old, old)
     replace = {i: _at(bert.scratch_layer(i), path) for i in layers}
     with torch.inference_mode():  # the layers before the first changed one are the run's own
         states, _ = bert.run_layers(run.layer_input(layers[0]), replace=replace, start=layers[0])
-    new = states[-1][0].float().numpy()  # (T, C)
-    per_token = metrics.cosine(new, old)  # (T,)
-    return {
-        "sentence embedding cosine": float(metrics.cosine(new.mean(0), old.mean(0))),
-        "mean token cosine": float(per_token.mean()),
-        "min token cosine": float(per_token.min()),
-    }
+    return _effect(states[-1][0].float().numpy(), old)
+
+
+def removal_effect(bert: LoadedBert, run: BertRun, layers: Iterable[int]) -> dict[str, float]:
+    """A baseline for whole_model_effect: the same measures with every head of `layers` removed
+    (its output zeroed before W^O, so the attention sub-layer adds only W^O's bias)."""
+    mask = np.ones((bert.n_layers, bert.n_heads), dtype=np.float32)
+    mask[sorted(set(layers))] = 0.0
+    return _effect(bert.encode_with(run, head_mask=mask)[-1], run.hidden_states[-1])
 
 
 SAME_TOLERANCE = 1e-6  # head diversity (nats) below which the heads count as computing one map
@@ -332,14 +410,20 @@ class Answer:
     structure (alpha = 1), and the parameters of a layer with `roles` shared."""
 
     roles: tuple[str, ...]
+    source: Source
     same_attention: bool  # W^Q and W^K shared: every head computes the same attention
     diversity_bert: float
     diversity_shared: float
     overlap_bert: dict[str, float]  # subspace overlap of each shared role's projections
     overlap_shared: dict[str, float]
-    rank_bert: float  # effective rank of the concatenated head outputs
-    rank_shared: float
-    rank_bound: int | None  # min(T, D) when Q, K and V are all shared (else no such bound)
+    heads_bert: float  # effective number of heads (metrics.effective_heads)
+    heads_shared: float
+    maps_bert: int  # distinct attention maps
+    maps_shared: int
+    spread_bert: float  # mean score spread of the heads (metrics.score_spread)
+    spread_shared: float
+    entropy_bert: float  # mean entropy of a map / ln T (1 = uniform)
+    entropy_shared: float
     params_distinct: int
     params_shared: int  # of the structure with `roles` shared
 
@@ -350,10 +434,15 @@ class Answer:
     @property
     def one_head(self) -> bool:
         """Q, K and V all shared: the layer is one head computed H times."""
-        return self.rank_bound is not None
+        return set(self.roles) == set(ROLES)
+
+    @property
+    def flat(self) -> bool:
+        """The shared map is much flatter than BERT's heads: less than half their score spread."""
+        return self.spread_shared < 0.5 * self.spread_bert
 
 
-def answer(sweep: list[dict[str, float]], d_model: int, n_heads: int, path: CollapsePath, n_tokens: int) -> Answer:
+def answer(sweep: list[dict[str, float]], d_model: int, n_heads: int, path: CollapsePath) -> Answer:
     """The numbers of the collapse page's answer, from alpha_sweep's measures (alpha = 0 and 1)
     and the structure of a layer with path.roles shared."""
     roles = path.roles
@@ -364,14 +453,20 @@ def answer(sweep: list[dict[str, float]], d_model: int, n_heads: int, path: Coll
     key = "subspace overlap W^{}".format
     return Answer(
         roles=roles,
+        source=path.source,
         same_attention={"q", "k"} <= set(roles) and n_heads > 1,
         diversity_bert=first["head diversity (JS)"],
         diversity_shared=last["head diversity (JS)"],
         overlap_bert={r: first[key(r.upper())] for r in roles},
         overlap_shared={r: last[key(r.upper())] for r in roles},
-        rank_bert=first["effective rank"],
-        rank_shared=last["effective rank"],
-        rank_bound=min(n_tokens, d_model // n_heads) if set(roles) == set(ROLES) else None,
+        heads_bert=first["effective number of heads"],
+        heads_shared=last["effective number of heads"],
+        maps_bert=int(first["distinct maps"]),
+        maps_shared=int(last["distinct maps"]),
+        spread_bert=first["score spread"],
+        spread_shared=last["score spread"],
+        entropy_bert=first["entropy / ln T"],
+        entropy_shared=last["entropy / ln T"],
         params_distinct=MultiHeadAttention.parameter_count(d_model, n_heads),
         params_shared=MultiHeadAttention.parameter_count(d_model, n_heads, heads=heads),
     )

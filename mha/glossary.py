@@ -63,10 +63,17 @@ TERMS = (
         "angles between the subspaces they span. 1 = the same subspace, 0 = orthogonal ones (Björck & Golub 1973).",
     ),
     Term(
-        "Effective rank",
-        "How many directions a matrix really uses: exp of the entropy of its normalised singular values "
-        "(Roy & Vetterli 2007). Applied to the heads' concatenated outputs: at most $d_k$ when every head is a copy "
-        "of one head.",
+        "Effective number of heads",
+        "How many different heads a layer really has: the effective rank (exp of the entropy of the normalised "
+        "singular values, Roy & Vetterli 2007) of the heads' outputs, each head's $T \\times d_k$ output flattened "
+        "to one vector of length 1. $h$ copies of one output give 1, however sharp or flat that head is; unrelated "
+        "heads give about $h$.",
+    ),
+    Term(
+        "Score spread",
+        "How sharp a head can be: the standard deviation of its scaled scores $q_i \\cdot k_j / \\sqrt{d_k}$ over the "
+        "keys, averaged over the queries. Near 0 the softmax gives every key about $1/T$ (a flat map); a spread of "
+        "several units lets one key take nearly all the weight.",
     ),
     Term(
         "K/V cache",

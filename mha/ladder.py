@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from . import metrics
+from . import collapse, metrics
 from .attention import ROLES, MultiHeadAttention, role_heads
 from .collapse import group_heads
 from .uptrain import UptrainProgress, UptrainResult, uptrain
@@ -44,11 +44,19 @@ class Rung:
     """One step of the ladder: a name and the layer's structure, heads = (q, k, v) projections of
     Q, K and V for its n_heads heads (MHA: (H, H, H); GQA-G: (H, G, G); MQA: (H, 1, 1); shared
     Q/K/V: (1, 1, 1); shared Q and K: (1, 1, H)). A converted layer is built with exactly this
-    structure, so its parameter count, gradients and training follow from it."""
+    structure, so its parameter count, gradients and training follow from it. rescale: each
+    pooled projection keeps its group's typical norm (collapse.group_heads); without it, the
+    plain mean of Ainslie et al. 2023, about 1/sqrt(group size) of a slice's norm."""
 
     name: str
     heads: tuple[int, int, int]
     n_heads: int
+    rescale: bool = False
+
+    @property
+    def pooling(self) -> str:
+        """How the converted projections were made, in words (for display only)."""
+        return "mean-pooled, scale restored" if self.rescale else "mean-pooled"
 
     @property
     def shares(self) -> str:
@@ -69,26 +77,27 @@ class Rung:
     def module(self, layer: MultiHeadAttention) -> MultiHeadAttention:
         """The layer converted to this rung (a copy; each group's heads mean-pooled, as Ainslie
         et al. 2023 do for K and V)."""
-        return layer if layer.role_heads == self.heads else group_heads(layer, self.heads)
+        return layer if layer.role_heads == self.heads else group_heads(layer, self.heads, self.rescale)
 
     def parameter_count(self, d_model: int) -> int:
         """Parameters of a layer of this structure (bias included)."""
         return MultiHeadAttention.parameter_count(d_model, self.n_heads, heads=self.heads)
 
 
-def rungs(n_heads: int) -> list[Rung]:
+def rungs(n_heads: int, rescale: bool = False) -> list[Rung]:
     """MHA, GQA with every proper divisor G of H (largest first), MQA, then shared Q/K/V; and,
-    as contrasts, Q and K shared with V per head, and Q alone shared."""
+    as contrasts, Q and K shared with V per head, and Q alone shared (pooled projections
+    rescaled to their groups' norm if `rescale`)."""
     H = n_heads
     groups = [g for g in range(H - 1, 1, -1) if H % g == 0]
     rungs = [Rung("MHA", (H, H, H), H)]
-    rungs += [Rung(f"GQA-{g}", (H, g, g), H) for g in groups]
+    rungs += [Rung(f"GQA-{g}", (H, g, g), H, rescale) for g in groups]
     if H > 1:
         rungs += [
-            Rung("MQA", (H, 1, 1), H),
-            Rung("shared Q/K/V", (1, 1, 1), H),
-            Rung("shared Q, K", (1, 1, H), H),
-            Rung("shared Q", (1, H, H), H),
+            Rung("MQA", (H, 1, 1), H, rescale),
+            Rung("shared Q/K/V", (1, 1, 1), H, rescale),
+            Rung("shared Q, K", (1, 1, H), H, rescale),
+            Rung("shared Q", (1, H, H), H, rescale),
         ]
     return rungs
 
@@ -179,6 +188,31 @@ def rung_measures(
     )
 
 
+@dataclass
+class Baselines:
+    """What a conversion is worth against doing without: the same cosines as RungMeasures with
+    every head of the layer removed (its attention sub-layer then adds only W^O's bias), and
+    the sentence cosine with every head of every layer removed."""
+
+    layer_cosine: float
+    sentence_cosine: float
+    sentence_cosine_no_heads: float
+
+
+def baselines(bert: LoadedBert, run: BertRun, layer: int) -> Baselines:
+    """The layer without attention and the model without any head, measured as rung_measures does."""
+    original = bert.scratch_layer(layer)
+    x = run.layer_input(layer)  # (1, T, C)
+    with torch.inference_mode():
+        out, _ = original(x, None, torch.zeros(bert.n_heads))  # every head's output zeroed before W^O
+        ref_out, _ = original(x)
+    return Baselines(
+        layer_cosine=float(metrics.cosine(out[0].numpy(), ref_out[0].numpy()).mean()),
+        sentence_cosine=collapse.removal_effect(bert, run, [layer])["sentence embedding cosine"],
+        sentence_cosine_no_heads=collapse.removal_effect(bert, run, range(bert.n_layers))["sentence embedding cosine"],
+    )
+
+
 def rung_attention(bert: LoadedBert, run: BertRun, layer: int, rung: Rung) -> np.ndarray:
     """The rung's attention (H, T, T) in one layer on the run's input to it."""
     m = rung.module(bert.scratch_layer(layer))
@@ -186,16 +220,33 @@ def rung_attention(bert: LoadedBert, run: BertRun, layer: int, rung: Rung) -> np
         return m(run.layer_input(layer))[1][0].numpy()
 
 
-def held_out_cosine(bert: LoadedBert, runs: list[BertRun], layer: int, module: MultiHeadAttention) -> float:
-    """Mean sentence-embedding cosine to BERT's own over `runs` with `layer` replaced by module."""
+def held_out_cosine(
+    bert: LoadedBert, runs: list[BertRun], layer: int, module: MultiHeadAttention | None = None
+) -> float:
+    """Mean sentence-embedding cosine to BERT's own over `runs` with `layer` replaced by module
+    (module None: the layer's heads removed, the baseline)."""
+    if module is None:
+        mask = np.ones((bert.n_layers, bert.n_heads), dtype=np.float32)
+        mask[layer] = 0.0
+        change = {"head_mask": mask}
+    else:
+        change = {"replace": {layer: module}}
     return float(
-        np.mean(
-            [
-                metrics.cosine(bert.encode_with(r, replace={layer: module})[-1].mean(0), r.hidden_states[-1].mean(0))
-                for r in runs
-            ]
-        )
+        np.mean([metrics.cosine(bert.encode_with(r, **change)[-1].mean(0), r.hidden_states[-1].mean(0)) for r in runs])
     )
+
+
+def held_out_error(original: MultiHeadAttention, module: MultiHeadAttention, runs: list[BertRun], layer: int) -> float:
+    """The relative error of uptrain.relative_mse, ||f(x) - f_orig(x)||^2 / ||f_orig(x)||^2 summed
+    over every token of `runs` (each on its BERT input to `layer`)."""
+    err = total = 0.0
+    with torch.inference_mode():
+        for r in runs:
+            x = r.layer_input(layer)  # (1, T, C)
+            target = original(x)[0]
+            err += float(((module(x)[0] - target) ** 2).sum())
+            total += float((target**2).sum())
+    return err / total
 
 
 def held_out_diversity(runs: list[BertRun], layer: int, module: MultiHeadAttention) -> float:
@@ -209,8 +260,9 @@ def held_out_diversity(runs: list[BertRun], layer: int, module: MultiHeadAttenti
 @dataclass
 class UptrainOutcome:
     """A rung of one layer after a short uptraining, and its held-out effect over hand-written
-    sentences it was not fitted on: the mean sentence cosine to BERT's own embeddings and the
-    mean head diversity, converted (before) and uptrained (after)."""
+    sentences it was not fitted on: the mean sentence cosine to BERT's own embeddings, the
+    relative error of the layer's output and the mean head diversity, converted (before) and
+    uptrained (after); and the baseline, the sentence cosine with the layer's heads removed."""
 
     rung: Rung
     layer: int
@@ -220,6 +272,9 @@ class UptrainOutcome:
     diversity_before: float = float("nan")
     diversity_after: float = float("nan")
     held_out_sentences: int = 0
+    error_before: float = float("nan")  # relative error on the held-out sentences
+    error_after: float = float("nan")
+    removed_cosine: float = float("nan")  # held-out sentence cosine with the layer's heads removed
 
 
 def uptrain_rung(
@@ -246,4 +301,7 @@ def uptrain_rung(
         held_out_diversity(held_out, layer, converted),
         held_out_diversity(held_out, layer, fit.module),
         len(held_out),
+        held_out_error(original, converted, held_out, layer),
+        held_out_error(original, fit.module, held_out, layer),
+        held_out_cosine(bert, held_out, layer),
     )

@@ -64,8 +64,9 @@ def number(x: float) -> str:
 
 def check_answer(before: collapse.LayerCollapse, after: collapse.LayerCollapse) -> dict[str, tuple[float, float]]:
     """The check question's numbers on one layer, (BERT's heads, one shared W^Q, W^K, W^V): head
-    diversity, the mean subspace overlap of each projection, the effective rank of the
-    concatenated heads, the parameters, and the largest difference between the heads' maps."""
+    diversity, the mean subspace overlap of each projection, the effective number of heads, the
+    distinct maps, the score spread and entropy of a map, the parameters, and the largest
+    difference between the heads' maps."""
     b, a = before.summary(), after.summary()
     out = {k: (b[k], a[k]) for k in b if k != "alpha"}
     out["parameters"] = (float(before.parameters), float(after.parameters))
@@ -252,12 +253,17 @@ PREDICTIONS = (
 
 def sharing_outcome(before: collapse.LayerCollapse, after: collapse.LayerCollapse) -> dict[str, float]:
     """Step 6: what sharing Q, K and V does to one real layer (collapse_layer at alpha = 0 and at
-    alpha = 1): head diversity before and after, the largest difference between heads' maps,
-    parameters before and after."""
+    alpha = 1): head diversity, the effective number of heads and the mean entropy of a map (over
+    ln T) before and after, the largest difference between heads' maps, parameters before and after."""
+    b, a = before.summary(), after.summary()
     return {
         "heads": after.weights.shape[0],
-        "diversity before": metrics.mean_off_diagonal(before.diversity),
-        "diversity after": metrics.mean_off_diagonal(after.diversity),
+        "diversity before": b["head diversity (JS)"],
+        "diversity after": a["head diversity (JS)"],
+        "effective heads before": b["effective number of heads"],
+        "effective heads after": a["effective number of heads"],
+        "entropy before": b["entropy / ln T"],
+        "entropy after": a["entropy / ln T"],
         "max difference between heads": head_spread(after),
         "parameters before": before.parameters,
         "parameters after": after.parameters,
@@ -272,14 +278,25 @@ def prediction_feedback(choice: int, outcome: dict[str, float]) -> tuple[bool, s
         f"the heads' attention now differs by at most {outcome['max difference between heads']:.1e} and the mean "
         f"divergence between heads fell from {outcome['diversity before']:.3f} to {outcome['diversity after']:.1e}"
     )
+    heads = (
+        f"the effective number of heads went from {outcome['effective heads before']:.1f} to "
+        f"{outcome['effective heads after']:.1f}"
+    )
     if right:
         return True, (
-            f"Right: {did}. {outcome['heads']} copies of one head, for {outcome['parameters after']:,} parameters "
-            f"instead of {outcome['parameters before']:,}."
+            f"Right: {did}, and {heads}: {outcome['heads']} copies of one head, for "
+            f"{outcome['parameters after']:,} parameters instead of {outcome['parameters before']:,}."
         )
+    e0, e1 = outcome["entropy before"], outcome["entropy after"]
+    entropy = (
+        f" The mean entropy of a map went from {e0:.2f} to {e1:.2f} of $\\ln T$ ({'lower' if e1 < e0 else 'higher'}), "
+        "but that is not what sharing is about."
+        if choice == 2
+        else ""
+    )
     return False, (
-        f"Not quite: {did}. With one $W^Q$ and one $W^K$ every head computes the same $Q_i K_i^\\top$, so the same "
-        "softmax: the subspaces collapse into one."
+        f"Not quite: {did}, and {heads}.{entropy} With one $W^Q$ and one $W^K$ every head computes the same "
+        "$Q_i K_i^\\top$, so the same softmax: the subspaces collapse into one."
     )
 
 

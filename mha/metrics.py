@@ -5,7 +5,9 @@ the cosine between representations. The per-head measures of the atlas live in a
 References:
 - Clark et al. 2019, "What Does BERT Look At?": Jensen-Shannon divergence between heads.
 - Björck & Golub 1973: principal angles between subspaces (scipy.linalg.subspace_angles).
-- Roy & Vetterli 2007, "The effective rank": exp of the entropy of the normalised singular values.
+- Roy & Vetterli 2007, "The effective rank": exp of the entropy of the normalised singular values;
+  `effective_heads` applies it to the heads' outputs, one vector per head, to count how many
+  different heads a layer really has.
 
 Shapes: H heads, T tokens, C = d_model, D = C / H.
 """
@@ -126,3 +128,38 @@ def effective_rank(matrix: np.ndarray) -> float:
         return 0.0
     p = s / s.sum()
     return float(np.exp(-(p * np.log(p)).sum()))
+
+
+def effective_heads(heads: np.ndarray) -> float:
+    """How many different heads a layer has: the effective rank of its H head outputs, each
+    (T, D) output flattened to one vector and scaled to length 1. H copies of one output give 1
+    (whatever that output is, sharp or flat); H mutually orthogonal outputs give H. A head with
+    uniform attention still counts as its own head when its values differ from the others'.
+
+    heads: (H, T, D) the heads' outputs (weights @ V_i) before concatenation.
+    """
+    h = np.asarray(heads, dtype=np.float64)
+    rows = h.reshape(h.shape[0], -1)  # (H, T*D): one vector per head
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return effective_rank(rows / np.where(norms > 0, norms, 1.0))
+
+
+def distinct_maps(weights: np.ndarray, tolerance: float = 1e-5) -> int:
+    """The number of different attention maps among H heads: a head counts as new when its map
+    differs from every earlier new head's by more than `tolerance` in some weight (largest
+    absolute difference). weights: (H, T, T)."""
+    w = np.asarray(weights, dtype=np.float64)
+    kept: list[np.ndarray] = []
+    for m in w:
+        if all(np.abs(m - k).max() > tolerance for k in kept):
+            kept.append(m)
+    return len(kept)
+
+
+def score_spread(scaled: np.ndarray) -> np.ndarray:
+    """(H, T, T) scaled scores q_i . k_j / sqrt(d_k) -> (H,) their spread per head: the standard
+    deviation over keys, averaged over queries. Softmax turns a spread near 0 into a flat map
+    (every key about 1/T) whatever the order of the scores; a spread of several units lets a
+    head put nearly all its weight on one key."""
+    s = np.asarray(scaled, dtype=np.float64)
+    return s.std(-1).mean(-1)

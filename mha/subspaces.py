@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from scipy.linalg import orthogonal_procrustes
 
+from . import metrics
 from .attention import MultiHeadAttention
 from .collapse import CollapsePath, module_at
 
@@ -45,13 +46,15 @@ class HeadSpaces:
 
 @dataclass
 class HeadMaps:
-    """A 2-D picture per head: queries, keys (H, T, 2), fidelity (H,) (see the module doc), and
-    the head's attention weights (H, T, T) when they were computed with it (else None)."""
+    """A 2-D picture per head: queries, keys (H, T, 2), fidelity (H,) (see the module doc), the
+    head's attention weights (H, T, T) when they were computed with it (else None), and the
+    spread of its real scaled scores (H,) (metrics.score_spread; near 0, a flat map) when known."""
 
     queries: np.ndarray
     keys: np.ndarray
     fidelity: np.ndarray
     weights: np.ndarray | None = None
+    spread: np.ndarray | None = None
 
 
 def head_spaces(module: MultiHeadAttention, x: torch.Tensor | np.ndarray) -> HeadSpaces:
@@ -106,7 +109,8 @@ def head_maps(spaces: HeadSpaces, weights: np.ndarray | None = None) -> HeadMaps
     for h in range(H):
         keys = spaces.keys[h] - spaces.keys[h].mean(0)  # free for the softmax: one shift per row
         qs[h], ks[h], fid[h] = _rank2(spaces.queries[h] * scale, keys)
-    return HeadMaps(qs, ks, fid, weights)
+    scaled = (spaces.queries * scale) @ spaces.keys.transpose(0, 2, 1)  # (H, T, T)
+    return HeadMaps(qs, ks, fid, weights, metrics.score_spread(scaled))
 
 
 def layer_maps(bert: LoadedBert, run: BertRun, layer: int, path: CollapsePath = BERT) -> HeadMaps:

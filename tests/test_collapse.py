@@ -19,16 +19,16 @@ def run(bert):
     return bert.attend(SENTENCES[0])
 
 
-@pytest.mark.parametrize("source", [0, 5, "mean"])
+@pytest.mark.parametrize("source", [0, 5, "mean", "scaled"])
 def test_fully_shared_heads_are_identical_in_every_layer(bert, run, source):
-    H, D = bert.n_heads, bert.d_model // bert.n_heads
+    H = bert.n_heads
     for layer in range(bert.n_layers):
         c = collapse.collapse_layer(bert, run, layer, CollapsePath(1.0, source))
         assert np.abs(c.weights - c.weights[:1]).max() < 1e-6
         assert metrics.mean_off_diagonal(c.diversity) < 1e-9
         for role in "qkv":
             np.testing.assert_allclose(c.overlap[role], np.ones((H, H)), atol=1e-6)
-        assert c.effective_rank <= D + 1e-6
+        assert c.effective_heads == pytest.approx(1.0, abs=1e-6) and c.distinct_maps == 1
 
 
 def test_alpha_zero_is_bert_itself(bert, run):
@@ -138,7 +138,7 @@ def test_invalid_collapse_arguments_raise():
         CollapsePath(0.5, source="first")
     assert CollapsePath(0.3, roles=("v", "q", "q")) == CollapsePath(0.3, roles=("q", "v"))  # one value per setting
     with pytest.raises(ValueError, match="alpha = 0 and alpha = 1"):
-        collapse.answer([{"alpha": 0.0}, {"alpha": 0.5}], 32, 4, CollapsePath(roles=("q",)), 5)
+        collapse.answer([{"alpha": 0.0}, {"alpha": 0.5}], 32, 4, CollapsePath(roles=("q",)))
 
 
 def test_encode_with_no_replacement_reproduces_bert(bert, run):
@@ -224,17 +224,18 @@ def test_answer_numbers_and_csv(bert, run):
     import pandas as pd
 
     sweep = collapse.alpha_sweep(bert, run, 2, CollapsePath(1.0, 0), steps=3)
-    a = collapse.answer(sweep, bert.d_model, bert.n_heads, CollapsePath(roles=("v", "q", "k")), run.n_tokens)
+    a = collapse.answer(sweep, bert.d_model, bert.n_heads, CollapsePath(roles=("v", "q", "k")))
     C, D = bert.d_model, bert.d_model // bert.n_heads
-    # the bound on the rank of T identical T x D head outputs is min(T, D): 16 tokens here, not D = 32
-    assert a.roles == ("k", "q", "v") and a.same_attention and a.one_head and a.rank_bound == min(run.n_tokens, D) == 16
-    assert a.overlap_shared == {"k": 1.0, "q": 1.0, "v": 1.0} and a.rank_shared <= a.rank_bound
+    assert a.roles == ("k", "q", "v") and a.same_attention and a.one_head
+    assert a.heads_bert > 10 and a.heads_shared == pytest.approx(1.0, abs=1e-6)
+    assert a.maps_bert == bert.n_heads and a.maps_shared == 1
+    assert a.overlap_shared == {"k": 1.0, "q": 1.0, "v": 1.0}
     assert a.diversity_bert == sweep[0]["head diversity (JS)"] > 0.05 and a.diversity_shared < 1e-9
     assert a.params_distinct == MultiHeadAttention.parameter_count(C, bert.n_heads, "distinct")
     assert a.params_shared == MultiHeadAttention.parameter_count(C, bert.n_heads, "shared")
-    kv = collapse.answer(sweep, C, bert.n_heads, CollapsePath(roles=("k", "v")), run.n_tokens)
+    kv = collapse.answer(sweep, C, bert.n_heads, CollapsePath(roles=("k", "v")))
     assert set(kv.overlap_bert) == {"k", "v"}  # the overlap of what is shared, not of W^Q
-    assert not kv.same_attention and not kv.one_head and kv.rank_bound is None
+    assert not kv.same_attention and not kv.one_head
     assert kv.params_saved == 2 * ((C * C + C) - (C * D + D))  # only W^K and W^V (and biases) shrink
     table = pd.read_csv(io.BytesIO(collapse.sweep_csv(sweep)))
     assert list(table.columns) == list(sweep[0]) and len(table) == 3

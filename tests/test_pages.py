@@ -291,7 +291,7 @@ def test_collapse_answer_is_at_alpha_one_and_the_slider_shows_what_is_in_effect(
 
     at = app(layer="1")
     at.switch_page("app_pages/collapse.py").run()
-    assert at.selectbox(key="_w_collapse_source").value == collapse.DEFAULT_SOURCE == "mean"
+    assert at.selectbox(key="_w_collapse_source").value == collapse.DEFAULT_SOURCE == "scaled"
     at.slider(key="_w_collapse_alpha").set_value(0.5).run()
     no_exception(at)
     metric = {m.label: m for m in at.metric}
@@ -348,7 +348,7 @@ def test_build_page_shows_the_collapse_measures():
     metric = {m.label: m.value for m in at.metric}
     assert float(metric["Head diversity (mean JS between heads)"]) == 0
     assert float(metric["Subspace overlap of $W^Q$ slices"]) == 1
-    assert float(metric["Effective rank of the concatenation"]) <= 32
+    assert float(metric["Effective number of heads"]) == 1.0
 
 
 def test_atlas_page_measures_link_finder_and_comparison(bert):
@@ -449,11 +449,20 @@ def test_subspaces_page_draws_one_panel_per_head_from_layer_maps(bert):
     queries, keys = panel_points(panels, "queries"), panel_points(panels, "keys")
     assert len(queries) == len(keys) == bert.n_heads
     expect = subspaces.layer_maps(bert, run, 3)
+    # the score spread from Transformers' weights, in numpy: std over keys of q . k / sqrt(d_k), mean over queries
+    H, D = bert.n_heads, bert.d_model // bert.n_heads
+    attn = bert.model.encoder.layer[3].attention.self
+    x = run.hidden_states[3].astype(np.float64)
+    q, k = (
+        (x @ p.weight.detach().double().numpy().T + p.bias.detach().double().numpy()).reshape(-1, H, D).swapaxes(0, 1)
+        for p in (attn.query, attn.key)
+    )
+    spread = (q @ k.swapaxes(1, 2) / np.sqrt(D)).std(-1).mean(-1)  # (H,)
     for h in range(bert.n_heads):
         np.testing.assert_allclose(queries[h], expect.queries[h], atol=1e-4)
         np.testing.assert_allclose(keys[h], expect.keys[h], atol=1e-4)
         title = panels["layout"]["annotations"][h]["text"]
-        assert title == f"head {h}<br>fidelity {expect.fidelity[h]:.2f}"
+        assert title == f"head {h}<br>fidelity {expect.fidelity[h]:.2f}, spread {spread[h]:.2f}"
     assert any("different pictures" in i.value for i in at.info)
     # the followed token: ringed in every panel, lines to its top 3 keys
     mole = run.tokens.index("mole")
@@ -485,26 +494,35 @@ def table_with(at: AppTest, column: str):
 
 
 def test_sharing_page_ladder_and_uptraining(bert):
-    from mha import ladder
+    from mha import ladder, subspaces
 
     at = app(layer="5")
     at.switch_page("app_pages/sharing.py").run()
     no_exception(at)
     run = bert.attend(at.session_state["text"])
     table = table_with(at, "rung")
-    assert list(table["rung"]) == [r.name for r in ladder.rungs(bert.n_heads)]
-    for r in ladder.rungs(bert.n_heads):
-        expect = ladder.rung_measures(bert, run, 5, r)
-        row = table[table["rung"] == r.name].iloc[0]
-        assert row["parameters (layer)"] == expect.parameters
-        assert row["sentence cosine"] == pytest.approx(expect.sentence_cosine, abs=2e-3)
-        assert row["head diversity (JS)"] == pytest.approx(expect.diversity, abs=2e-3)
+    base = ladder.baselines(bert, run, 5)
+    names = [r.name for r in ladder.rungs(bert.n_heads)]
+    assert list(table["rung"]) == [*names, "no attention in layer 5", "no head in any layer"]
+    for rescale in (False, True):
+        kind = "scale restored" if rescale else "mean-pooled"
+        for r in ladder.rungs(bert.n_heads, rescale):
+            expect = ladder.rung_measures(bert, run, 5, r)
+            row = table[table["rung"] == r.name].iloc[0]
+            assert row["parameters (layer)"] == expect.parameters
+            assert row[f"sentence cosine, {kind}"] == pytest.approx(expect.sentence_cosine, abs=2e-3)
+            assert row[f"head diversity (JS), {kind}"] == pytest.approx(expect.diversity, abs=2e-3)
+    gone, none = table.iloc[-2], table.iloc[-1]
+    assert gone["sentence cosine, mean-pooled"] == pytest.approx(base.sentence_cosine, abs=2e-3)
+    assert none["sentence cosine, mean-pooled"] == pytest.approx(base.sentence_cosine_no_heads, abs=2e-3)
     assert not [m.value for m in at.markdown if "must stay distinct" in m.value]  # contradicted by the numbers
     (which,) = [m.value for m in at.markdown if "Sharing **K and V** (MQA) leaves" in m.value]
     by = {r.heads: ladder.rung_measures(bert, run, 5, r) for r in ladder.rungs(bert.n_heads)}
+    scaled = {r.heads: ladder.rung_measures(bert, run, 5, r) for r in ladder.rungs(bert.n_heads, True)}
     mqa, q_only, mha = by[(12, 1, 1)], by[(1, 12, 12)], by[(12, 12, 12)]
-    assert f"differ by {mha.diversity:.3f}" in which and f"leaves {mqa.diversity:.3f}" in which
-    assert f"leaves {q_only.diversity:.3f}" in which
+    assert f"differ by {mha.diversity:.3f}" in which and f"leaves {scaled[(12, 1, 1)].diversity:.3f}" in which
+    assert f"and {mqa.diversity:.3f}" in which and f"leaves {scaled[(1, 12, 12)].diversity:.3f}" in which
+    assert f"or {q_only.diversity:.3f}" in which
     assert "Only the rungs that share **both Q and K** (shared Q/K/V, shared Q, K)" in which
     # a short uptraining of the tied rung, then the before/after table (kept for the next visitor): one W^Q
     # and one W^K through training, so every head still computes one map
@@ -514,18 +532,23 @@ def test_sharing_page_ladder_and_uptraining(bert):
     at.button(key="sharing_train").click().run()
     no_exception(at)
     outcome = table_with(at, "uptrained")
-    fitted, held, diversity = outcome.iloc[0], outcome.iloc[1], outcome.iloc[2]
+    error, held, diversity, fitted = outcome.iloc[0], outcome.iloc[1], outcome.iloc[2], outcome.iloc[5]
+    assert "held-out" in error[""] and "fitted" in fitted[""]  # held-out error first, fitted error last
     assert fitted["uptrained"] < fitted["converted"]
     assert diversity["converted"] == 0 and diversity["uptrained"] == 0
+    assert held["layer's attention removed"] == pytest.approx(
+        ladder.held_out_cosine(bert, [bert.attend(t) for t in subspaces.pool_sentences()], 5), abs=2e-3
+    )
     caption = " ".join(c.value for c in at.caption if "steps in" in c.value)
-    assert f"from {held['converted']:.3f} (converted) to {held['uptrained']:.3f} (uptrained)" in caption
+    assert f"from {error['converted']:.3f} (converted) to {error['uptrained']:.3f} (uptrained)" in caption
+    assert f"cosine from {held['converted']:.3f} to {held['uptrained']:.3f}" in caption
     assert "Q and K stayed one matrix each for all 12 heads" in caption and "head diversity 0.0e+00" in caption
     again = app(layer="5")
     again.switch_page("app_pages/sharing.py").run()
     again.select_slider(key="_w_sharing_steps").set_value(250).run()
     again.selectbox(key="_w_sharing_rung").select(tied).run()
     assert again.button(key="sharing_train").disabled
-    assert table_with(again, "uptrained").iloc[0]["uptrained"] == fitted["uptrained"]
+    assert table_with(again, "uptrained").iloc[5]["uptrained"] == fitted["uptrained"]
 
 
 def test_heads_needed_page_maps_held_out_curves_and_editor(bert):
@@ -588,10 +611,15 @@ def test_collapse_page_scores_sharing_on_the_task(bert):
     at.toggle(key="_w_collapse_shared").set_value(True).run()
     no_exception(at)
     metric = {m.label: m.value for m in at.metric}
-    shared = task.evaluate(bert, replace={1: collapse.shared_module(bert.scratch_layer(1), "mean")}).spearman
+    shared = task.evaluate(bert, replace={1: collapse.shared_module(bert.scratch_layer(1), "scaled")}).spearman
     assert float(metric["Task: Spearman on the bundled pairs"]) == pytest.approx(shared, abs=5e-4)
     answer = " ".join(m.value for m in at.markdown if "one head computed" in m.value)
     assert f"Spearman on its own task from {task.evaluate(bert).spearman:.3f} to {shared:.3f}" in answer
+    # beside the baseline, measured the same way: layer 1's heads removed
+    removed = task.evaluate(bert, head_mask=task.head_mask(bert, [(1, h) for h in range(bert.n_heads)])).spearman
+    assert f"with every head of this layer removed instead it is {removed:.3f}" in answer
+    (table,) = [d.value for d in at.dataframe if "Spearman" in d.value.columns]
+    assert table["Spearman"].iloc[1] == pytest.approx(removed, abs=5e-4)
 
 
 def test_why_heads_settings_survive_a_page_switch():

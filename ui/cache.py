@@ -157,11 +157,24 @@ def cached_spectra(model_name: str, layer: int) -> subspaces.WeightSpectra:
 
 
 @per_sentence
-def cached_ladder(inp: Inputs, layer: int) -> list[ladder.RungMeasures]:
-    """Every rung of the ladder MHA -> GQA -> MQA -> shared for one layer, measured."""
+def cached_ladder(inp: Inputs, layer: int, rescale: bool = False) -> list[ladder.RungMeasures]:
+    """Every rung of the ladder MHA -> GQA -> MQA -> shared for one layer, measured (pooled
+    projections rescaled to their groups' norm if `rescale`)."""
     model = load_model(inp.model)
     run = cached_run(inp)
-    return [ladder.rung_measures(model, run, layer, rung) for rung in ladder.rungs(model.n_heads)]
+    return [ladder.rung_measures(model, run, layer, rung) for rung in ladder.rungs(model.n_heads, rescale)]
+
+
+@per_sentence
+def cached_baselines(inp: Inputs, layer: int) -> ladder.Baselines:
+    """The layer without attention and the model without any head, on the sentence."""
+    return ladder.baselines(load_model(inp.model), cached_run(inp), layer)
+
+
+@per_sentence
+def cached_removal(inp: Inputs, layers: tuple[int, ...]) -> dict[str, float]:
+    """How much the final hidden states move when every head of `layers` is removed."""
+    return collapse.removal_effect(load_model(inp.model), cached_run(inp), layers)
 
 
 @per_model
@@ -175,6 +188,12 @@ def cached_task(model_name: str, removed: tuple[tuple[int, int], ...] = ()) -> t
     """The model's Spearman on the bundled pairs with the `removed` (layer, head)s gone."""
     model = load_model(model_name)
     return task.evaluate(model, head_mask=task.head_mask(model, removed) if removed else None)
+
+
+def cached_task_without(model_name: str, layers: tuple[int, ...]) -> task.TaskScore:
+    """The model's Spearman on the bundled pairs with every head of `layers` removed (a baseline)."""
+    n_heads = load_model(model_name).n_heads
+    return cached_task(model_name, tuple((i, h) for i in sorted(set(layers)) for h in range(n_heads)))
 
 
 @per_model

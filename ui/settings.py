@@ -88,6 +88,7 @@ SETTINGS: dict[str, Setting] = {
     "needed_least": Setting(int, 0),
     # What to share (the ladder)
     "sharing_rung": Setting(str),  # a rung's name; default: the second below MHA (GQA-4 for 12 heads)
+    "sharing_pooling": Setting(str, "mean-pooled"),  # the rung to uptrain starts plain or with its scale restored
     "sharing_steps": Setting(int, 1000),
     "sharing_seed": Setting(int, 0),
     # Why many heads

@@ -42,6 +42,8 @@ def jobs(model_name: str) -> list[Callable[[], object]]:
         lambda: cache.cached_task(model_name),  # the task score (heads and collapse pages)
         lambda: cache.cached_task_shared(model_name, (layer,), path),  # the collapse page's first setting
         lambda: cache.cached_task_shared(model_name, (layer,), path.at(1.0)),  # ... and at alpha = 1
+        lambda: cache.cached_task_without(model_name, (layer,)),  # its baselines: no attention in the layer,
+        lambda: cache.cached_task_without(model_name, tuple(range(cache.load_model(model_name).n_layers))),  # no head
         lambda: cache.heads_study(model_name),
         lambda: cache.cached_spectra(model_name, layer),
         lambda: cache.cached_pool_runs(model_name),  # the pool of sentences

@@ -186,7 +186,8 @@ def path_controls(n_heads: int, prefix: str) -> CollapsePath | None:
     of the collapse path they set (None, with a message, when no projection is chosen).
 
     Settings start with `prefix` (e.g. "collapse_alpha", declared in ui/settings.py), so each page keeps its own.
-    The shared slice is the mean of the heads' slices unless a head is chosen (collapse.DEFAULT_SOURCE).
+    The shared slice is the mean of the heads' slices rescaled to a slice's norm (collapse.DEFAULT_SOURCE)
+    unless the plain mean or one head's slice is chosen.
     """
     c1, c2, c3, c4 = st.columns([1.3, 1.7, 1.2, 1.6])  # the toggle's label whole
     shared = kept("toggle", "Shared (alpha = 1)", f"{prefix}_shared", c1, on_change=lambda: _shared_toggled(prefix))
@@ -205,8 +206,11 @@ def path_controls(n_heads: int, prefix: str) -> CollapsePath | None:
         "Shared projection",
         f"{prefix}_source",
         c3,
-        options=[collapse.DEFAULT_SOURCE, *(h for h in range(n_heads) if h != collapse.DEFAULT_SOURCE)],
-        format_func=collapse.source_name,
+        options=[*collapse.POOLED, *range(n_heads)],
+        format_func=collapse.source_label,
+        help="Rescaled mean (the default): the mean of the heads' slices, made as long as a typical slice. Plain "
+        "mean: about $1/\\sqrt{h}$ as long, so every score shrinks and the one map left goes flat. Head i: that "
+        "head's own slice.",
     )
     roles = kept(
         "multiselect",

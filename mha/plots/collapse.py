@@ -33,12 +33,13 @@ def head_matrix(values: np.ndarray, title: str, zmax: float = 1.0, label: str = 
 
 
 def sweep_chart(rows: list[dict[str, float]], current: float | None = None) -> go.Figure:
-    """Measures against alpha (rows of collapse.LayerCollapse.summary()): diversity and overlaps on the
-    left axis, effective rank on the right."""
+    """Measures against alpha (rows of collapse.LayerCollapse.summary()): diversity, overlaps and
+    the entropy of a map / ln T on the left axis, the effective number of heads on the right."""
     alphas = [r["alpha"] for r in rows]
     fig = go.Figure()
-    for key in (k for k in rows[0] if k != "alpha"):
-        right = key == "effective rank"
+    shown = [k for k in rows[0] if k.startswith(("head diversity", "subspace overlap"))]
+    for key in [*shown, "entropy / ln T", "effective number of heads"]:
+        right = key == "effective number of heads"
         fig.add_trace(
             go.Scatter(
                 x=alphas,
@@ -56,8 +57,8 @@ def sweep_chart(rows: list[dict[str, float]], current: float | None = None) -> g
         height=380,
         margin=dict(l=10, r=10, t=50, b=10),
         xaxis=dict(title="alpha"),
-        yaxis=dict(title="divergence / overlap", range=[0, 1.05]),
-        yaxis2=dict(title="effective rank", overlaying="y", side="right", rangemode="tozero"),
+        yaxis=dict(title="divergence / overlap / entropy share", range=[0, 1.05]),
+        yaxis2=dict(title="effective number of heads", overlaying="y", side="right", rangemode="tozero"),
         legend=dict(orientation="h", y=-0.25),
     )
     return fig

@@ -9,41 +9,61 @@ import plotly.graph_objects as go
 from .common import role_colour
 
 if TYPE_CHECKING:
-    from ..ladder import RungMeasures
+    from ..ladder import Baselines, RungMeasures
 
 
-def ladder_chart(rows: list[RungMeasures]) -> go.Figure:
-    """The ladder's rungs (ladder.RungMeasures) left to right: sentence and layer-output cosine
-    (left axis), head diversity (right axis)."""
+def ladder_chart(
+    rows: list[RungMeasures], rescaled: list[RungMeasures] | None = None, baselines: Baselines | None = None
+) -> go.Figure:
+    """The ladder's rungs (ladder.RungMeasures) left to right: the sentence cosine of the plain
+    mean-pooled conversion and, if given, of the one with its scale restored (left axis), their
+    head diversity as bars (right axis), and the baselines (ladder.Baselines) as level lines."""
     names = [r.rung.name for r in rows]
     fig = go.Figure()
-    for key, label in [("sentence_cosine", "sentence cosine"), ("layer_cosine", "layer output cosine")]:
+    series = [("mean-pooled", rows, None)] + ([("scale restored", rescaled, "dot")] if rescaled else [])
+    for kind, measured, dash in series:
         fig.add_trace(
             go.Scatter(
                 x=names,
-                y=[getattr(r, key) for r in rows],
-                name=label,
+                y=[r.sentence_cosine for r in measured],
+                name=f"sentence cosine, {kind}",
                 mode="lines+markers",
-                line=dict(color=role_colour(label)),
+                line=dict(color=role_colour("sentence cosine"), dash=dash),
             )
         )
-    fig.add_trace(
-        go.Bar(
-            x=names,
-            y=[r.diversity for r in rows],
-            name="head diversity (JS)",
-            yaxis="y2",
-            marker_color=role_colour("diversity"),
-            opacity=0.5,
+    for (kind, measured, _), opacity in zip(series, (0.35, 0.7)):
+        fig.add_trace(
+            go.Bar(
+                x=names,
+                y=[r.diversity for r in measured],
+                name=f"head diversity (JS), {kind}",
+                yaxis="y2",
+                marker_color=role_colour("diversity"),
+                opacity=opacity,
+            )
         )
-    )
+    if baselines is not None:
+        for value, label, dash in (
+            (baselines.sentence_cosine, "layer's attention removed", "dash"),
+            (baselines.sentence_cosine_no_heads, "every head removed", "dashdot"),
+        ):
+            fig.add_trace(
+                go.Scatter(
+                    x=[names[0], names[-1]],
+                    y=[value, value],
+                    name=f"sentence cosine, {label}",
+                    mode="lines",
+                    line=dict(color=role_colour("random"), dash=dash),
+                )
+            )
     fig.update_layout(
         title="Down the ladder: what sharing costs, and whether the heads stay different",
-        height=380,
+        height=400,
         margin=dict(l=10, r=10, t=50, b=10),
-        yaxis=dict(title="cosine to BERT", range=[0, 1.02]),
+        yaxis=dict(title="sentence cosine to BERT", range=[0, 1.02]),
         yaxis2=dict(title="head diversity (JS)", overlaying="y", side="right", rangemode="tozero"),
         xaxis=dict(type="category"),
+        barmode="group",
         legend=dict(orientation="h", y=-0.2),
     )
     return fig

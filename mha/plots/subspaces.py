@@ -22,11 +22,13 @@ def subspace_panels(
     top_k: int = 3,
     label_max: int = 30,
     heads: list[int] | None = None,
+    spread: np.ndarray | None = None,
 ) -> go.Figure:
     """One 2-D panel per head: queries (circles) and keys (open diamonds) of every token.
     `heads` names the panels' heads (default 0, 1, ...).
 
-    queries, keys: (H, T, 2); fidelity: (H,), in each panel's title. A token has one colour in
+    queries, keys: (H, T, 2); fidelity: (H,), in each panel's title, and the score spread (H,) if
+    given (each panel has its own scale: the spread says how strong its scores really are). A token has one colour in
     every panel (by position, so repeated words keep their own points). With `token`, its query
     is ringed in every panel and joined to the top_k keys it attends to in that head (weights
     (H, T, T)). Every token is labelled in up to 4 panels of up to label_max tokens; in more panels
@@ -36,7 +38,8 @@ def subspace_panels(
     H, T = queries.shape[:2]
     rows, cols = panel_grid(H)
     shown = heads if heads is not None else list(range(H))
-    fig = panels(rows, cols, [f"head {shown[h]}<br>fidelity {fidelity[h]:.2f}" for h in range(H)])
+    extra = [f", spread {spread[h]:.2f}" if spread is not None else "" for h in range(H)]
+    fig = panels(rows, cols, [f"head {shown[h]}<br>fidelity {fidelity[h]:.2f}{extra[h]}" for h in range(H)])
     names = [f"{i}: {token_label(t)}" for i, t in enumerate(tokens)]
     colour = dict(color=list(range(T)), colorscale=SCALE, cmin=0, cmax=max(T - 1, 1))
     # every token named in a few panels; in a grid of many, the followed token and the keys it reads
