@@ -109,8 +109,13 @@ ui.chart(
 
 st.header(f"2. Scores $Q_i K_i^\\top$ ({T} x {T}) and the softmax")
 s1, s2, s3 = st.columns(3)
-s1.metric("std of raw scores", f"{s.score_std[head]:.2f}")
-s2.metric(r"std after / $\sqrt{d_k}$" if scale else "std (not scaled)", f"{s.scaled_std[head]:.2f}")
+s1.metric(
+    "Spread of raw scores",
+    f"{s.score_std[head]:.2f}",
+    help="The standard deviation of a query's scores over the keys, averaged over the queries: the score spread of "
+    "the other pages (a shift that moves all of one query's scores is not counted; the softmax ignores it).",
+)
+s2.metric(r"Spread after / $\sqrt{d_k}$" if scale else "Spread (not scaled)", f"{s.scaled_std[head]:.2f}")
 s3.metric(
     "mean largest weight per row",
     f"{s.max_weight[head]:.2f}",

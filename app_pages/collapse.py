@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from mha import collapse, metrics, plots
+from mha import collapse, metrics, plots, task
 
 st.title("Shared Q/K/V: watch the heads collapse")
 st.markdown(
@@ -146,7 +146,8 @@ e1, e2, e3, e4 = st.columns(4)
 e1.metric(
     "Task: Spearman on the bundled pairs",
     f"{task_now.spearman:.3f}",
-    delta=f"{task_now.spearman - task_base.spearman:+.3f} vs BERT's {task_base.spearman:.3f}",
+    delta=f"{round(task_now.spearman, 3) - round(task_base.spearman, 3):+.3f} vs BERT's {task_base.spearman:.3f}",
+    delta_color="off",
 )
 e2.metric("Sentence embedding cosine to BERT", f"{effect['sentence embedding cosine']:.3f}")
 e3.metric("Mean token cosine", f"{effect['mean token cosine']:.3f}")
@@ -208,7 +209,7 @@ sharp = (
     if ans.maps_shared == 1
     else ""
 )
-beats = task_shared.spearman > task_removed.spearman
+diff, low, high = task.paired_interval(task_removed, task_shared)
 st.markdown(
     f"With {names} shared ({path.source_name}: one matrix for every head) the {H} heads of layer {layer} "
     + maps
@@ -227,11 +228,14 @@ st.markdown(
     + f"Shared in {scope}, it moves the sentence embedding to cosine "
     f"{effect_shared['sentence embedding cosine']:.3f} of the original, and the model's Spearman on its own task "
     f"from {task_base.spearman:.3f} to {task_shared.spearman:.3f}; with every head of {scope} removed instead it is "
-    f"{task_removed.spearman:.3f}"
+    f"{task_removed.spearman:.3f}. Against that baseline sharing scores {diff:+.3f} (90% bootstrap interval over the "
+    f"{len(task_shared.gold)} pairs: {low:+.3f} to {high:+.3f}): "
     + (
-        f": sharing scores {task_shared.spearman - task_removed.spearman:+.3f} against that baseline."
-        if beats
-        else f", so sharing {names} here is no better than removing the attention of {scope} altogether."
+        f"better than removing the attention of {scope}."
+        if low > 0
+        else f"worse than removing the attention of {scope} altogether."
+        if high < 0
+        else f"on these pairs it cannot be told apart from removing the attention of {scope} altogether."
     )
 )
 st.download_button(

@@ -12,9 +12,11 @@ st.markdown(
     "Really Better than One?*) removed heads at test time and found many could go; Voita et al. 2019 "
     "pruned 38 of 48 encoder heads for 0.15 BLEU. Here the yardstick is sentence similarity, the task "
     f"{bert.DEFAULT_MODEL} was trained for: does the model still rank sentence pairs by meaning? The score is "
-    "Spearman's rank correlation between the model's cosine and a graded similarity on the bundled set of "
-    f"{len(task.similarity_pairs())} pairs (written for this project). A removed head's output is "
-    "zero before $W^O$."
+    "Spearman's rank correlation between the model's cosine and a similarity graded by people, on pairs of the "
+    f"STS Benchmark (Cer et al. 2017): the heads are ranked on its {len(task.sts_pairs('train')):,} train pairs "
+    f"(image captions) and every count is scored on pairs the ranking never saw, its "
+    f"{len(task.sts_pairs('dev'))} dev pairs (captions and SNLI sentences) and, as a second set, the "
+    f"{len(task.similarity_pairs())} pairs written for this project. A removed head's output is zero before $W^O$."
 )
 inp, run, model = ui.page_start()
 L, H = model.n_layers, model.n_heads
@@ -24,7 +26,7 @@ study = store.get(inp.model)
 if study is None and inp.model != bert.DEFAULT_MODEL:  # larger models: only when asked
     st.info(
         f"Measuring all {L * H} heads of {inp.model} removes each in turn and runs the whole model on "
-        f"{len(task.similarity_pairs())} sentence pairs each time: minutes for a large model."
+        f"{len(task.sts_pairs('train')):,} sentence pairs each time: many minutes for a large model."
     )
     if not st.button("Measure every head (once for this model, for everyone)", key="needed_measure"):
         st.stop()
@@ -60,60 +62,59 @@ ui.chart(plots.atlas.atlas_heatmap(imp.gradient, hover, "Gradient importance (Mi
 top = imp.top()
 agreement = imp.agreement()
 st.caption(
-    f"The full model's Spearman is {imp.base:.3f}. Left: the drop when one head is removed (red = the "
-    f"score falls; blue = it rises); on these {len(task.similarity_pairs())} pairs the largest is layer "
-    f"{top[0]}, head {top[1]} ({imp.drop[top]:+.3f}) (how far such a ranking carries: below). Right: Michel et "
-    "al.'s importance, the mean over pairs of |d loss / d gate| with the loss a pair's squared distance from the "
-    "model's own line of cosine against grade. The two rank the heads "
-    f"{ui.agreement_words(agreement)}: Spearman {agreement:.2f} between the gradient and |drop|."
+    f"Measured on the {study.n_rank:,} ranking pairs, where the full model's Spearman is {imp.base:.3f}. Left: the "
+    f"drop when one head is removed (red = the score falls; blue = it rises); the largest is layer {top[0]}, head "
+    f"{top[1]} ({imp.drop[top]:+.3f}). Right: Michel et al.'s importance, the mean over pairs of |d loss / d gate| "
+    "with the loss a pair's squared distance from the model's own line of cosine against grade. The two rank the "
+    f"heads {ui.agreement_words(agreement)}: Spearman {agreement:.2f} between the gradient and |drop|."
 )
 
 st.subheader("How many can go?")
 st.markdown(
     "Remove heads one after another, **least important first**: by the drop measured above, signed, so heads "
-    "whose removal *raised* the score go first. A ranking chosen on some pairs flatters itself on those same "
-    f"pairs, so the {len(task.similarity_pairs())} pairs are split in {len(study.folds)} parts (every kind of "
-    "pair in each): the heads are ranked on one part and the curve is scored on the other (**held out**). "
-    "The in-sample curves (ranked and scored on the same part) are drawn beside them for comparison, and the "
-    "band is random orders."
+    "whose removal *raised* the score go first. A ranking flatters itself on the pairs that chose it (the dashed "
+    "in-sample curve), so what counts is **held out**: the same order scored on the benchmark's dev pairs (the "
+    f"shaded band is its {study.level:.0%} bootstrap interval over those pairs) and on the written pairs. The grey "
+    "band is random orders; the dotted line, every head removed."
 )
 ui.chart(plots.pruning.pruning_chart(study))
-held, inside, rand = study.held_out_can_go(), study.in_sample_can_go(), study.random_can_go()
-parts = " and ".join(str(n) for n in held)
-none_left = " and ".join(f"{f.held_out.spearman[-1]:.3f}" for f in study.folds)
-carry = min(f.held_out.spearman[-1] / f.held_out.spearman[0] for f in study.folds) >= 0.5
+tol, main, written = study.tolerance, study.main, study.held_out[1]
+n, sure, rand = main.can_go(tol), main.surely_can_go(tol), study.random_can_go()
+change, low, high = main.change_at(n)
+full, floor = main.curve.spearman[0], main.curve.spearman[-1]
+median_rand = sorted(rand)[len(rand) // 2]
 st.success(
-    f"Ranked on one part of the pairs and scored on the other, **{parts} of {L * H} heads** can go before "
-    f"Spearman drops by {study.tolerance} (parts {', '.join(str(n + 1) for n in range(len(held)))}). Ranked and "
-    f"scored on the same part (in sample), {' and '.join(str(n) for n in inside)}. In a random order, "
-    f"{min(rand)} to {max(rand)} ({len(rand)} curves, every {study.folds[0].random[0].removed[1]} heads). With "
-    f"no head left at all, Spearman is {none_left}"
+    f"Ranked on the {study.n_rank:,} train pairs and scored on the {main.n_pairs} dev pairs it never saw, "
+    f"**{n} of {L * H} heads** can go before Spearman drops by {tol} (from {full:.3f}; at {n} removed the change "
+    f"is {change:+.3f}, {study.level:.0%} interval {low:+.3f} to {high:+.3f}). "
     + (
-        ": the embeddings and feed-forward layers still carry much of the task."
-        if carry
-        else " (the full model's: " + " and ".join(f"{f.held_out.spearman[0]:.3f}" for f in study.folds) + ")."
-    ),
+        f"Counting only points whose whole interval stays above -{tol}: **{sure}**. "
+        if sure != n
+        else f"The whole interval stays above -{tol} up to there. "
+    )
+    + f"Random orders: {min(rand)} to {max(rand)} ({len(rand)} orders, every {study.random[0].removed[1]} heads). "
+    f"On the {written.n_pairs} written pairs the same order lets {written.can_go(tol)} go "
+    f"({written.surely_can_go(tol)} counting the whole interval). With no head left at all, Spearman on the dev "
+    f"pairs is {floor:.3f}"
+    + (": the embeddings and feed-forward layers still carry much of the task." if floor >= 0.5 * full else "."),
     icon=":material/content_cut:",
 )
-agree = study.ranking_agreement()
-loose = agree < 0.5
-above = min(held) > sorted(rand)[len(rand) // 2]
+agree = study.halves_agreement
 st.info(
-    f"**What {len(task.similarity_pairs())} pairs can tell you, and what not.** The two parts rank the heads "
-    f"alike {ui.agreement_words(agree)}: Spearman {agree:.2f} between the drops measured on each "
-    "(1 = the same order). "
+    f"**What these pairs can tell you, and what not.** Two halves of the ranking pairs rank the heads alike "
+    f"{ui.agreement_words(agree)}: Spearman {agree:.2f} between the drops measured on each (1 = the same order). "
     + (
-        "So the map of single heads above is mostly noise at this size: do not read it as which heads matter. "
-        if loose
-        else "The map of single heads holds across the two parts, though both come from the same set. "
+        "So the map of single heads above is mostly noise: do not read it as which heads matter. "
+        if agree < 0.5
+        else "The map of single heads holds across the halves. "
     )
     + (
-        f"What holds on held-out pairs is the count: about {min(held)} heads went at little cost, more than in "
-        "most random orders. "
-        if above
-        else f"Even the count is not better than chance here: held out {min(held)}, random up to {max(rand)}. "
-    )
-    + "Every pair was written for this project in one style; on other text the same order can lose more.",
+        f"The count clears the noise: even counted strictly ({sure}), the ranked order lets more heads go than "
+        f"{'any' if sure > max(rand) else 'most'} random orders."
+        if sure > median_rand
+        else f"The count does not clear the noise: counted strictly it is {sure}, and random orders reach "
+        f"{median_rand} or more half the time."
+    ),
     icon=":material/rule:",
 )
 
@@ -136,35 +137,34 @@ least = int(
         e2,
         min_value=0,
         max_value=L * H,
-        help="Adds the heads with the smallest (signed) drop, ranked on every pair.",
+        help="Adds the heads with the smallest (signed) drop, ranked on the benchmark's train pairs.",
     )
 )
 removed = tuple(sorted(set(picked) | set(task.order_by(imp.drop)[:least])))
-score = ui.cached_task(inp.model, removed)
+score, whole = ui.cached_task(inp.model, removed), ui.cached_task(inp.model)
 m1, m2 = st.columns(2)
 m1.metric(
-    f"Spearman with {len(removed)} of {L * H} heads removed",
+    f"Spearman on the written pairs, {len(removed)} of {L * H} heads removed",
     f"{score.spearman:.3f}",
-    delta=f"{score.spearman - imp.base:+.3f}",
+    delta=f"{score.spearman - whole.spearman:+.3f} vs the whole model's {whole.spearman:.3f}",
     delta_color="normal",
 )
 m2.metric("Heads left", f"{L * H - len(removed)}")
-if least:
-    st.caption(
-        f"The {least} least important heads were ranked on these same {len(task.similarity_pairs())} pairs: the "
-        "score above is in sample, as optimistic as the dashed curves."
-    )
+st.caption(
+    f"Scored on the {len(task.similarity_pairs())} pairs written for this project (a quick score; the ranking of "
+    "*least important* comes from the benchmark's train pairs, so on these pairs it is held out)."
+)
 ui.chart(plots.heads.model_view(task.attentions_without(model, run, removed)))
 st.caption(
     "Your sentence's attention in the heads that are left (a removed head's tile is dark: all its weights are 0). "
     "Removing a head "
     "also changes what later layers see, so the remaining maps move too."
 )
-if above:
+if sure > median_rand:
     st.markdown(
         "The lesson's point holds both ways: heads with distinct projections are how a layer *learns* several "
-        f"relations at once, and this trained model could spare about {min(held)} of its {L * H} heads on "
-        "held-out pairs afterwards. Sharing one projection removes the distinct lenses before training; pruning "
-        "removes heads whose work others already do."
+        f"relations at once, and this trained model could spare about {sure} of its {L * H} heads on held-out pairs "
+        "afterwards. Sharing one projection removes the distinct lenses before training; pruning after training "
+        "removes heads this task can do without."
     )
 ui.words("Spearman's rank correlation", "head importance", "[CLS] and [SEP]")

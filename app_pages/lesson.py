@@ -286,7 +286,7 @@ elif step == 6:
         if roles:
             tried = ui.cached_collapse(inp, layer, collapse.CollapsePath(1.0, roles=tuple(roles)))
             st.metric(
-                f"Head diversity sharing {', '.join(f'$W^{r.upper()}$' for r in sorted(roles))}",
+                f"Head diversity sharing {', '.join(f'$W^{r.upper()}$' for r in sorted(roles))} (rescaled mean slice)",
                 f"{metrics.mean_off_diagonal(tried.diversity):.1e}",
             )
         q, _div = lesson.which_roles_question(model, run, layer, lambda path: ui.cached_collapse(inp, layer, path))
@@ -382,9 +382,20 @@ elif step == 8:
             f"length ({mqa.diversity:.3f} with the plain mean, whose scores are smaller), against {mha.diversity:.3f} "
             f"in BERT's layer. Were every layer MQA in a decoder of this shape, the K/V cache that generation reads "
             f"for every new token would shrink from {mha.kv_cache:,} to {mqa.kv_cache:,} bytes per token. "
-            f"Layer {layer} alone converted to MQA, without training, keeps a sentence-embedding cosine of "
-            f"{scaled['MQA'].sentence_cosine:.3f} to BERT's (plain mean: {mqa.sentence_cosine:.3f}); removing that "
-            f"layer's attention instead keeps {base.sentence_cosine:.3f}."
+            f"Layer {layer} alone converted without training keeps a sentence-embedding cosine of "
+            f"{scaled['MQA'].sentence_cosine:.3f} to BERT's as MQA with the pooled K and V rescaled "
+            f"({mqa.sentence_cosine:.3f} plain mean), and {scaled['shared Q/K/V'].sentence_cosine:.3f} with one shared "
+            f"Q, K and V ({rows['shared Q/K/V'].sentence_cosine:.3f} plain); removing that layer's attention keeps "
+            f"{base.sentence_cosine:.3f}. "
+            + (
+                "So, untrained, MQA does not keep the model closer than sharing everything: what it keeps is the "
+                "heads' difference, and what makes it a working layer is training it back (uptraining, on *What may "
+                "be shared*)."
+                if max(mqa.sentence_cosine, scaled["MQA"].sentence_cosine)
+                <= max(rows["shared Q/K/V"].sentence_cosine, scaled["shared Q/K/V"].sentence_cosine)
+                else "Untrained, MQA already keeps the model closer than sharing everything, and its heads stay "
+                "different."
+            )
         )
         trained = [
             o

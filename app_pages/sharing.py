@@ -14,9 +14,10 @@ st.markdown(
     "in its own way, while a decoder caches far fewer keys and values per token. Below, one layer of the "
     "real BERT is converted rung by rung (each group's heads mean-pooled into one projection, as Ainslie "
     "et al. do for K and V; a shared projection is one matrix, not equal copies) and measured on your sentence. "
-    "The mean of several slices is shorter than one slice (about $1/\\sqrt{g}$ for $g$ unrelated ones), so each "
-    "rung is also converted with its pooled projections rescaled to their group's typical length: the difference "
-    "between the two is what the pooling's scale costs, the rest is what sharing costs."
+    "The mean of several slices is shorter than one slice (about $1/\\sqrt{g}$ for $g$ unrelated ones), which "
+    "shrinks every score, so each rung is also converted with its pooled projections rescaled to their group's "
+    "typical length: comparing the two separates what the plain mean's smaller scale does to the heads from what "
+    "sharing itself does. Neither is a trained layer, and neither pooling keeps the sentence closer on every rung."
 )
 inp, run, model = ui.page_start()
 H, C = model.n_heads, model.d_model
@@ -73,16 +74,17 @@ st.caption(
 )
 
 beat = [
-    m.rung.name
-    for m, r in zip(measured[1:], rescaled[1:])
-    if max(m.sentence_cosine, r.sentence_cosine) <= base.sentence_cosine
+    f"{m.rung.name} ({m.rung.pooling})"
+    for pair in zip(measured[1:], rescaled[1:])
+    for m in pair
+    if m.sentence_cosine <= base.sentence_cosine
 ]
 if beat:
     st.warning(
-        f"On your sentence, converted without training, {', '.join(beat)} "
-        f"{'keeps' if len(beat) == 1 else 'keep'} no more of the sentence embedding than removing layer {layer}'s "
-        f"attention altogether (cosine {base.sentence_cosine:.3f}), with either pooling: a bare conversion is not yet "
-        "a working layer. Uptraining (below) is what makes one."
+        f"On your sentence, converted without training, {', '.join(beat)} {'keeps' if len(beat) == 1 else 'keep'} "
+        "no more of the sentence embedding "
+        f"than removing layer {layer}'s attention altogether (cosine {base.sentence_cosine:.3f}): a bare conversion "
+        "is not yet a working layer. Uptraining (below) is what makes one."
     )
 
 st.subheader("Which of Q, K, V must differ for heads to differ?")
@@ -102,9 +104,9 @@ if H > 1:
         f"alone** leaves {q_only_s.diversity:.3f} ({q_only_s.diversity / bert_div:.0%}), or {q_only.diversity:.3f} "
         f"({q_only.diversity / bert_div:.0%}) with the plain mean. "
         + (
-            "Most of what the plain mean takes is scale: its shorter K (or Q) shrinks every score, and the maps "
-            "flatten towards one another. "
-            if mqa_s.diversity > 2 * mqa.diversity
+            "Most of what the plain mean takes from MQA's diversity is scale: its shorter K shrinks every score, and "
+            "the maps flatten towards one another. "
+            if mqa_s.diversity - mqa.diversity > 0.5 * (bert_div - mqa.diversity)
             else ""
         )
         + (
@@ -125,9 +127,11 @@ if H > 1:
         ),
         container=g1,
     )
+    qk_s = by_heads_scaled[(1, 1, H)]
     ui.chart(
         plots.heads.head_grid(
-            ladder.rung_attention(model, run, layer, qk.rung), f"Q and K shared: diversity {qk.diversity:.1e}"
+            ladder.rung_attention(model, run, layer, qk_s.rung),
+            f"Q and K shared (scale restored): diversity {qk_s.diversity:.1e}",
         ),
         container=g2,
     )

@@ -63,9 +63,9 @@ elif spread < collapse.SAME_WEIGHTS:
     st.info(f"All {H} panels are the same picture here (max difference between panels {spread:.1e}).")
 else:
     st.info(
-        f"{H} different pictures (max difference between panels {spread:.2f}): the same word lands in "
-        "different places, and reads different words, in each head. Turn on *Shared* with $W^Q$ and $W^K$ "
-        "to fold them into one.",
+        f"{H} different pictures (their coordinates differ by up to {spread:.2f}; 0 would mean one picture, and the "
+        "size itself depends on each head's own scale and axes): the same word lands in different places, and reads "
+        "different words, in each head. Turn on *Shared* with $W^Q$ and $W^K$ to fold them into one.",
         icon=":material/layers:",
     )
 

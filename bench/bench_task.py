@@ -1,16 +1,18 @@
 """The bundled model's task: one evaluate on the bundled pairs (<= 1 s), the 72-head importance
 (<= 30 s, a progress update at least every second), and the whole "Do we need every head?" study
-as the page runs it (every core): pruning curves ranked on one part of the pairs and scored on the
-other (held out), ranked and scored on the same part (in sample) and in random orders; with the
-figures the README quotes.
+as the page runs it (every core): heads ranked on the STS Benchmark's train pairs, pruning curves
+scored on its dev pairs and on the written pairs (held out, with bootstrap intervals), on the
+ranking pairs (in sample) and in random orders; with the figures the README quotes.
 
     python bench/bench_task.py [--runs 5]
+    python bench/bench_task.py --shipped   # only the shipped study's figures
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 from common import median_seconds, server_threads, with_progress
@@ -31,6 +33,7 @@ def curve(c: task.PruningCurve) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--shipped", action="store_true", help="only print the shipped study's figures")
     args = parser.parse_args()
     bert = load_bert()
     pairs = task.similarity_pairs()
@@ -65,21 +68,33 @@ def main() -> None:
         f"the whole study, {os.cpu_count()} torch threads: {took:.1f} s, {runs} model runs, longest gap between "
         f"updates {gap:.2f} s"
     )
+    print_study(study)
+
+
+def print_study(study: pruning.HeadsStudy) -> None:
+    """The study's figures (the README's), from a study computed here or the shipped one."""
+    tol = study.tolerance
     print(
-        f"  parts of the pairs: {[len(f.pairs) for f in study.folds]}; the parts rank the heads alike at Spearman "
-        f"{study.ranking_agreement():.2f}"
+        f"  ranked on {study.n_rank} STS train pairs (full model Spearman {study.importance.base:.3f}); two halves "
+        f"of them rank the heads alike at Spearman {study.halves_agreement:.2f}; |drop| vs gradient "
+        f"{study.importance.agreement():.2f}"
     )
-    print(
-        f"  heads that can go before Spearman drops by {study.tolerance}: held out (ranked on the other part) "
-        f"{study.held_out_can_go()}, in sample (ranked on the same part) {study.in_sample_can_go()}, random orders "
-        f"{sorted(study.random_can_go())} (seeds {list(study.seeds)}, every "
-        f"{study.folds[0].random[0].removed[1]} heads)"
-    )
-    for n, f in enumerate(study.folds):
-        print(f"  part {n + 1}, held out: {curve(f.held_out)}")
-        print(f"  part {n + 1}, in sample: {curve(f.in_sample)}")
-    print(f"  with no head left: {[round(f.held_out.spearman[-1], 3) for f in study.folds]}")
+    for h in study.held_out:
+        n = h.can_go(tol)
+        change, low, high = h.change_at(n)
+        print(
+            f"  held out on {pruning.SCORED_ON[h.name]} ({h.n_pairs} pairs): {n} heads can go before Spearman drops "
+            f"by {tol} (change {change:+.3f}, {study.level:.0%} interval {low:+.3f} to {high:+.3f}); with the whole "
+            f"interval above -{tol}: {h.surely_can_go(tol)}; full {h.curve.spearman[0]:.3f}, no head left "
+            f"{h.curve.spearman[-1]:.3f}"
+        )
+        print(f"    curve: {curve(h.curve)}")
+    print(f"  in sample (ranked and scored on the train pairs): {study.in_sample.can_go(tol)}")
+    print(f"  random orders on the dev pairs (seeds {list(study.seeds)}): {sorted(study.random_can_go())}")
 
 
 if __name__ == "__main__":
-    main()
+    if "--shipped" in sys.argv:  # the figures of the study shipped with the package, without computing it
+        print_study(pruning.shipped_study(load_bert()))
+    else:
+        main()

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import torch
 
-from . import collapse
+from . import collapse, metrics
 from .attention import AttentionTrace, MultiHeadAttention
 
 if TYPE_CHECKING:
@@ -33,8 +33,9 @@ class Stages:
     shuffle_error: max |output(shuffled) - output reordered| when shuffled, else None.
     head_spread: max |weights of head h - weights of head 0| over all heads.
     measures: the collapse measures (head diversity, overlaps, effective number of heads, ...).
-    score_std, scaled_std, max_weight: per head (H,): std of Q_i K_i^T, of the scaled scores,
-        and the mean over queries of the largest weight.
+    score_std, scaled_std, max_weight: per head (H,): the spread of Q_i K_i^T and of the scaled
+        scores (metrics.score_spread: std over the keys, mean over the queries, as the collapse and
+        subspaces pages measure it), and the mean over queries of the largest weight.
     """
 
     trace: AttentionTrace
@@ -130,7 +131,7 @@ def build_stages(
         shuffle_error=shuffle_error,
         head_spread=float(np.abs(w - w[:1]).max()),
         measures=collapse.measures_from(m, tr).summary(),
-        score_std=tr.scores[0].std(axis=(-2, -1)),
-        scaled_std=tr.scaled[0].std(axis=(-2, -1)),
+        score_std=metrics.score_spread(tr.scores[0]),
+        scaled_std=metrics.score_spread(tr.scaled[0]),
         max_weight=w.max(-1).mean(-1),
     )

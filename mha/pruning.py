@@ -1,11 +1,19 @@
-"""The "Do we need every head?" study: what each head is worth on the bundled pairs, and how many
-heads can go, least important first, ranked on one part of the pairs and scored on another (held
-out), beside the curves ranked and scored on the same part (in sample) and random orders. The
-bundled model's study ships with the package (data/heads_study.json, scripts/heads_study.py),
-used only for the exact weights, pairs and settings it was computed on.
+"""The "Do we need every head?" study: what each head is worth on sentence similarity, and how many
+heads can go, least important first, with the noise said beside every count.
 
-- Michel et al. 2019, "Are Sixteen Heads Really Better than One?"; Voita et al. 2019.
-Shapes: P pairs, L layers, H heads.
+- The heads are ranked on human-graded pairs, the STS Benchmark's train split (genre images;
+  Cer et al. 2017), and every curve that counts is scored on pairs the ranking never saw: the
+  benchmark's dev split (images and track5.en-en) and, as a second, labelled set, the pairs
+  written for this project. The benchmark's test split is not shipped and never used.
+- Each held-out count comes with a bootstrap interval over the scoring pairs (the change in
+  Spearman at every point of the curve, resampled pairs, the same resample for the full and the
+  pruned model) and beside the spread of random orders; the floor (every head removed) is
+  measured the same way.
+- The bundled model's study ships with the package (data/heads_study.json,
+  scripts/heads_study.py), used only for the exact weights, pairs and settings it was computed on.
+
+Michel et al. 2019, "Are Sixteen Heads Really Better than One?"; Voita et al. 2019.
+Shapes: P pairs, B bootstrap resamples, L layers, H heads.
 """
 
 from __future__ import annotations
@@ -22,81 +30,88 @@ from scipy.stats import spearmanr
 
 from .task import (
     GROUP,
+    STS_FILE,
     TOLERANCE,
     Importance,
+    Pair,
     PruningCurve,
+    bootstrap_change,
     curve_cosines,
     curve_on,
     importance_and_ablations,
     order_by,
-    pair_kinds,
     random_order,
     similarity_pairs,
+    sts_pairs,
 )
 
 if TYPE_CHECKING:
     from .bert import LoadedBert
 
 
-def pair_folds(n_folds: int = 2, seed: int = 0) -> list[np.ndarray]:
-    """The bundled pairs' indices in n_folds parts of (nearly) equal size: the pairs of each kind
-    shuffled with `seed` and dealt in turn, so every part has every kind."""
-    kinds = pair_kinds()
-    rng = np.random.default_rng(seed)
-    folds: list[list[int]] = [[] for _ in range(n_folds)]
-    dealt = 0
-    for kind in sorted(set(kinds)):
-        for i in rng.permutation([i for i, k in enumerate(kinds) if k == kind]):
-            folds[dealt % n_folds].append(int(i))
-            dealt += 1
-    return [np.sort(np.array(f, dtype=int)) for f in folds]
-
-
 @dataclass
-class Fold:
-    """One part of the pairs and the pruning curves scored on it.
+class HeldOut:
+    """A pruning curve scored on pairs the ranking never saw, with the bootstrap interval (low,
+    high) of its change from the full model at every point."""
 
-    pairs: the indices scored on. drop: (L, H) measured on these pairs alone.
-    held_out: heads ranked (by drop) on the OTHER pairs, scored here: the honest curve.
-    in_sample: heads ranked on these same pairs, scored here: optimistic, for comparison.
-    random: one curve per seeded random order, scored here.
-    """
+    name: str
+    n_pairs: int
+    curve: PruningCurve
+    low: list[float]
+    high: list[float]
 
-    pairs: np.ndarray
-    drop: np.ndarray
-    held_out: PruningCurve
-    in_sample: PruningCurve
-    random: list[PruningCurve]
+    def can_go(self, tolerance: float = TOLERANCE) -> int:
+        """Heads that can go (point estimate) before Spearman drops by more than tolerance."""
+        return self.curve.can_go(tolerance)
+
+    def surely_can_go(self, tolerance: float = TOLERANCE) -> int:
+        """Heads that can go while the whole interval of the change stays above -tolerance (in
+        order, at the curve's points; 0 if the first removal already leaves it)."""
+        can = 0
+        for n, low in zip(self.curve.removed, self.low):
+            if low < -tolerance:
+                break
+            can = n
+        return can
+
+    def change_at(self, n: int) -> tuple[float, float, float]:
+        """(change, low, high) at the point where n heads are removed."""
+        k = self.curve.removed.index(n)
+        return self.curve.spearman[k] - self.curve.spearman[0], self.low[k], self.high[k]
 
 
 @dataclass
 class HeadsStudy:
-    """Everything the "Do we need every head?" page shows about the model (not the sentence):
-    importance both ways on every pair, and pruning curves least-important-first (by signed drop)
-    ranked on one part of the pairs and scored on another, beside in-sample and random ones.
-    origin: "computed" here, or "shipped" (data/heads_study.json, see shipped_study)."""
+    """Everything the "Do we need every head?" page shows about the model (not the sentence).
+
+    importance: both measures on the ranking pairs (STS train).
+    held_out: the heads removed least important first (by signed drop on the ranking pairs),
+        scored on the STS dev pairs and on the written pairs, each with its bootstrap interval.
+    in_sample: the same order scored on the ranking pairs themselves (optimistic, for comparison).
+    random: one curve per seeded random order, scored on the STS dev pairs.
+    halves_agreement: Spearman between the heads' drops measured on two halves of the ranking pairs.
+    origin: "computed" here, or "shipped" (data/heads_study.json, see shipped_study).
+    """
 
     importance: Importance
-    folds: list[Fold]
+    held_out: list[HeldOut]
+    in_sample: PruningCurve
+    random: list[PruningCurve]
     seeds: tuple[int, ...]
+    halves_agreement: float
+    n_rank: int
     tolerance: float = TOLERANCE
     origin: str = "computed"
-
-    def held_out_can_go(self) -> list[int]:
-        """Per fold: heads that can go, ranked on the other pairs, before Spearman drops by tolerance."""
-        return [f.held_out.can_go(self.tolerance) for f in self.folds]
-
-    def in_sample_can_go(self) -> list[int]:
-        return [f.in_sample.can_go(self.tolerance) for f in self.folds]
+    level: float = 0.9
 
     def random_can_go(self) -> list[int]:
-        """Every fold and seed: heads that can go in a random order."""
-        return [c.can_go(self.tolerance) for f in self.folds for c in f.random]
+        """Every random order: heads that can go before Spearman drops by tolerance."""
+        return [c.can_go(self.tolerance) for c in self.random]
 
-    def ranking_agreement(self) -> float:
-        """Spearman's rho between the heads' drops measured on the first two folds: 1 = the
-        pairs rank the heads alike whichever half is used; near 0 = the ranking is noise."""
-        return float(spearmanr(self.folds[0].drop.ravel(), self.folds[1].drop.ravel()).statistic)
+    @property
+    def main(self) -> HeldOut:
+        """The held-out curve on the benchmark's dev pairs."""
+        return self.held_out[0]
 
 
 def _steps(n: int, step: int) -> list[int]:
@@ -105,8 +120,14 @@ def _steps(n: int, step: int) -> list[int]:
     return steps if steps[-1] == n else [*steps, n]
 
 
-STUDY = {"step": 6, "seeds": (0, 1, 2, 3), "random_step": 12, "n_folds": 2}  # heads_study's settings
-STUDY_VERSION = 1  # raise when heads_study computes something else: a shipped study is then not used
+STUDY = {"step": 6, "seeds": (0, 1, 2, 3, 4, 5, 6, 7), "random_step": 12, "resamples": 1000, "level": 0.9}
+STUDY_VERSION = 2  # raise when heads_study computes something else: a shipped study is then not used
+SCORED_ON = {"dev": "STS Benchmark dev (images, track5.en-en)", "written": "pairs written for this project"}
+
+
+def scoring_sets() -> dict[str, list[Pair]]:
+    """The held-out sets a study scores its curves on, by name (SCORED_ON says what they are)."""
+    return {"dev": sts_pairs("dev"), "written": similarity_pairs()}
 
 
 def heads_study(
@@ -114,25 +135,21 @@ def heads_study(
     step: int = STUDY["step"],
     seeds: tuple[int, ...] = STUDY["seeds"],
     random_step: int = STUDY["random_step"],
-    n_folds: int = STUDY["n_folds"],
+    resamples: int = STUDY["resamples"],
+    level: float = STUDY["level"],
+    rank_pairs: list[Pair] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> HeadsStudy:
-    """Importance on every bundled pair, then for each of n_folds parts of the pairs: the heads
-    ranked by drop (signed: heads whose removal raises the score first) on the other parts and
-    scored on this one (held out), ranked and scored on this one (in sample), every `step` heads;
-    and random orders (one per seed), every `random_step` heads. progress(done, total) counts
-    model runs."""
-    if n_folds < 2:
-        raise ValueError(f"n_folds must be at least 2 (rank on one part, score on another), got {n_folds}")
-    pairs = similarity_pairs()
+    """Importance on the ranking pairs (default: STS train), the heads removed in order of their
+    signed drop there, every `step` heads, scored on every scoring set (held out, with bootstrap
+    intervals) and on the ranking pairs (in sample); random orders (one per seed), every
+    `random_step` heads, on the dev pairs. progress(done, total) counts model runs."""
+    rank = sts_pairs("train") if rank_pairs is None else rank_pairs
+    sets = scoring_sets()
     L, H = bert.n_layers, bert.n_heads
     steps, random_steps = _steps(L * H, step), _steps(L * H, random_step)
-    folds = pair_folds(n_folds)
-    rest = [np.setdiff1d(np.arange(len(pairs)), f) for f in folds]
-    # with two folds, the rest of one fold is the other fold: one ranking serves both curves
-    n_rankings = n_folds if n_folds == 2 else 2 * n_folds
-    first = -(-len(pairs) // GROUP) + 1 + L * H  # _importance's model runs
-    total = first + 1 + n_rankings * (len(steps) - 2) + len(seeds) * (len(random_steps) - 2)
+    first = -(-len(rank) // GROUP) + 1 + L * H  # importance_and_ablations' model runs
+    total = first + (len(steps) - 1) * (1 + len(sets)) + len(sets) + len(seeds) * (len(random_steps) - 2)
     done = [0]
 
     def report(n: int) -> None:
@@ -140,34 +157,35 @@ def heads_study(
         if progress is not None:
             progress(n, total)
 
-    def run(order: list[tuple[int, int]], at: list[int]) -> np.ndarray:
+    def run(order: list[tuple[int, int]], at: list[int], pairs: list[Pair], known=None) -> np.ndarray:
         start = done[0]
-        return curve_cosines(bert, order, at, pairs, lambda n, _t: report(start + n), known)
+        out = curve_cosines(bert, order, at, pairs, lambda n, _t: report(start + n), known)
+        report(start + len([n for n in at if n not in (known or {})]))
+        return out
 
-    importance, ablations = importance_and_ablations(bert, pairs, lambda n, _t: report(n))
-    known = {0: ablations.base}  # no head removed, and every head removed: the same in any order
-    known[L * H] = curve_cosines(bert, [(l, h) for l in range(L) for h in range(H)], [L * H], pairs)[0]
-    report(first + 1)
-    ranked: dict[tuple[int, ...], np.ndarray] = {}
-    for idx in [*rest, *folds]:
-        if tuple(idx) not in ranked:
-            ranked[tuple(idx)] = run(order_by(ablations.drop(idx)), steps)
-    rand = [run(random_order(L, H, seed), random_steps) for seed in seeds]
-    gold = ablations.gold
-    return HeadsStudy(
-        importance,
-        [
-            Fold(
-                folds[f],
-                ablations.drop(folds[f]),
-                curve_on(steps, ranked[tuple(rest[f])], gold, folds[f]),
-                curve_on(steps, ranked[tuple(folds[f])], gold, folds[f]),
-                [curve_on(random_steps, c, gold, folds[f]) for c in rand],
-            )
-            for f in range(n_folds)
-        ],
-        tuple(seeds),
+    importance, ablations = importance_and_ablations(bert, rank, lambda n, _t: report(n))
+    order = order_by(ablations.drop())
+    in_sample = curve_on(steps, run(order, steps, rank, {0: ablations.base}), ablations.gold)
+    held, dev_known = [], {}
+    for name, pairs in sets.items():
+        gold = np.array([g for *_, g in pairs], dtype=np.float64)
+        cos = run(order, steps, pairs)  # (len(steps), P): 0 and every head removed included
+        if name == "dev":
+            dev_known = {0: cos[0], L * H: cos[-1]}
+            dev_gold = gold
+        low, high = bootstrap_change(cos, gold, resamples, level)
+        held.append(HeldOut(name, len(pairs), curve_on(steps, cos, gold), low.tolist(), high.tolist()))
+    rand = [
+        curve_on(random_steps, run(random_order(L, H, s), random_steps, sets["dev"], dev_known), dev_gold)
+        for s in seeds
+    ]
+    halves = np.arange(len(rank)) % 2 == 0
+    agreement = float(
+        spearmanr(
+            ablations.drop(np.flatnonzero(halves)).ravel(), ablations.drop(np.flatnonzero(~halves)).ravel()
+        ).statistic
     )
+    return HeadsStudy(importance, held, in_sample, rand, tuple(seeds), agreement, len(rank), level=level)
 
 
 # ---------------------------------------------------------------- the study shipped with the package
@@ -176,15 +194,17 @@ STUDY_FILE = "data/heads_study.json"  # written by scripts/heads_study.py
 
 
 def study_stamp(bert: LoadedBert) -> dict:
-    """What a stored study must have been computed on: the model's name and weights, the pairs
-    file and the study's settings. A shipped study is used only where all of them are equal."""
-    pairs = resources.files("mha").joinpath("data/similarity_pairs.tsv").read_bytes()
+    """What a stored study must have been computed on: the model's name and weights, the pair
+    files and the study's settings. A shipped study is used only where all of them are equal."""
+    data = resources.files("mha")
+    digest = hashlib.sha256()
+    for name in (STS_FILE, "data/similarity_pairs.tsv"):
+        digest.update(data.joinpath(name).read_bytes())
     return {
         "version": STUDY_VERSION,
         "model": bert.name,
         "weights": bert.digest,
-        "pairs": hashlib.sha256(pairs).hexdigest(),
-        "folds": [f.tolist() for f in pair_folds(STUDY["n_folds"])],
+        "pairs": digest.hexdigest(),
         "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in STUDY.items()},
         "tolerance": TOLERANCE,
     }
@@ -194,23 +214,26 @@ def _curve(c: PruningCurve) -> dict:
     return {"removed": c.removed, "spearman": c.spearman}
 
 
+def _from(c: dict) -> PruningCurve:
+    return PruningCurve([int(n) for n in c["removed"]], [float(v) for v in c["spearman"]])
+
+
 def study_to_json(study: HeadsStudy, stamp: dict) -> str:
     """The study as JSON, with the stamp it was computed under."""
     imp = study.importance
     body = {
         "stamp": stamp,
         "importance": {"drop": imp.drop.tolist(), "gradient": imp.gradient.tolist(), "base": imp.base},
-        "seeds": list(study.seeds),
-        "folds": [
-            {
-                "pairs": f.pairs.tolist(),
-                "drop": f.drop.tolist(),
-                "held_out": _curve(f.held_out),
-                "in_sample": _curve(f.in_sample),
-                "random": [_curve(c) for c in f.random],
-            }
-            for f in study.folds
+        "held_out": [
+            {"name": h.name, "n_pairs": h.n_pairs, "curve": _curve(h.curve), "low": h.low, "high": h.high}
+            for h in study.held_out
         ],
+        "in_sample": _curve(study.in_sample),
+        "random": [_curve(c) for c in study.random],
+        "seeds": list(study.seeds),
+        "halves_agreement": study.halves_agreement,
+        "n_rank": study.n_rank,
+        "level": study.level,
     }
     return json.dumps(body, indent=1)
 
@@ -219,26 +242,17 @@ def study_from_json(text: str) -> tuple[HeadsStudy, dict]:
     """(the study, the stamp it was computed under) from study_to_json's text."""
     body = json.loads(text)
     imp = body["importance"]
-
-    def curve(c: dict) -> PruningCurve:
-        return PruningCurve([int(n) for n in c["removed"]], [float(v) for v in c["spearman"]])
-
-    folds = [
-        Fold(
-            np.array(f["pairs"], dtype=int),
-            np.array(f["drop"]),
-            curve(f["held_out"]),
-            curve(f["in_sample"]),
-            [curve(c) for c in f["random"]],
-        )
-        for f in body["folds"]
-    ]
     study = HeadsStudy(
         Importance(np.array(imp["drop"]), np.array(imp["gradient"]), float(imp["base"])),
-        folds,
+        [HeldOut(h["name"], int(h["n_pairs"]), _from(h["curve"]), h["low"], h["high"]) for h in body["held_out"]],
+        _from(body["in_sample"]),
+        [_from(c) for c in body["random"]],
         tuple(body["seeds"]),
+        float(body["halves_agreement"]),
+        int(body["n_rank"]),
         float(body["stamp"]["tolerance"]),
         "shipped",
+        float(body["level"]),
     )
     return study, body["stamp"]
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from scipy.stats import spearmanr
+from scipy.stats import rankdata, spearmanr
 
 from .attention import MultiHeadAttention
 
@@ -48,6 +48,33 @@ def _bundled() -> tuple[tuple[str, str, float, str], ...]:
 def similarity_pairs() -> list[Pair]:
     """The bundled set: (sentence a, sentence b, similarity 0-5), written for this project."""
     return [(a, b, score) for a, b, score, _ in _bundled()]
+
+
+STS_FILE = "data/sts_pairs.tsv"
+
+
+@lru_cache(maxsize=1)
+def _sts() -> tuple[tuple[str, str, float, str, str], ...]:
+    text = resources.files("mha").joinpath(STS_FILE).read_text(encoding="utf-8")
+    rows = [line.split("\t") for line in text.splitlines() if line and not line.startswith("#")]
+    header, body = rows[0], rows[1:]
+    if header != ["split", "genre", "year", "id", "score", "a", "b"]:
+        raise ValueError(f"sts_pairs.tsv has columns {header}, expected split, genre, year, id, score, a, b")
+    return tuple((split, genre, float(score), a, b) for split, genre, _year, _id, score, a, b in body)
+
+
+def sts_pairs(split: str) -> list[Pair]:
+    """Human-graded pairs of the STS Benchmark (Cer et al. 2017) shipped with the package: "train"
+    (genre images, 1,000 pairs) or "dev" (images and track5.en-en, 375); the benchmark's test split
+    is not shipped. (sentence a, sentence b, similarity 0-5)."""
+    if split not in ("train", "dev"):
+        raise ValueError(f"split must be 'train' or 'dev' (the test split is not shipped), got {split!r}")
+    return [(a, b, score) for sp, _genre, score, a, b in _sts() if sp == split]
+
+
+def sts_genres(split: str) -> list[str]:
+    """The genre of each pair of sts_pairs(split), in its order."""
+    return [genre for sp, genre, *_ in _sts() if sp == split]
 
 
 def pair_kinds() -> list[str]:
@@ -437,3 +464,34 @@ def random_order(n_layers: int, n_heads: int, seed: int = 0) -> list[tuple[int, 
     """Every head in a seeded random order: the baseline for a pruning curve."""
     perm = np.random.default_rng(seed).permutation(n_layers * n_heads)
     return [(int(i // n_heads), int(i % n_heads)) for i in perm]
+
+
+def _row_spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Spearman's rho of each row of x against the same row of y, (B, P) each -> (B,); ties get
+    their average rank, as scipy.stats.spearmanr ranks them."""
+    rx, ry = rankdata(x, axis=-1), rankdata(y, axis=-1)
+    rx, ry = rx - rx.mean(-1, keepdims=True), ry - ry.mean(-1, keepdims=True)
+    return (rx * ry).sum(-1) / np.sqrt((rx**2).sum(-1) * (ry**2).sum(-1))
+
+
+def bootstrap_change(
+    cosines: np.ndarray, gold: np.ndarray, resamples: int = 1000, level: float = 0.9, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """The interval of the change in Spearman from the first row of `cosines` (the full model) to
+    every row (n, P), over bootstrap resamples of the pairs (the same pairs for both): (low (n,),
+    high (n,)), the central `level` of the resampled changes."""
+    rng = np.random.default_rng(seed)
+    P = gold.shape[0]
+    idx = rng.integers(0, P, size=(resamples, P))  # (B, P): one resample of the pairs per row
+    g = gold[idx]  # (B, P)
+    base = _row_spearman(cosines[0][idx], g)  # (B,)
+    changes = np.stack([_row_spearman(c[idx], g) - base for c in cosines])  # (n, B)
+    tail = (1 - level) / 2 * 100
+    return np.percentile(changes, tail, axis=1), np.percentile(changes, 100 - tail, axis=1)
+
+
+def paired_interval(a: TaskScore, b: TaskScore, level: float = 0.9) -> tuple[float, float, float]:
+    """Spearman of b minus Spearman of a on the same pairs, and the central `level` interval of
+    that difference over bootstrap resamples of the pairs: (difference, low, high)."""
+    low, high = bootstrap_change(np.stack([a.per_pair, b.per_pair]), a.gold, level=level)
+    return b.spearman - a.spearman, float(low[1]), float(high[1])

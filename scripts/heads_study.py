@@ -1,6 +1,6 @@
 """Write the bundled model's "Do we need every head?" study into mha/data/heads_study.json, so that
 no visitor waits for it (the page uses it only if it was computed on exactly the loaded weights,
-the bundled pairs and the study's settings: mha.pruning.shipped_study). Run it again after changing
+the pair files and the study's settings: mha.pruning.shipped_study). Run it again after changing
 the study's code, settings or the pairs; tests/test_pruning.py recomputes part of the file.
 
     python scripts/heads_study.py
@@ -34,7 +34,8 @@ def main() -> None:
     OUT.write_text(pruning.study_to_json(study, pruning.study_stamp(bert)) + "\n", encoding="utf-8")
     print(
         f"{bert.name}: study in {time.perf_counter() - t0:.1f} s, written to {OUT.relative_to(OUT.parents[2])}: "
-        f"held out {study.held_out_can_go()}, in sample {study.in_sample_can_go()} heads can go"
+        + ", ".join(f"held out on {h.name}: {h.can_go()} (surely {h.surely_can_go()})" for h in study.held_out)
+        + f"; in sample {study.in_sample.can_go()}; random {sorted(study.random_can_go())} heads can go"
     )
 
 

@@ -226,7 +226,7 @@ def test_walk_the_lesson(bert, text, right_first, shape, tmp_path, monkeypatch, 
     assert h0 > bert.n_heads - 2 and h1 == pytest.approx(1.0, abs=1e-6) and f"{bert.n_heads} copies of one head" in said
     from mha import ladder
 
-    assert f"removing that layer's attention instead keeps {ladder.baselines(bert, run, 0).sentence_cosine:.3f}" in said
+    assert f"removing that layer's attention keeps {ladder.baselines(bert, run, 0).sentence_cosine:.3f}" in said
     answers = at.dataframe[-1].value
     assert list(answers["first answer"]).count("right") == seen_right and "—" not in set(answers["first answer"])
     assert score() == f"{seen_right} of {n}"

@@ -552,8 +552,9 @@ def test_sharing_page_ladder_and_uptraining(bert):
 
 
 def test_heads_needed_page_maps_held_out_curves_and_editor(bert):
-    """The pruning curve is ranked on one part of the pairs and scored on another; the sentences
-    under the chart come from the held-out curves (and name the in-sample and random ones)."""
+    """The heads are ranked on the benchmark's train pairs; the sentences under the chart come from
+    the held-out curves (dev pairs, written pairs) with their bootstrap intervals, beside random
+    orders and the floor; the editor scores the written pairs."""
     from mha import task
     from ui import cache
 
@@ -563,40 +564,43 @@ def test_heads_needed_page_maps_held_out_curves_and_editor(bert):
     maps = [f for f in figures(at) if f["layout"]["title"]["text"].startswith(("Spearman lost", "Gradient importance"))]
     assert len(maps) == 2 and plotly_array(maps[0]["data"][0]["z"]).shape == (bert.n_layers, bert.n_heads)
     study = cache.STUDIES.get(bert.name)
+    main, written = study.main, study.held_out[1]
     curve = [f for f in figures(at) if f["layout"]["title"]["text"].startswith("Removing heads one after another")][0]
     names = [t["name"] for t in curve["data"] if t.get("name")]
     assert names == [
-        "random orders (4 seeds x 2 parts)",
-        f"held out, part 1 ({len(study.folds[0].pairs)} pairs)",
-        f"in sample, part 1 ({len(study.folds[0].pairs)} pairs)",
-        f"held out, part 2 ({len(study.folds[1].pairs)} pairs)",
-        f"in sample, part 2 ({len(study.folds[1].pairs)} pairs)",
+        "random orders (8 seeds), dev pairs",
+        "held out, dev: 90% bootstrap interval",
+        f"held out, dev ({main.n_pairs} pairs)",
+        f"held out, written ({written.n_pairs} pairs)",
+        f"in sample, the ranking pairs ({study.n_rank})",
     ]
-    held = [t for t in curve["data"] if str(t.get("name", "")).startswith("held out")]
-    drawn = [task.PruningCurve([int(x) for x in plotly_array(t["x"])], list(plotly_array(t["y"]))) for t in held]
-    assert [c.can_go() for c in drawn] == study.held_out_can_go()
+    (dev,) = [t for t in curve["data"] if t.get("name") == f"held out, dev ({main.n_pairs} pairs)"]
+    drawn = task.PruningCurve([int(x) for x in plotly_array(dev["x"])], list(plotly_array(dev["y"])))
+    assert drawn.can_go() == main.can_go()
+    floor = [s for s in curve["layout"]["shapes"] if s["line"]["dash"] == "dot"][0]
+    assert floor["y0"] == pytest.approx(main.curve.spearman[-1] - main.curve.spearman[0])
     (said,) = [s.value for s in at.success if "heads** can go" in s.value]
-    a, b = study.held_out_can_go()
-    assert said.startswith(f"Ranked on one part of the pairs and scored on the other, **{a} and {b} of 72 heads**")
-    assert "(in sample), {} and {}".format(*study.in_sample_can_go()) in said
-    assert f"{min(study.random_can_go())} to {max(study.random_can_go())} (8 curves" in said
+    n = main.can_go()
+    change, low, high = main.change_at(n)
+    assert f"**{n} of 72 heads** can go" in said and f"interval {low:+.3f} to {high:+.3f}" in said
+    assert f"Random orders: {min(study.random_can_go())} to {max(study.random_can_go())} (8 orders" in said
+    assert f"lets {written.can_go()} go ({written.surely_can_go()} counting the whole interval)" in said
+    # the words follow the interval: "surely" is the count whose whole interval clears the tolerance
+    sure = main.surely_can_go()
+    assert all(low >= -study.tolerance for r, low in zip(main.curve.removed, main.low) if r <= sure)
     (limits,) = [i.value for i in at.info if "can tell you" in i.value]
-    assert f"Spearman {study.ranking_agreement():.2f} between the drops" in limits
-    # each fold's curves are scored on its own pairs only: the held-out order comes from the other part
-    f0 = study.folds[0]
-    assert f0.held_out.spearman[0] == pytest.approx(
-        task.evaluate(bert, [task.similarity_pairs()[i] for i in f0.pairs]).spearman
-    )
-    assert f0.held_out.spearman != f0.in_sample.spearman
+    assert f"Spearman {study.halves_agreement:.2f} between the drops" in limits
+    median_rand = sorted(study.random_can_go())[len(study.random_can_go()) // 2]
+    assert ("The count clears the noise" in limits) == (sure > median_rand)
+    # the editor: remove the most needed head; the score is evaluate's on the written pairs for that mask
     drop = plotly_array(maps[0]["data"][0]["z"])
-    # the editor: remove the most needed head; the score is evaluate's for that mask
     top = tuple(int(i) for i in np.unravel_index(np.argmax(drop), drop.shape))
     at.multiselect(key="_w_needed_remove").select(top).run()
     no_exception(at)
     metric = {m.label: m.value for m in at.metric}
     mask = np.ones((bert.n_layers, bert.n_heads))
     mask[top] = 0
-    assert float(metric["Spearman with 1 of 72 heads removed"]) == pytest.approx(
+    assert float(metric["Spearman on the written pairs, 1 of 72 heads removed"]) == pytest.approx(
         task.evaluate(bert, head_mask=mask).spearman, abs=5e-4
     )
     view = [f for f in figures(at) if f["layout"]["title"]["text"] == "All layers x heads"][0]

@@ -1,33 +1,58 @@
-"""The "Do we need every head?" study: folds, held-out and in-sample curves, the signed order, and
-the study shipped with the package, partly computed again on the real bundled model."""
+"""The "Do we need every head?" study: human-graded pairs (the STS Benchmark's train and dev splits,
+never its test split), held-out curves with bootstrap intervals, the signed order, and the study
+shipped with the package, partly computed again on the real bundled model."""
 
 from __future__ import annotations
 
+from importlib import resources
+
 import numpy as np
 import pytest
-import torch
+from scipy.stats import spearmanr
 
 from mha import pruning, task
 from mha.bert import LoadedBert
 
 
-def test_folds_and_drops_measured_on_part_of_the_pairs(bert):
-    """The heads are ranked on one part of the pairs and scored on another: the parts split the
-    pairs with every kind in each; a drop measured on a part equals evaluate on that part alone."""
-    folds = pruning.pair_folds(2)
-    kinds = np.array(task.pair_kinds())
-    P = len(task.similarity_pairs())
-    assert sorted(np.concatenate(folds).tolist()) == list(range(P)) and abs(len(folds[0]) - len(folds[1])) <= 1
-    assert all(set(kinds[f]) == set(kinds) for f in folds)
-    pairs = task.similarity_pairs()[::16]  # 9 pairs: the bookkeeping, not the set, is under test
-    abl = task.ablation_cosines(bert, pairs)
-    part = np.arange(0, len(pairs), 2)
-    sub = [pairs[i] for i in part]
-    mask = np.ones((bert.n_layers, bert.n_heads))
-    mask[4, 2] = 0
-    expect = task.evaluate(bert, sub).spearman - task.evaluate(bert, sub, head_mask=mask).spearman
-    assert abl.drop(part)[4, 2] == pytest.approx(expect, abs=1e-6)
-    assert abl.spearman() == pytest.approx(task.evaluate(bert, pairs).spearman, abs=1e-9)
+def test_the_sts_pairs_are_the_licensed_genres_of_train_and_dev_only():
+    train, dev = task.sts_pairs("train"), task.sts_pairs("dev")
+    assert len(train) == 1000 and len(dev) == 375
+    assert set(task.sts_genres("train")) == {"images"} and set(task.sts_genres("dev")) == {"images", "track5.en-en"}
+    assert task.sts_genres("dev").count("track5.en-en") == 125
+    assert all(0 <= g <= 5 and a and b for a, b, g in train + dev)
+    with pytest.raises(ValueError, match="test split"):
+        task.sts_pairs("test")
+    data = resources.files("mha").joinpath("data")
+    text = data.joinpath("sts_pairs.tsv").read_text(encoding="utf-8")
+    assert {line.split("\t")[0] for line in text.splitlines() if line and not line.startswith("#")} == {
+        "split",
+        "train",
+        "dev",
+    }
+    notice = data.joinpath("stsbenchmark_LICENSE.txt").read_text(encoding="utf-8")
+    assert "Share Alike 4.0" in notice and "track5.en-en" in notice and "image" in notice
+
+
+def test_bootstrap_change_is_the_resampled_spearman_difference():
+    """Checked against scipy's spearmanr on the same resamples, and on cases whose answer is known."""
+    rng = np.random.default_rng(1)
+    gold = np.round(rng.uniform(0, 5, 60), 1)  # ties, as real grades have
+    base = gold + rng.normal(0, 1, 60)
+    worse = gold + rng.normal(0, 3, 60)
+    low, high = task.bootstrap_change(np.stack([base, base, worse]), gold, resamples=300, level=0.9, seed=4)
+    assert low[0] == high[0] == 0 and low[1] == high[1] == 0  # no change: a zero-width interval
+    idx = np.random.default_rng(4).integers(0, 60, size=(300, 60))
+    changes = [spearmanr(worse[i], gold[i]).statistic - spearmanr(base[i], gold[i]).statistic for i in idx]
+    assert low[2] == pytest.approx(np.percentile(changes, 5)) and high[2] == pytest.approx(np.percentile(changes, 95))
+    assert high[2] < 0  # a much noisier model is clearly worse
+
+
+def test_a_count_is_said_surely_only_while_the_interval_clears_the_tolerance():
+    curve = task.PruningCurve([0, 6, 12, 18], [0.9, 0.895, 0.885, 0.85])
+    held = pruning.HeldOut("dev", 100, curve, [0.0, -0.01, -0.03, -0.08], [0.0, 0.0, 0.01, -0.02])
+    assert held.can_go(0.02) == 12 and held.surely_can_go(0.02) == 6
+    change, low, high = held.change_at(12)
+    assert change == pytest.approx(-0.015) and (low, high) == (-0.03, 0.01)
 
 
 def test_least_important_first_is_by_signed_drop():
@@ -38,49 +63,35 @@ def test_least_important_first_is_by_signed_drop():
     assert order[0] == (1, 2) and order[-1] == (0, 1)
 
 
-def test_held_out_curves_are_scored_on_pairs_the_ranking_never_saw():
-    gold = np.arange(8, dtype=float)
-    cos = np.array([gold, gold[::-1]])  # two points of a curve: perfect, then reversed
-    part = np.array([0, 2, 4, 6])
-    curve = task.curve_on([0, 5], cos, gold, part)
-    assert curve.removed == [0, 5] and curve.spearman == pytest.approx([1.0, -1.0])
-    assert task.curve_on([0, 5], cos, gold).spearman == pytest.approx([1.0, -1.0])
-
-
 def test_the_shipped_study_is_this_models_own(bert):
     """The study shipped in mha/data (scripts/heads_study.py) is used only for the weights, pairs
     and settings it was computed on; part of it is computed again here and must agree."""
     study = pruning.shipped_study(bert)
     assert study is not None and study.origin == "shipped", "run scripts/heads_study.py after changing the study"
-    pairs = task.similarity_pairs()
-    folds = pruning.pair_folds(pruning.STUDY["n_folds"])
-    assert all(np.array_equal(f.pairs, idx) for f, idx in zip(study.folds, folds))
-    assert study.importance.base == pytest.approx(task.evaluate(bert).spearman, abs=1e-6)
-    batch = task._batch(bert, pairs)
-    gold = batch.gold
-    with torch.inference_mode():
-        base = task._cosines(task._embed(bert, batch), batch).double().numpy()
-        for layer, head in [(0, 2), (3, 7), (5, 9)]:  # the drop of three heads, on every pair and on each part
-            mask = torch.ones(bert.n_layers, bert.n_heads)
-            mask[layer, head] = 0
-            cos = task._cosines(task._embed(bert, batch, mask), batch).double().numpy()
-            abl = task.Ablations(base, cos[None, None], gold)
-            assert study.importance.drop[layer, head] == pytest.approx(abl.drop()[0, 0], abs=1e-5)
-            for f in study.folds:
-                assert f.drop[layer, head] == pytest.approx(abl.drop(f.pairs)[0, 0], abs=1e-5)
-    # one point of a held-out curve: ranked by the other part's stored drops, scored on this part
-    order = task.order_by(study.folds[1].drop)
-    cos = task.curve_cosines(bert, order, [24], pairs)
-    assert study.folds[0].held_out.spearman[4] == pytest.approx(
-        task.curve_on([24], cos, gold, folds[0]).spearman[0], abs=1e-5
+    train, dev = task.sts_pairs("train"), task.sts_pairs("dev")
+    assert study.n_rank == len(train) and [h.name for h in study.held_out] == ["dev", "written"]
+    assert study.main.n_pairs == len(dev) and study.held_out[1].n_pairs == len(task.similarity_pairs())
+    assert study.importance.base == pytest.approx(task.evaluate(bert, train).spearman, abs=1e-5)
+    # one point of the held-out curve: the order from the stored drops (ranked on train), scored on dev
+    order = task.order_by(study.importance.drop)
+    k = study.main.curve.removed.index(24)
+    full = task.evaluate(bert, dev)
+    pruned = task.evaluate(bert, dev, head_mask=task.head_mask(bert, order[:24]))
+    assert study.main.curve.spearman[0] == pytest.approx(full.spearman, abs=1e-5)
+    assert study.main.curve.spearman[k] == pytest.approx(pruned.spearman, abs=1e-5)
+    # its interval: the same resamples over the dev pairs (the study draws one set for the whole curve)
+    low, high = task.bootstrap_change(
+        np.stack([full.per_pair, pruned.per_pair]), full.gold, pruning.STUDY["resamples"], study.level
     )
-    cos = task.curve_cosines(bert, task.random_order(bert.n_layers, bert.n_heads, study.seeds[0]), [12], pairs)
-    assert study.folds[1].random[0].spearman[1] == pytest.approx(
-        task.curve_on([12], cos, gold, folds[1]).spearman[0], abs=1e-5
+    assert study.main.low[k] == pytest.approx(low[1], abs=1e-4) and study.main.high[k] == pytest.approx(
+        high[1], abs=1e-4
+    )
+    rand = task.random_order(bert.n_layers, bert.n_heads, study.seeds[0])
+    assert study.random[0].spearman[1] == pytest.approx(
+        task.evaluate(bert, dev, head_mask=task.head_mask(bert, rand[:12])).spearman, abs=1e-5
     )
     # anything else: computed, never the shipped figures
     other = LoadedBert("another model", bert.model, bert.tokenizer)
     assert pruning.shipped_study(other) is None
-    text = pruning.study_to_json(study, pruning.study_stamp(bert))
-    again, stamp = pruning.study_from_json(text)
-    assert stamp == pruning.study_stamp(bert) and again.held_out_can_go() == study.held_out_can_go()
+    again, stamp = pruning.study_from_json(pruning.study_to_json(study, pruning.study_stamp(bert)))
+    assert stamp == pruning.study_stamp(bert) and again.main.curve == study.main.curve

@@ -12,15 +12,22 @@ from .common import role_colour
 if TYPE_CHECKING:
     from ..pruning import HeadsStudy
 
+BAND = "rgba(17, 119, 51, 0.18)"  # the held-out colour, light: its bootstrap interval
+
+
+def _change(spearman: list[float]) -> np.ndarray:
+    return np.subtract(spearman, spearman[0])
+
 
 def pruning_chart(study: HeadsStudy) -> go.Figure:
-    """Spearman lost as heads go, per part of the pairs (pruning.HeadsStudy): ranked on the other
-    part (held out, solid), on the same part (in sample, dashed), and the band of random orders
-    (every seed and part, shaded), each against the full model's score on that part."""
+    """The change in Spearman as heads go, least important first (pruning.HeadsStudy): held out on
+    the benchmark's dev pairs (solid, with its bootstrap interval shaded) and on the written pairs
+    (dotted, with its interval as error bars), in sample on the ranking pairs (dashed), the band of
+    random orders (dev pairs), the tolerance and the floor with every head removed."""
     fig = go.Figure()
-    rand = [c for f in study.folds for c in f.random]
+    rand = study.random
     removed = rand[0].removed
-    change = np.array([np.subtract(c.spearman, c.spearman[0]) for c in rand])  # (curves, points)
+    change = np.array([_change(c.spearman) for c in rand])  # (seeds, points)
     fig.add_trace(
         go.Scatter(x=removed, y=change.max(0), mode="lines", line=dict(width=0), showlegend=False, hoverinfo="skip")
     )
@@ -32,33 +39,66 @@ def pruning_chart(study: HeadsStudy) -> go.Figure:
             line=dict(width=0),
             fill="tonexty",
             fillcolor="rgba(136, 136, 136, 0.25)",
-            name=f"random orders ({len(study.seeds)} seeds x {len(study.folds)} parts)",
+            name=f"random orders ({len(rand)} seeds), dev pairs",
         )
     )
-    for n, f in enumerate(study.folds):
-        for kind, curve, dash in (("held out", f.held_out, None), ("in sample", f.in_sample, "dash")):
-            fig.add_trace(
-                go.Scatter(
-                    x=curve.removed,
-                    y=np.subtract(curve.spearman, curve.spearman[0]),
-                    name=f"{kind}, part {n + 1} ({len(f.pairs)} pairs)",
-                    mode="lines+markers",
-                    marker=dict(symbol=["circle", "diamond", "square", "triangle-up"][n % 4]),
-                    line=dict(color=role_colour(kind), dash=dash, width=3 if kind == "held out" else 1.5),
-                )
+    main = study.main
+    x = main.curve.removed
+    fig.add_trace(go.Scatter(x=x, y=main.high, mode="lines", line=dict(width=0), showlegend=False, hoverinfo="skip"))
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=main.low,
+            mode="lines",
+            line=dict(width=0),
+            fill="tonexty",
+            fillcolor=BAND,
+            name=f"held out, dev: {study.level:.0%} bootstrap interval",
+        )
+    )
+    for h, (dash, marker) in zip(study.held_out, ((None, "circle"), ("dot", "diamond"))):
+        c = _change(h.curve.spearman)
+        error = None if h is main else dict(type="data", array=np.subtract(h.high, c), arrayminus=np.subtract(c, h.low))
+        fig.add_trace(
+            go.Scatter(
+                x=h.curve.removed,
+                y=c,
+                error_y=error,
+                name=f"held out, {'dev' if h is main else 'written'} ({h.n_pairs} pairs)",
+                mode="lines+markers",
+                marker=dict(symbol=marker),
+                line=dict(color=role_colour("held out"), dash=dash, width=3 if h is main else 2),
             )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=study.in_sample.removed,
+            y=_change(study.in_sample.spearman),
+            name=f"in sample, the ranking pairs ({study.n_rank})",
+            mode="lines+markers",
+            marker=dict(symbol="square"),
+            line=dict(color=role_colour("in sample"), dash="dash", width=1.5),
+        )
+    )
     fig.add_hline(
         y=-study.tolerance,
         line=dict(color="grey", dash="dash"),
         annotation_text=f"-{study.tolerance}",
         annotation_position="bottom left",
     )
+    floor = main.curve.spearman[-1] - main.curve.spearman[0]
+    fig.add_hline(
+        y=floor,
+        line=dict(color="black", dash="dot"),
+        annotation_text=f"every head removed (dev): {floor:+.2f}",
+        annotation_position="top right",
+    )
     fig.update_layout(
         title="Removing heads one after another, least important first",
-        height=420,
+        height=440,
         margin=dict(l=10, r=10, t=50, b=10),
         xaxis=dict(title="heads removed"),
-        yaxis=dict(title="change in Spearman on that part"),
+        yaxis=dict(title="change in Spearman"),
         legend=dict(orientation="h", y=-0.25),
     )
     return fig
