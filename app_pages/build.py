@@ -42,7 +42,8 @@ shared = ui.kept(
     "Shared Q/K/V",
     "build_shared",
     t1,
-    help="Every head uses one $W^Q, W^K, W^V$: the mean of the heads' slices, as on the collapse page.",
+    help="Every head uses one $W^Q, W^K, W^V$: the mean of the heads' slices rescaled to a slice's length, as on "
+    "the collapse page.",
 )
 scale = ui.kept("toggle", r"Divide by $\sqrt{d_k}$", "build_scale", t2)
 shuffle = ui.kept(

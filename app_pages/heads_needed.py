@@ -104,13 +104,14 @@ st.info(
     f"**What these pairs can tell you, and what not.** Two halves of the ranking pairs rank the heads alike "
     f"{ui.agreement_words(agree)}: Spearman {agree:.2f} between the drops measured on each (1 = the same order). "
     + (
-        "So the map of single heads above is mostly noise: do not read it as which heads matter. "
+        "So the map of single heads above is a rough guide at best: do not read one head's colour as how much it "
+        "matters. "
         if agree < 0.5
         else "The map of single heads holds across the halves. "
     )
     + (
         f"The count clears the noise: even counted strictly ({sure}), the ranked order lets more heads go than "
-        f"{'any' if sure > max(rand) else 'most'} random orders."
+        f"{'any random order' if sure > max(rand) else 'most random orders'}."
         if sure > median_rand
         else f"The count does not clear the noise: counted strictly it is {sure}, and random orders reach "
         f"{median_rand} or more half the time."

@@ -80,7 +80,7 @@ def build_module(
 ) -> MultiHeadAttention:
     """A from-scratch module: layer `layer`'s real weights (or a seeded random init) split into
     n_heads heads; shared=True gives every head one W^Q, W^K, W^V: the mean of the heads' slices
-    (collapse.DEFAULT_SOURCE, as on every page)."""
+    rescaled to a slice's norm (collapse.DEFAULT_SOURCE, as on every page)."""
     if weights == "bert":
         m = bert.scratch_layer(layer)
         if n_heads != m.n_heads:
