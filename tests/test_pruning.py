@@ -87,7 +87,7 @@ def test_the_shipped_study_is_this_models_own(bert):
         high[1], abs=1e-4
     )
     rand = task.random_order(bert.n_layers, bert.n_heads, study.seeds[0])
-    assert study.random[0].spearman[1] == pytest.approx(
+    assert study.random[0].spearman[study.random[0].removed.index(12)] == pytest.approx(
         task.evaluate(bert, dev, head_mask=task.head_mask(bert, rand[:12])).spearman, abs=1e-5
     )
     # anything else: computed, never the shipped figures
