@@ -113,8 +113,9 @@ s1, s2, s3 = st.columns(3)
 s1.metric(
     "Spread of raw scores",
     f"{s.score_std[head]:.2f}",
-    help="The standard deviation of a query's scores over the keys, averaged over the queries: the score spread of "
-    "the other pages (a shift that moves all of one query's scores is not counted; the softmax ignores it).",
+    help="The standard deviation of a query's scores over the keys, averaged over the queries (a shift that moves "
+    "all of one query's scores is not counted; the softmax ignores it). The other pages' score spread is this "
+    "measure after the division by $\\sqrt{d_k}$, the next number.",
 )
 s2.metric(r"Spread after / $\sqrt{d_k}$" if scale else "Spread (not scaled)", f"{s.scaled_std[head]:.2f}")
 s3.metric(
@@ -123,8 +124,11 @@ s3.metric(
     help="Near 1 means the softmax saturates: each token reads one key only.",
 )
 st.markdown(
-    f"Dot products of {D}-dimensional vectors grow like $\\sqrt{{d_k}}$ = {D**0.5:.1f}; dividing by it "
-    "keeps the softmax out of saturation (Vaswani et al. 2017, section 3.2.1). "
+    f"The dot product of two {D}-dimensional vectors with independent, zero-mean, unit-variance entries has "
+    f"standard deviation $\\sqrt{{d_k}}$ = {D**0.5:.1f}; dividing by it keeps the scores' spread from growing with "
+    "$d_k$, so the softmax does not saturate just because "
+    "$d_k$ is large (Vaswani et al. 2017, section 3.2.1). A head whose scaled scores still spread widely saturates "
+    "anyway: that is what it learned. "
     + ("" if scale else "**Scaling is off**: watch the largest weight per row approach 1.")
 )
 ui.chart(

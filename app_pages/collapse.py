@@ -143,11 +143,14 @@ with st.spinner("Scoring the model on its own task (sentence similarity)..."):
     task_none = ui.cached_task_without(inp.model, every)
 removed, none_left = ui.cached_removal(inp, layers), ui.cached_removal(inp, every)
 e1, e2, e3, e4 = st.columns(4)
+_, now_low, now_high = task.paired_interval(task_base, task_now)
 e1.metric(
     "Task: Spearman on the bundled pairs",
     f"{task_now.spearman:.3f}",
     delta=f"{round(task_now.spearman, 3) - round(task_base.spearman, 3):+.3f} vs BERT's {task_base.spearman:.3f}",
     delta_color="off",
+    help=f"90% bootstrap interval of the change over the {len(task_now.gold)} pairs: {now_low:+.3f} to "
+    f"{now_high:+.3f}" + (" (it includes 0: within the noise of these pairs)." if now_low <= 0 <= now_high else "."),
 )
 e2.metric("Sentence embedding cosine to BERT", f"{effect['sentence embedding cosine']:.3f}")
 e3.metric("Mean token cosine", f"{effect['mean token cosine']:.3f}")
@@ -210,6 +213,8 @@ sharp = (
     else ""
 )
 diff, low, high = task.paired_interval(task_removed, task_shared)
+_, gone_low, gone_high = task.paired_interval(task_base, task_removed)
+blind = gone_low <= 0 <= gone_high  # the pairs cannot tell removing this attention from the whole model
 st.markdown(
     f"With {names} shared ({path.source_name}: one matrix for every head) the {H} heads of layer {layer} "
     + maps
@@ -236,6 +241,14 @@ st.markdown(
         else f"worse than removing the attention of {scope} altogether."
         if high < 0
         else f"on these pairs it cannot be told apart from removing the attention of {scope} altogether."
+    )
+    + (
+        " Nor can these pairs tell removing that attention from BERT itself (change "
+        f"{task_removed.spearman - task_base.spearman:+.3f}, interval {gone_low:+.3f} to {gone_high:+.3f}): on this "
+        f"yardstick the attention of {scope} makes no measurable difference, so the task cannot show what sharing "
+        "costs there; the cosines and the head measures above can."
+        if blind
+        else ""
     )
 )
 st.download_button(

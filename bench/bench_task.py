@@ -76,7 +76,8 @@ def print_study(study: pruning.HeadsStudy) -> None:
     tol = study.tolerance
     print(
         f"  ranked on {study.n_rank} STS train pairs (full model Spearman {study.importance.base:.3f}); two halves "
-        f"of them rank the heads alike at Spearman {study.halves_agreement:.2f}; |drop| vs gradient "
+        f"of them rank the heads alike at Spearman {min(study.halves_agreement):.2f} to "
+        f"{max(study.halves_agreement):.2f} ({len(study.halves_agreement)} random halvings); |drop| vs gradient "
         f"{study.importance.agreement():.2f}"
     )
     for h in study.held_out:

@@ -582,16 +582,22 @@ def test_heads_needed_page_maps_held_out_curves_and_editor(bert):
     (said,) = [s.value for s in at.success if "heads** can go" in s.value]
     n = main.can_go()
     change, low, high = main.change_at(n)
-    assert f"**{n} of 72 heads** can go" in said and f"interval {low:+.3f} to {high:+.3f}" in said
+    assert (
+        f"**{n} of 72 heads** can go" in said
+        and "counted every 6 heads" in said
+        and f"interval {low:+.3f} to {high:+.3f}" in said
+    )
     assert f"Random orders: {min(study.random_can_go())} to {max(study.random_can_go())} (8 orders" in said
     assert f"lets {written.can_go()} go ({written.surely_can_go()} counting the whole interval)" in said
     # the words follow the interval: "surely" is the count whose whole interval clears the tolerance
     sure = main.surely_can_go()
     assert all(low >= -study.tolerance for r, low in zip(main.curve.removed, main.low) if r <= sure)
     (limits,) = [i.value for i in at.info if "can tell you" in i.value]
-    assert f"Spearman {study.halves_agreement:.2f} between the drops" in limits
+    agree = study.halves_agreement
+    assert f"Spearman {min(agree):.2f} to {max(agree):.2f} ({len(agree)} halvings" in limits
     median_rand = sorted(study.random_can_go())[len(study.random_can_go()) // 2]
-    assert ("The count clears the noise" in limits) == (sure > median_rand)
+    assert ("the count clears the noise" in limits) == (sure > median_rand)
+    assert f"the strict count is {written.surely_can_go()}" in limits
     # the editor: remove the most needed head; the score is evaluate's on the written pairs for that mask
     drop = plotly_array(maps[0]["data"][0]["z"])
     top = tuple(int(i) for i in np.unravel_index(np.argmax(drop), drop.shape))

@@ -95,3 +95,16 @@ def test_the_shipped_study_is_this_models_own(bert):
     assert pruning.shipped_study(other) is None
     again, stamp = pruning.study_from_json(pruning.study_to_json(study, pruning.study_stamp(bert)))
     assert stamp == pruning.study_stamp(bert) and again.main.curve == study.main.curve
+
+
+def test_halves_agreement_compares_the_drops_of_two_random_halves():
+    """Each halving's agreement is scipy's Spearman between the drops measured on its two halves."""
+    rng = np.random.default_rng(0)
+    gold = rng.uniform(0, 5, 40)
+    base = gold + rng.normal(0, 1, 40)
+    ablated = base + rng.normal(0, 0.5, (2, 3, 40))  # (L, H, P)
+    abl = task.Ablations(base, ablated, gold)
+    got = pruning.halves_agreement(abl, splits=3, seed=5)
+    perm = np.random.default_rng(5).permutation(40)
+    a, b = np.sort(perm[:20]), np.sort(perm[20:])
+    assert len(got) == 3 and got[0] == pytest.approx(spearmanr(abl.drop(a).ravel(), abl.drop(b).ravel()).statistic)
