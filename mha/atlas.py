@@ -41,14 +41,17 @@ def _mean_share(att: np.ndarray, key_mask: np.ndarray) -> np.ndarray:
 
 
 def offset_share(att: np.ndarray, offset: int) -> np.ndarray:
-    """Mean over queries i of the weight on key j = i + offset -> (L, H).
+    """Mean over the queries i that have a key j = i + offset of the weight on it -> (L, H).
 
-    offset = -1 is the previous token, +1 the next token, 0 the token itself. Queries with no
-    such key (the first token for -1, the last for +1) count as 0.
+    offset = -1 is the previous token, +1 the next token, 0 the token itself. A query with no
+    such key (the first token for -1, the last for +1) is left out, not counted as 0: a head that
+    puts all of every other query's weight on the previous token reads 1.
     """
     T = att.shape[-1]
+    if abs(offset) >= T:
+        return np.zeros(att.shape[:-2])
     diag = np.diagonal(att, offset=offset, axis1=-2, axis2=-1)  # (L, H, T - |offset|)
-    return diag.sum(-1) / T
+    return diag.mean(-1)
 
 
 def uniform_entropy(n_tokens: int) -> float:
@@ -90,7 +93,8 @@ def head_measures(
 
     Shares follow Clark et al. 2019's code: the mean over queries of the weight on [CLS], on
     [SEP], on the tokens "." and "," ("to punctuation"), on the query itself, on the previous
-    and on the next token. "entropy / ln T" is the entropy over its maximum for the length, so
+    and on the next token (these two over the queries that have one, so a head that always reads
+    the previous token scores 1, not (T - 1) / T). "entropy / ln T" is the entropy over its maximum for the length, so
     that sentences of different lengths compare (in [0, 1]).
     """
     att = np.asarray(attentions, dtype=np.float32)

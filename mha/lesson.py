@@ -237,7 +237,8 @@ def previous_token_question(run: BertRun) -> tuple[Choice, tuple[int, int], tupl
     heads = list(dict.fromkeys(heads))[:4]
     options = tuple(_head(h) for h in sorted(heads))
     why = (
-        f"{_head(best)} puts {prev[best]:.0%} of each token's attention on the token just before it "
+        f"{_head(best)} puts {prev[best]:.0%} of a token's attention on the token just before it, on average over "
+        "the tokens that have one "
         f"(Clark et al. 2019 found such heads in BERT too). {_head(vertical)} sends {special[vertical]:.0%} "
         "to [CLS] and [SEP] instead: a place to park attention when there is nothing to read."
     )

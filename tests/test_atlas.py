@@ -54,12 +54,13 @@ def test_entropy_matches_scipy_on_random_rows():
 
 def test_previous_and_next_heads_are_positional():
     m = atlas.head_measures(stack(PREVIOUS, NEXT), TOKENS)
-    assert m["to previous"][0, 0] == pytest.approx((T - 1) / T)  # every query but the first
-    assert m["to next"][0, 1] == pytest.approx((T - 1) / T)
+    # every query that has a previous (next) token puts all its weight there: the first (last) has none
+    assert m["to previous"][0, 0] == pytest.approx(np.mean([PREVIOUS[i, i - 1] for i in range(1, T)])) == 1.0
+    assert m["to next"][0, 1] == pytest.approx(np.mean([NEXT[i, i + 1] for i in range(T - 1)])) == 1.0
     assert m["to previous"][0, 1] == 0 and m["to next"][0, 0] == 0
     pure_previous = stack(np.eye(T, k=-1) + np.eye(T, k=T - 1))  # first token wraps to the last
     m2 = atlas.head_measures(pure_previous, TOKENS)
-    assert m2["to previous"][0, 0] == pytest.approx((T - 1) / T)
+    assert m2["to previous"][0, 0] == pytest.approx(1.0)
     assert not m["positional"][0, 0]  # 5 of 6 queries (83%) read the previous token: below 90%
     labels = atlas.pattern_labels(m, T)
     assert list(labels[0]) == ["diagonal", "diagonal"]
