@@ -63,12 +63,15 @@ if step == 1 and default_query is not None:
     q = lesson.spread_question(run, one)
     answered = ui.choice_question(
         f"{tag}-spread",
-        f"Predict first: to how many different tokens do the {L * H} heads send most of “{word}”'s weight?",
+        f"Predict first: leaving out [CLS], [SEP] and punctuation (where heads park attention), to how many "
+        f"different words of your sentence does one of the {L * H} heads give more than half of “{word}”'s weight?",
         q.options,
         q.answer,
         q.why,
-        hint="Each head has its own $W_i^Q$ and $W_i^K$, so each scores the keys its own way; count the different "
-        "tokens that come out on top.",
+        hint="Each head has its own $W_i^Q$ and $W_i^K$, so each scores the keys its own way; count the words that "
+        "get more than half of some head's weight. Many heads park this token's weight on [CLS], [SEP] or "
+        "punctuation instead, or spread it.",
+        variant=str(query),
     )
     if answered is None:
         st.info("Answer first: the heads are shown after your prediction.", icon=":material/visibility_off:")
@@ -95,8 +98,8 @@ if step == 1 and default_query is not None:
                 f"all {k} at once is the last row, with {on.min():.0%} on the weakest"
                 + (f", against at least {specialist:.0%} from the specialist heads." if on.min() < specialist else ".")
                 if k >= 2
-                else "Every head sends most of this token's weight to the same token: here the heads agree. Pick "
-                "another token."
+                else "Among the words, every head gives its largest share of this token's weight to the same word: "
+                "here the heads agree. Pick another token."
             )
         )
     tool("app_pages/atlas.py", "Rank every head for any two words: the link finder", *one.targets[0][1:3])

@@ -47,7 +47,7 @@ def one_run(browser, url: str) -> dict[str, float]:
     settled(page, time.perf_counter(), "Step 1 of")
     times = {}
     steps = int(page.locator("text=/Step 1 of \\d+/").inner_text().split(" of ")[1].split(":")[0])
-    first = page.get_by_text("2 or 3")  # step 1 asks before it draws (a lesson without it: nothing to click)
+    first = page.get_by_text("2 or 3 words")  # step 1 asks before it draws (a lesson without it: nothing to click)
     if first.count():
         t0 = time.perf_counter()
         first.first.click()

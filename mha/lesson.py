@@ -119,20 +119,38 @@ def query_rule(tokens: list[str]) -> tuple[int, str]:
     raise ValueError("the sentence needs a whole word that is not a function word")
 
 
+MOST = 0.5  # "most of a token's weight": more than half of it
+
+
 @dataclass(frozen=True)
 class OneQuery:
     """Step 1: where every head sends one query token's attention.
 
-    top, weight: (L, H) the key each head gives most of the query's weight to, among the
-    sentence's words ([CLS], [SEP] and punctuation, where heads park attention, left out), and that weight.
+    top, weight: (L, H) the key each head gives the largest share of the query's weight to, among
+    the sentence's words ([CLS], [SEP] and punctuation, where heads park attention, left out), and
+    that weight.
     targets: one entry per distinct top key, (key, layer, head, weight) of the head that gives it
     the most, strongest first.
+    majority: the same for the words some head gives MOST of the query's weight (more than half).
+    parking: (L, H) each head's share of the query's weight on [CLS], [SEP] and punctuation.
     """
 
     query: int
     top: np.ndarray
     weight: np.ndarray
     targets: tuple[tuple[int, int, int, float], ...]
+    majority: tuple[tuple[int, int, int, float], ...] = ()
+    parking: np.ndarray | None = None
+
+    @property
+    def parked(self) -> int:
+        """Heads that give the parking tokens together more than half of the query's weight."""
+        return int((self.parking > MOST).sum()) if self.parking is not None else 0
+
+    @property
+    def heads_with_a_word(self) -> int:
+        """Heads that give one word of the sentence more than half of the query's weight."""
+        return int((self.weight > MOST).sum())
 
     def compare(self, attentions: np.ndarray, k: int = 4) -> QueryRows:
         """The k strongest targets' heads and the best compromise: the one head whose weakest
@@ -174,22 +192,29 @@ def one_query(run: BertRun, query: int) -> OneQuery:
         if int(key) not in best or w > best[int(key)][3]:
             best[int(key)] = (int(key), int(layer), int(head), w)
     targets = tuple(sorted(best.values(), key=lambda t: -t[3]))
-    return OneQuery(query, top, weight, targets)
+    majority = tuple(t for t in targets if t[3] > MOST)
+    parking = run.attentions[:, :, query][:, :, ~own].sum(-1)  # (L, H)
+    return OneQuery(query, top, weight, targets, majority, parking)
 
 
-SPREAD_OPTIONS = ("1: the heads agree", "2 or 3", "4 to 10", "more than 10")
+SPREAD_OPTIONS = ("None: no head gives a word more than half", "1 word", "2 or 3 words", "4 or more words")
 
 
 def spread_question(run: BertRun, q: OneQuery) -> Choice:
-    """Predict before the chart: to how many different tokens do the heads send most of the
-    query's weight? Answered by counting the distinct top keys."""
-    n = len(q.targets)
-    answer = 0 if n == 1 else 1 if n <= 3 else 2 if n <= 10 else 3
-    k = min(4, n)
-    shares = ", ".join(f"{_word(run.tokens, key)} {w:.0%}" for key, _, _, w in q.targets[:k])
+    """Predict before the chart: leaving out the parking tokens, to how many different words of
+    the sentence does some head give more than half of the query's weight? Answered by counting
+    those words; the feedback says where the rest of the heads put it."""
+    n = len(q.majority)
+    answer = 0 if n == 0 else 1 if n == 1 else 2 if n <= 3 else 3
+    total, word = q.top.size, _word(run.tokens, q.query)
+    listed = ", ".join(f"{_word(run.tokens, key)} {w:.0%}" for key, _, _, w in q.majority[:6])
+    rest = total - q.heads_with_a_word - q.parked
     why = (
-        f"The {q.top.size} heads send most of {_word(run.tokens, q.query)}'s weight to {n} different "
-        f"token{'s' if n > 1 else ''}; the strongest head for each: {shares}."
+        f"{q.heads_with_a_word} of the {total} heads give one word of the sentence more than half of {word}'s "
+        f"weight, and those are {n} different word{'' if n == 1 else 's'}"
+        + (f" (the strongest head for each: {listed}{', ...' if n > 6 else ''})" if n else "")
+        + f". {q.parked} heads put more than half on [CLS], [SEP] and punctuation (on average the {total} heads give "
+        f"them {float(q.parking.mean()):.0%} of its weight); the other {rest} give no single token more than half."
     )
     return Choice(SPREAD_OPTIONS, answer, why)
 

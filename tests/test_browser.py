@@ -329,7 +329,7 @@ def test_lesson_recap_and_glossary_on_a_phone_and_a_wide_screen(server, browser)
         wait_idle(page)
         page.wait_for_selector("text=Step 1 of 8", timeout=60_000)
         assert page.locator('[data-testid="stPlotlyChart"]').count() == 0  # predict first
-        page.get_by_text("1: the heads agree").click()
+        page.get_by_text("1 word", exact=True).click()
         wait_idle(page)
         page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=60_000)
         shots = {"step1": None}

@@ -126,7 +126,11 @@ def test_walk_the_lesson(bert, text, right_first, shape, tmp_path, monkeypatch, 
     own = [i for i, t in enumerate(run.tokens) if any(c.isalnum() for c in t) and t not in ("[CLS]", "[SEP]")]
     tops = {own[int(k)] for k in run.attentions[:, :, query][:, :, own].argmax(-1).ravel()}
     assert len(one.targets) == len(tops)
-    right = question(at).options[lesson.spread_question(run, one).answer]
+    # "most" means more than half: the words some head gives more than half of the token's weight
+    rows = run.attentions[:, :, query]  # (L, H, T)
+    most = {j for j in own if (rows[:, :, j] > 0.5).any()}
+    n = len(most)
+    right = question(at).options[0 if n == 0 else 1 if n == 1 else 2 if n <= 3 else 3]
     ask(right, question(at).options)
     (chart,) = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     view = one.compare(run.attentions, min(4, len(one.targets)))
@@ -284,3 +288,43 @@ def test_sharing_feedback_counts_the_models_heads(bert):
     assert right and f"{bert.n_heads} copies of one head" in text and "Twelve" not in text
     four = dict(outcome, heads=4)
     assert "4 copies of one head" in lesson.prediction_feedback(1, four)[1]
+
+
+CHEF = "The chef who ran the kitchen tasted the soup because it was salty."
+
+
+@pytest.mark.parametrize("text", ["Hello!", CHEF])
+def test_step_1_counts_only_words_that_get_more_than_half(bert, text):
+    """'Most' means more than half: step 1 counts the words some head gives more than half of the
+    token's weight, and says how many heads park it on [CLS], [SEP] and punctuation instead
+    (numpy on the attention tensor, not the page's helper)."""
+    run = bert.attend(text)
+    query, _ = lesson.query_rule(run.tokens)
+    rows = run.attentions[:, :, query].astype(np.float64)  # (L, H, T)
+    words = [i for i, t in enumerate(run.tokens) if any(c.isalnum() for c in t) and t not in ("[CLS]", "[SEP]")]
+    parking = [i for i in range(run.n_tokens) if i not in words]
+    most = {j for j in words if (rows[:, :, j] > 0.5).any()}
+    parked = int((rows[:, :, parking].sum(-1) > 0.5).sum())
+    q = lesson.spread_question(run, lesson.one_query(run, query))
+    n = len(most)
+    assert q.answer == (0 if n == 0 else 1 if n == 1 else 2 if n <= 3 else 3)
+    assert f"those are {n} different word" in q.why and f"{parked} heads put more than half on [CLS]" in q.why
+    if text == CHEF:  # "it": the heads' top words include "ran", "the", "who", which no head gives half
+        assert run.tokens[query] == "it" and n < 13
+        assert rows[:, :, run.tokens.index("who")].max() < 0.5
+    else:
+        assert parked > 60  # nearly every head parks "hello" on [CLS], [SEP] or "!"
+
+
+def test_another_token_is_its_own_question():
+    """Step 1's prediction belongs to its token: another token starts unanswered, and the score
+    still counts the question once."""
+    at = app(step="1")
+    (radio,) = [r for r in at.radio if str(r.key).startswith("_w_q_")]
+    radio.set_value(radio.options.index(radio.options[0])).run()
+    assert [m.value for m in at.metric if m.label == "Right at the first try"][0].endswith("of 1")
+    picker = [s for s in at.selectbox if "lesson_query" in str(s.key)][0]
+    picker.select_index((picker.index + 1) % len(picker.options)).run()
+    (radio,) = [r for r in at.radio if str(r.key).startswith("_w_q_")]
+    assert radio.value is None and not at.success and not at.error  # never answered: no "Right" for it
+    assert [m.value for m in at.metric if m.label == "Right at the first try"][0].endswith("of 1")

@@ -37,15 +37,21 @@ def _hint(hint: str | None) -> None:
 
 
 def choice_question(
-    qid: str, prompt: str, options: Sequence[str], answer: int, why: str, hint: str | None = None
+    qid: str,
+    prompt: str,
+    options: Sequence[str],
+    answer: int,
+    why: str,
+    hint: str | None = None,
+    variant: str = "",
 ) -> bool | None:
     """A multiple-choice question checked against `answer`, with a hint to open; feedback says
-    why. None until answered."""
+    why. None until answered. `variant` names one version of the question (step 1's token): each
+    version keeps its own answer, and the score counts the question once (record_id)."""
     _hint(hint)
     short = sum(len(o) for o in options) <= 60  # short options side by side: the picture after stays in view
-    picked = kept(
-        "radio", prompt, f"q_{qid}", options=range(len(options)), format_func=lambda i: options[i], horizontal=short
-    )
+    key = f"q_{qid}" + (f"-{variant}" if variant else "")
+    picked = kept("radio", prompt, key, options=range(len(options)), format_func=lambda i: options[i], horizontal=short)
     if picked is None:
         return None
     right = picked == answer
