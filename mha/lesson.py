@@ -209,12 +209,14 @@ def spread_question(run: BertRun, q: OneQuery) -> Choice:
     total, word = q.top.size, _word(run.tokens, q.query)
     listed = ", ".join(f"{_word(run.tokens, key)} {w:.0%}" for key, _, _, w in q.majority[:6])
     rest = total - q.heads_with_a_word - q.parked
+    with_word = q.heads_with_a_word
     why = (
-        f"{q.heads_with_a_word} of the {total} heads give one word of the sentence more than half of {word}'s "
-        f"weight, and those are {n} different word{'' if n == 1 else 's'}"
+        f"{with_word} of the {total} heads {'gives' if with_word == 1 else 'give'} one word of the sentence more "
+        f"than half of {word}'s weight, and those are {n} different word{'' if n == 1 else 's'}"
         + (f" (the strongest head for each: {listed}{', ...' if n > 6 else ''})" if n else "")
-        + f". {q.parked} heads put more than half on [CLS], [SEP] and punctuation (on average the {total} heads give "
-        f"them {float(q.parking.mean()):.0%} of its weight); the other {rest} give no single token more than half."
+        + f". {q.parked} {'head puts' if q.parked == 1 else 'heads put'} more than half on [CLS], [SEP] and "
+        f"punctuation (on average the {total} heads give them {float(q.parking.mean()):.0%} of its weight)"
+        + (f"; the other {rest} give no single token more than half." if rest else ".")
     )
     return Choice(SPREAD_OPTIONS, answer, why)
 
