@@ -181,8 +181,6 @@ class MultiHeadAttention(nn.Module):
             )
         self.role_heads = role_heads(n_heads, projection, kv_heads, heads)
         self.d_model, self.n_heads = d_model, n_heads
-        # "shared": every role one projection for all heads (the lesson's check question)
-        self.projection: Projection = "shared" if self.role_heads == (1, 1, 1) and n_heads > 1 else projection
         self.d_head = d_model // n_heads
         q_width, k_width, v_width = (g * self.d_head for g in self.role_heads)
         self.q_proj = nn.Linear(d_model, q_width, bias=bias)
@@ -191,6 +189,16 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
         self._fast_key: list | None = None  # see _fast_weights
         self._fast: tuple | None = None
+
+    @property
+    def projection(self) -> str:
+        """What the heads share, read from the structure: "distinct" (every head its own W_i^Q, W_i^K,
+        W_i^V), "shared" (one of each for every head: the lesson's check question), or "mixed"
+        (grouped K/V or some roles shared: role_heads says which)."""
+        H = self.n_heads
+        if self.role_heads == (H, H, H):
+            return "distinct"
+        return "shared" if self.role_heads == (1, 1, 1) else "mixed"
 
     @property
     def kv_heads(self) -> int:

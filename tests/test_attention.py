@@ -303,7 +303,7 @@ def test_shared_queries_and_keys_are_one_parameter_through_training():
     C, H = 64, 8
     m = MultiHeadAttention(C, H, heads=(1, 1, H)).train()
     assert m.q_proj.weight.shape == m.k_proj.weight.shape == (C // H, C) and m.v_proj.weight.shape == (C, C)
-    assert m.shared_roles == ("q", "k") and m.projection == "distinct"
+    assert m.shared_roles == ("q", "k") and m.projection == "mixed"
     assert m.num_parameters() == 2 * (C * 8 + 8) + 2 * (C * C + C) < MultiHeadAttention.parameter_count(C, H)
     opt = torch.optim.Adam(m.parameters(), lr=1e-2)
     x = torch.randn(4, 7, C)

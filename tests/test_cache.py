@@ -35,6 +35,17 @@ def test_the_store_keeps_its_bytes_under_the_budget_least_recently_used_out_firs
     assert 3 * MB <= counted < 3 * MB + 2000
 
 
+def test_entries_are_in_the_order_they_were_put_whatever_was_read_since():
+    """ "The last run here" is the newest result: reading an older one must not make it the last."""
+    store = SharedStore(size=3)
+    for key in ("a", "b", "c"):
+        store.put(key, key)
+    store.get("a")  # a visitor looks at the oldest result
+    assert [k for k, _ in store.entries()] == ["a", "b", "c"]
+    store.put("d", "d")  # the least recently used ("b") goes; the order of the rest is when they came
+    assert [k for k, _ in store.entries()] == ["a", "c", "d"]
+
+
 def test_a_new_value_never_pushes_out_its_own_sentence():
     """A long sentence's run and what the page derives from it stay together, even past the
     budget (else every rerun would compute the run again); other sentences go first."""

@@ -185,3 +185,17 @@ def test_the_cached_model_is_untouched(bert, run):
     subspaces.weight_spectra(bert.scratch_layer(5))
     subspaces.pool_spaces(bert, [run], 3)
     assert weights_digest(bert.model) == before
+
+
+def test_what_a_module_shares_is_read_from_its_structure():
+    """A module sharing Q and K but not V is neither "distinct" nor "shared", and the weight spectra
+    (per-head W_i^Q, W_i^K) refuse it with a message instead of reading one slice as twelve."""
+    from mha import MultiHeadAttention
+
+    assert MultiHeadAttention(32, 4).projection == "distinct"
+    assert MultiHeadAttention(32, 4, "shared").projection == "shared"
+    assert MultiHeadAttention(32, 4, heads=(1, 1, 4)).projection == "mixed"
+    assert MultiHeadAttention(32, 4, kv_heads=2).projection == "mixed"
+    assert MultiHeadAttention(32, 1).projection == "distinct"
+    with pytest.raises(ValueError, match="distinct projections"):
+        subspaces.weight_spectra(MultiHeadAttention(32, 4, heads=(1, 1, 4)))

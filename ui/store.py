@@ -46,8 +46,9 @@ class SharedStore:
     ) -> None:
         self.size, self.budget = size, None if budget_mb is None else budget_mb * 2**20
         self.group = group
-        self.items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()  # key -> (value, bytes)
-        self.bytes, self.lock = 0, threading.Lock()
+        self.items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()  # key -> (value, bytes), by last use
+        self.added: dict[Hashable, int] = {}  # key -> when it was put (a counter): entries' order
+        self.bytes, self.lock, self.puts = 0, threading.Lock(), 0
         self.computing: dict[Hashable, threading.Lock] = {}
 
     def lock_for(self, key: Hashable) -> threading.Lock:
@@ -75,6 +76,8 @@ class SharedStore:
             if key in self.items:
                 self.bytes -= self.items.pop(key)[1]
             self.items[key] = (value, size)
+            self.puts += 1
+            self.added[key] = self.puts
             self.bytes += size
             while (self.size is not None and len(self.items) > self.size) or (
                 self.budget is not None and self.bytes > self.budget
@@ -83,11 +86,13 @@ class SharedStore:
                 if old is None:
                     break
                 self.bytes -= self.items.pop(old)[1]
+                self.added.pop(old, None)
 
     def entries(self) -> list[tuple[Hashable, Any]]:
-        """Every (key, value) held now, oldest first (a snapshot; no use is recorded)."""
+        """Every (key, value) held now, in the order they were put, oldest first (a snapshot; no
+        use is recorded): the last entry is the newest result, whatever was read since."""
         with self.lock:
-            return [(k, v) for k, (v, _) in self.items.items()]
+            return [(k, self.items[k][0]) for k in sorted(self.items, key=self.added.__getitem__)]
 
     def _same_group(self, a: Hashable, b: Hashable) -> bool:
         return self.group is not None and self.group(a) == self.group(b)
@@ -109,4 +114,5 @@ class SharedStore:
         """Drop every value (tests that swap the model behind a name)."""
         with self.lock:
             self.items.clear()
+            self.added.clear()
             self.bytes = 0
