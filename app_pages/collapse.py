@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from mha import collapse, metrics, plots, task
+from mha import bert, collapse, metrics, plots, task
 
 st.title("Shared Q/K/V: watch the heads collapse")
 st.markdown(
@@ -134,7 +134,7 @@ layers = (layer,) if scope == "this layer" else tuple(range(run.n_layers))
 with st.spinner("Running the whole model with shared projections..."):
     effect = ui.cached_whole_model(inp, layers, path)
     effect_shared = effect if alpha == 1.0 else ui.cached_whole_model(inp, layers, path.at(1.0))
-with st.spinner("Scoring the model on its own task (sentence similarity)..."):
+with st.spinner("Scoring the model on sentence similarity..."):
     task_now = ui.cached_task_shared(inp.model, layers, path)
     task_shared = task_now if alpha == 1.0 else ui.cached_task_shared(inp.model, layers, path.at(1.0))
     task_base = ui.cached_task(inp.model)
@@ -231,8 +231,9 @@ st.markdown(
         else "and the heads still differ where their projections do. "
     )
     + f"Shared in {scope}, it moves the sentence embedding to cosine "
-    f"{effect_shared['sentence embedding cosine']:.3f} of the original, and the model's Spearman on its own task "
-    f"from {task_base.spearman:.3f} to {task_shared.spearman:.3f}; with every head of {scope} removed instead it is "
+    f"{effect_shared['sentence embedding cosine']:.3f} of the original, and the model's Spearman on "
+    + ("its own task " if inp.model == bert.DEFAULT_MODEL else "the bundled model's task (sentence similarity) ")
+    + f"from {task_base.spearman:.3f} to {task_shared.spearman:.3f}; with every head of {scope} removed instead it is "
     f"{task_removed.spearman:.3f}. Against that baseline sharing scores {diff:+.3f} (90% bootstrap interval over the "
     f"{len(task_shared.gold)} pairs: {low:+.3f} to {high:+.3f}): "
     + (

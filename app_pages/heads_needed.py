@@ -6,19 +6,24 @@ import ui
 from mha import bert, plots, task
 
 st.title("Do we need every head?")
+inp, run, model = ui.page_start()
 st.markdown(
     "Multi-head attention needs distinct heads to *learn* different relations (the training page shows "
     "it). Once a model is trained, are all of them still needed? Michel et al. 2019 (*Are Sixteen Heads "
     "Really Better than One?*) removed heads at test time and found many could go; Voita et al. 2019 "
-    "pruned 38 of 48 encoder heads for 0.15 BLEU. Here the yardstick is sentence similarity, the task "
-    f"{bert.DEFAULT_MODEL} was trained for: does the model still rank sentence pairs by meaning? The score is "
+    "pruned 38 of 48 encoder heads for 0.15 BLEU. Here the yardstick is sentence similarity, "
+    + (
+        f"the task {inp.model} was trained for"
+        if inp.model == bert.DEFAULT_MODEL
+        else f"the task the bundled {bert.DEFAULT_MODEL} was trained for, not {inp.model}"
+    )
+    + ": does the model still rank sentence pairs by meaning? The score is "
     "Spearman's rank correlation between the model's cosine and a similarity graded by people, on pairs of the "
     f"STS Benchmark (Cer et al. 2017): the heads are ranked on its {len(task.sts_pairs('train')):,} train pairs "
     f"(image captions) and every count is scored on pairs the ranking never saw, its "
     f"{len(task.sts_pairs('dev'))} dev pairs (captions and SNLI sentences) and, as a second set, the "
     f"{len(task.similarity_pairs())} pairs written for this project. A removed head's output is zero before $W^O$."
 )
-inp, run, model = ui.page_start()
 L, H = model.n_layers, model.n_heads
 
 store = ui.STUDIES
@@ -172,4 +177,4 @@ if sure > median_rand:
         f"dev pairs afterwards ({written_sure} on the written pairs). Sharing one projection removes the distinct "
         "lenses before training; pruning after training removes heads a task can do without."
     )
-ui.words("Spearman's rank correlation", "head importance", "[CLS] and [SEP]")
+ui.words("Spearman's rank correlation", "head importance", "ablation drop", "[CLS] and [SEP]")

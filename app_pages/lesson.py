@@ -250,6 +250,18 @@ elif step == 6:
         help="Predict first: the toggle unlocks once you have chosen. The shared projection is "
         f"{collapse.source_name(collapse.DEFAULT_SOURCE)}, as on the collapse page.",
     )
+    if prediction is None:
+        st.info(
+            "Choose a prediction first: the toggle unlocks then"
+            + (" (your link switched it on; it takes effect once you have predicted)." if shared else "."),
+            icon=":material/visibility_off:",
+        )
+    elif not shared:
+        st.info(
+            f"Prediction noted: *{lesson.PREDICTIONS[prediction]}*. Now switch on the toggle above to share "
+            "$W^Q, W^K, W^V$ and see whether it holds.",
+            icon=":material/check:",
+        )
     if prediction is not None and shared:
         before = ui.cached_collapse(inp, layer, collapse.CollapsePath(0.0))
         c = ui.cached_collapse(inp, layer, collapse.CollapsePath(1.0))

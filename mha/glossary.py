@@ -89,8 +89,14 @@ TERMS = (
     ),
     Term(
         "Head importance",
-        "How much the score falls when one head is removed (its output set to zero, the others kept), as Michel et "
-        "al. 2019 (*Are Sixteen Heads Really Better than One?*) measure it; chosen on some sentence pairs, it is "
-        "checked on others (held out).",
+        "Michel et al. 2019's score (*Are Sixteen Heads Really Better than One?*): put a gate $\\xi_h$ = 1 on each "
+        "head's output and average $|\\partial L / \\partial \\xi_h|$ over the examples: a first-order estimate "
+        "of how much the loss moves when head $h$ is removed.",
+    ),
+    Term(
+        "Ablation drop",
+        "How much the score falls when one head alone is removed (its output set to zero, the others kept): the "
+        "measured effect that head importance estimates; Michel et al. 2019 remove heads this way in a separate "
+        "experiment. Measured on some sentence pairs, a ranking by it is checked on others (held out).",
     ),
 )

@@ -328,3 +328,15 @@ def test_another_token_is_its_own_question():
     (radio,) = [r for r in at.radio if str(r.key).startswith("_w_q_")]
     assert radio.value is None and not at.success and not at.error  # never answered: no "Right" for it
     assert [m.value for m in at.metric if m.label == "Right at the first try"][0].endswith("of 1")
+
+
+def test_step_6_acknowledges_the_prediction_before_the_toggle():
+    """After the prediction the page says so at once (the feedback used to wait for the toggle, two
+    screens down on a phone); a link that switched the toggle on says it waits for the prediction."""
+    at = app(step="6", lesson_share="1")
+    waiting = [i.value for i in at.info if "Choose a prediction first" in i.value]
+    assert waiting and "your link switched it on" in waiting[0] and not at.get("plotly_chart")
+    at = app(step="6")
+    [r for r in at.radio if "predict" in str(r.key)][0].set_value(1).run()
+    (noted,) = [i.value for i in at.info if i.value.startswith("Prediction noted")]
+    assert lesson.PREDICTIONS[1] in noted and not at.get("plotly_chart")

@@ -108,3 +108,13 @@ def test_halves_agreement_compares_the_drops_of_two_random_halves():
     perm = np.random.default_rng(5).permutation(40)
     a, b = np.sort(perm[:20]), np.sort(perm[20:])
     assert len(got) == 3 and got[0] == pytest.approx(spearmanr(abl.drop(a).ravel(), abl.drop(b).ravel()).statistic)
+
+
+def test_the_glossary_calls_michels_importance_the_gradient_and_the_ablation_another_term():
+    """One term, one definition: Michel et al. 2019's head importance is the gradient score; the
+    single-head ablation is its own term (the heads page shows both)."""
+    from mha import glossary
+
+    terms = {t.name: t.text for t in glossary.TERMS}
+    assert "\\partial L / \\partial \\xi_h" in terms["Head importance"] and "Michel" in terms["Head importance"]
+    assert "removed" in terms["Ablation drop"] and "separate experiment" in terms["Ablation drop"]

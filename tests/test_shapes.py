@@ -81,6 +81,8 @@ def test_every_page_adapts_to_the_shape(local_model):
         assert not at.exception, (name, page.file, [e.value for e in at.exception])
         seen[page.file] = text = page_texts(at)
         assert not BUNDLED_FIGURES.findall(text), (name, page.file, BUNDLED_FIGURES.findall(text))
+        # the bundled model's task is not this model's own
+        assert "its own task" not in text and "the task all-MiniLM-L6-v2 was trained for:" not in text, page.file
         if name == "odd":
             assert not TWELVE.findall(text), (page.file, TWELVE.findall(text))
         assert at.session_state["model"] == "local", page.file
