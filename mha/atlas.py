@@ -68,8 +68,13 @@ def entropy(att: np.ndarray) -> np.ndarray:
     return -(att * np.log(p)).sum(-1).mean(-1)
 
 
-def confidence(att: np.ndarray) -> np.ndarray:
-    """Mean over queries of the largest weight (Voita et al. 2019) -> (L, H), in [1/T, 1]."""
+def confidence(att: np.ndarray, keys: np.ndarray | None = None) -> np.ndarray:
+    """Mean over queries of the largest weight on the keys where `keys` (T,) is True -> (L, H), in
+    [0, 1]. Voita et al. 2019 leave out the end-of-sentence token, where heads park attention;
+    head_measures leaves out [CLS] and [SEP], so a head that parks everything there is not
+    "confident" (all keys when none would be left)."""
+    if keys is not None and keys.any():
+        att = att[..., keys]
     return att.max(-1).mean(-1)
 
 
@@ -108,7 +113,7 @@ def head_measures(
         "to next": offset_share(att, 1),
         "entropy": entropy(att),
         "entropy / ln T": entropy(att) / np.log(max(att.shape[-1], 2)),
-        "confidence": confidence(att),
+        "confidence": confidence(att, ~np.isin(toks, ("[CLS]", "[SEP]"))),
     }
     flag, offset = positional(att)
     out["positional"] = flag

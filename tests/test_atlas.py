@@ -28,11 +28,17 @@ TO_CLS = np.zeros((T, T))
 TO_CLS[:, 0] = 1.0
 
 
+def test_a_cls_sink_is_not_confident():
+    m = atlas.head_measures(stack(TO_CLS), TOKENS)
+    assert m["to [CLS]"][0, 0] == pytest.approx(1) and m["confidence"][0, 0] == pytest.approx(0)
+
+
 def test_identity_attention():
     m = atlas.head_measures(stack(IDENTITY), TOKENS)
     assert m["to itself"][0, 0] == pytest.approx(1)
     assert m["entropy"][0, 0] == pytest.approx(0, abs=1e-6)
-    assert m["confidence"][0, 0] == pytest.approx(1)
+    # the largest weight outside [CLS] and [SEP]: their own rows put everything on themselves
+    assert m["confidence"][0, 0] == pytest.approx(np.mean([IDENTITY[i, 1:-1].max() for i in range(T)])) == 4 / 6
     assert m["positional"][0, 0] and m["argmax offset"][0, 0] == 0
 
 
@@ -139,7 +145,11 @@ def test_measures_on_the_bundled_bert_are_finite_bounded_and_find_positional_hea
             if k.startswith("to "):
                 assert np.all((v >= -1e-6) & (v <= 1 + 1e-6)), k
         assert np.all(m["entropy"] <= np.log(T_) + 1e-5) and np.all(m["entropy"] >= 0)
-        assert np.all(m["confidence"] >= 1 / T_ - 1e-6) and np.all(m["confidence"] <= 1 + 1e-6)
+        assert np.all(m["confidence"] >= 0) and np.all(m["confidence"] <= 1 + 1e-6)
+        # a head that parks on [CLS] is not confident (Voita et al. leave out the parking token)
+        special = np.isin(run.tokens, ["[CLS]", "[SEP]"])
+        expect = run.attentions[:, :, :, ~special].max(-1).mean(-1)  # (L, H)
+        np.testing.assert_allclose(m["confidence"], expect, atol=1e-6)
         # what the bundled all-MiniLM-L6-v2 really does (checked on these sentences):
         assert m["to previous"].max() > 0.5 and m["to previous"][0, 2] > 0.9  # layer 0, head 2
         assert m["to next"].max() > 0.5 and m["to next"][1, 8] > 0.5  # layer 1, head 8
