@@ -211,3 +211,43 @@ def test_the_warm_up_computes_what_the_pages_ask_first(monkeypatch):
     assert warm.start.__wrapped__("some/other-model") is None
     monkeypatch.setenv("MHA_WARM", "0")
     assert warm.start.__wrapped__(DEFAULT_MODEL) is None
+
+
+def test_a_failing_warm_up_job_is_logged_and_the_others_still_run(monkeypatch, capsys):
+    from ui import warm
+
+    ran = []
+
+    def boom():
+        raise RuntimeError("no disk")
+
+    monkeypatch.setattr(warm, "jobs", lambda name: [lambda: ran.append(1), boom, lambda: ran.append(3)])
+    warm.run("some-model")
+    assert ran == [1, 3]
+    err = capsys.readouterr().err
+    assert "job 1 of some-model failed: RuntimeError('no disk')" in err and "(1 job(s) failed)" in err
+
+
+def test_a_process_that_exits_while_warming_exits_cleanly():
+    """A script (an AppTest run, a server stopped in its first seconds) that ends while the warm-up
+    is in torch used to abort ("terminate called without an active exception", exit 134): the
+    warm-up now finishes its job and starts no other."""
+    import subprocess
+    import sys
+
+    from livetest import ROOT
+
+    code = (  # a job that is surely in torch when the script ends (the real jobs take 0.1-3 s each)
+        "import time, torch\n"
+        "from ui import warm\n"
+        "from mha.bert import DEFAULT_MODEL\n"
+        "warm.jobs = lambda name: [lambda: [torch.randn(300, 300) @ torch.randn(300, 300) for _ in range(3000)],\n"
+        "                          lambda: print('second job ran')]\n"
+        "assert warm.start.__wrapped__(DEFAULT_MODEL) is not None\n"
+        "time.sleep(0.5)\n"
+    )
+    env = {**os.environ, "MHA_WARM": "1", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "terminate called" not in done.stderr and "stopped before job 1" in done.stderr
+    assert "second job ran" not in done.stdout  # no new job after the exit began

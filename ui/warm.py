@@ -10,6 +10,7 @@ Off where $MHA_WARM is "0" (the test process, whose tests count what a page comp
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import sys
@@ -50,14 +51,39 @@ def jobs(model_name: str) -> list[Callable[[], object]]:
     ]
 
 
+STOP = threading.Event()  # set at interpreter exit: the warm-up stops between jobs
+
+
 def run(model_name: str) -> float:
-    """Compute every job of `model_name` now (in this thread); returns the seconds it took."""
+    """Compute every job of `model_name` now (in this thread); returns the seconds it took. A job
+    that fails is logged and the others still run (a page that needs its result computes it then);
+    after STOP is set no new job starts."""
     started = time.perf_counter()
-    for call in jobs(model_name):
-        call()
+    failed = 0
+    for n, call in enumerate(jobs(model_name)):
+        if STOP.is_set():
+            print(f"mha: warm-up of {model_name} stopped before job {n}", file=sys.stderr, flush=True)
+            break
+        try:
+            call()
+        except Exception as e:  # one failing job must not take the others with it
+            failed += 1
+            print(f"mha: warm-up job {n} of {model_name} failed: {e!r}", file=sys.stderr, flush=True)
     took = time.perf_counter() - started
-    print(f"mha: warmed {model_name} in {took:.1f} s", file=sys.stderr, flush=True)
+    print(
+        f"mha: warmed {model_name} in {took:.1f} s" + (f" ({failed} job(s) failed)" if failed else ""),
+        file=sys.stderr,
+        flush=True,
+    )
     return took
+
+
+def _stop(thread: threading.Thread) -> None:
+    """At interpreter exit: let the running job finish and start no other. A daemon thread still in
+    torch when the interpreter tears down aborts the process ("terminate called without an active
+    exception", exit 134)."""
+    STOP.set()
+    thread.join(timeout=60)
 
 
 def enabled() -> bool:
@@ -74,4 +100,5 @@ def start(model_name: str) -> threading.Thread | None:
         return None
     thread = threading.Thread(target=run, args=(model_name,), name="mha-warm", daemon=True)
     thread.start()
+    atexit.register(_stop, thread)
     return thread
