@@ -123,3 +123,21 @@ def test_a_link_value_the_page_cannot_use_is_named(params, said):
     assert not at.exception, [e.value for e in at.exception]
     shown += " ".join(w.value for w in at.warning)
     assert said.replace("'", "") in shown.replace("'", "").replace("’", ""), shown
+
+
+def test_a_link_with_shared_on_turned_off_goes_back_to_distinct_heads():
+    """Subspaces opened from a link with Shared on (alpha 1.0 in the link): turning Shared off shows
+    the page's own alpha (0, distinct heads) and separate panels, not 1.0 and one merged picture."""
+    from streamlit.testing.v1 import AppTest
+
+    from livetest import ROOT
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.query_params["subspaces_shared"] = "1"
+    at.query_params["subspaces_alpha"] = "1.0"
+    at.run()
+    at.switch_page("app_pages/subspaces.py").run()
+    assert at.toggle(key="_w_subspaces_shared").value and at.slider(key="_w_subspaces_alpha").value == 1.0
+    at.toggle(key="_w_subspaces_shared").set_value(False).run()
+    assert not at.exception and at.slider(key="_w_subspaces_alpha").value == 0.0
+    assert any("different pictures" in i.value for i in at.info)

@@ -15,7 +15,7 @@ from mha.examples import EXAMPLES
 
 from . import server
 from .cache import cached_run, load_model
-from .settings import kept
+from .settings import SETTINGS, kept
 from .state import MAX_CHARS, Inputs, cut_paste, init_state, literal, notice, pasted_cut, show_notices
 
 
@@ -171,14 +171,16 @@ def agreement_words(rho: float) -> str:
 
 def _shared_toggled(prefix: str) -> None:
     """The slider shows what is in effect: 1.0 while Shared is on, its own value back after
-    (kept in "_<prefix>_alpha_before")."""
+    (kept in "_<prefix>_alpha_before"); a page opened with Shared on (a link) kept none, so it
+    goes back to the page's default alpha rather than staying at 1.0 with the panels merged."""
     ss = st.session_state
     alpha, keep = f"{prefix}_alpha", f"_{prefix}_alpha_before"
     if ss.get(f"{prefix}_shared"):
         ss[keep] = ss.get(alpha)
         ss[alpha] = 1.0
-    elif ss.get(keep) is not None:
-        ss[alpha] = ss.pop(keep)
+    else:
+        before = ss.pop(keep, None)
+        ss[alpha] = before if before is not None else SETTINGS[alpha].default
 
 
 def path_controls(n_heads: int, prefix: str) -> CollapsePath | None:
