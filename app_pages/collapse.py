@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from mha import bert, collapse, metrics, plots, task
+from mha import bert, collapse, metrics, plots
 
 st.title("Shared Q/K/V: watch the heads collapse")
 st.markdown(
@@ -143,7 +143,7 @@ with st.spinner("Scoring the model on sentence similarity..."):
     task_none = ui.cached_task_without(inp.model, every)
 removed, none_left = ui.cached_removal(inp, layers), ui.cached_removal(inp, every)
 e1, e2, e3, e4 = st.columns(4)
-_, now_low, now_high = task.paired_interval(task_base, task_now)
+_, now_low, now_high = ui.cached_task_change(inp.model, "bert", "shared", layers, path)
 e1.metric(
     "Task: Spearman on the bundled pairs",
     f"{task_now.spearman:.3f}",
@@ -212,8 +212,8 @@ sharp = (
     if ans.maps_shared == 1
     else ""
 )
-diff, low, high = task.paired_interval(task_removed, task_shared)
-_, gone_low, gone_high = task.paired_interval(task_base, task_removed)
+diff, low, high = ui.cached_task_change(inp.model, "removed", "shared", layers, path.at(1.0))
+_, gone_low, gone_high = ui.cached_task_change(inp.model, "bert", "removed", layers, path.at(1.0))
 blind = gone_low <= 0 <= gone_high  # the pairs cannot tell removing this attention from the whole model
 st.markdown(
     f"With {names} shared ({path.source_name}: one matrix for every head) the {H} heads of layer {layer} "

@@ -96,12 +96,18 @@ def _head_slices(w: torch.Tensor, H: int) -> torch.Tensor:
     return w.reshape(H, w.shape[0] // H, *w.shape[1:])  # (H, D, C) or (H, D)
 
 
+def _group_norm_ratios(groups: torch.Tensor) -> torch.Tensor:
+    """(G, n, D, C) the slices of G groups -> (G,) the factor that gives each group's mean slice a
+    slice's norm: sqrt(mean_i ||W_i||_F^2) / ||mean_i W_i||_F (1 where the mean is 0)."""
+    typical = groups.pow(2).sum((2, 3)).mean(1).sqrt()  # (G,) a slice's norm in each group
+    pooled = groups.mean(1).norm(dim=(1, 2))  # (G,)
+    return torch.where(pooled > 0, typical / torch.where(pooled > 0, pooled, 1.0), 1.0)
+
+
 def norm_ratio(weight: torch.Tensor, H: int) -> float:
-    """The factor that gives the mean of the H slices of `weight` (H*D, C) a slice's norm:
-    sqrt(mean_i ||W_i||_F^2) / ||mean_i W_i||_F (about sqrt(H) for unrelated slices, 1 for equal ones)."""
-    slices = _head_slices(weight.detach(), H)  # (H, D, C)
-    pooled = slices.mean(0).norm()
-    return float(slices.pow(2).sum((1, 2)).mean().sqrt() / pooled) if pooled > 0 else 1.0
+    """The factor that gives the mean of the H slices of `weight` (H*D, C) a slice's norm (about
+    sqrt(H) for unrelated slices, 1 for equal ones): _group_norm_ratios of one group of every head."""
+    return float(_group_norm_ratios(_head_slices(weight.detach(), H)[None])[0])  # (1, H, D, C) in
 
 
 def norm_ratios(m: MultiHeadAttention) -> dict[str, float]:
@@ -177,10 +183,7 @@ def group_heads(module: MultiHeadAttention, heads: tuple[int, int, int], rescale
             w = src.weight.detach().reshape(n_src, D, C).repeat_interleave(H // n_src, 0)  # (H, D, C)
             groups = w.reshape(n_dst, per_group, D, C)  # (G, H/G, D, C)
             pooled = groups.mean(1)  # (G, D, C)
-            factor = torch.ones(n_dst)  # (G,)
-            if rescale:
-                typical = groups.pow(2).sum((2, 3)).mean(1).sqrt()  # (G,) a slice's norm in each group
-                factor = typical / pooled.norm(dim=(1, 2)).clamp_min(torch.finfo(w.dtype).tiny)
+            factor = _group_norm_ratios(groups) if rescale else torch.ones(n_dst)  # (G,)
             dst.weight.copy_((pooled * factor[:, None, None]).reshape(n_dst * D, C))
             if bias:
                 b = src.bias.detach().reshape(n_src, D).repeat_interleave(H // n_src, 0)  # (H, D)
@@ -392,12 +395,17 @@ def whole_model_effect(bert: LoadedBert, run: BertRun, layers: Iterable[int], pa
     return _effect(states[-1][0].float().numpy(), old)
 
 
+def removal_mask(bert: LoadedBert, layers: Iterable[int]) -> np.ndarray:
+    """(L, H) head mask with every head of `layers` removed (0) and the others kept (1)."""
+    mask = np.ones((bert.n_layers, bert.n_heads), dtype=np.float32)
+    mask[sorted(set(layers))] = 0.0
+    return mask
+
+
 def removal_effect(bert: LoadedBert, run: BertRun, layers: Iterable[int]) -> dict[str, float]:
     """A baseline for whole_model_effect: the same measures with every head of `layers` removed
     (its output zeroed before W^O, so the attention sub-layer adds only W^O's bias)."""
-    mask = np.ones((bert.n_layers, bert.n_heads), dtype=np.float32)
-    mask[sorted(set(layers))] = 0.0
-    return _effect(bert.encode_with(run, head_mask=mask)[-1], run.hidden_states[-1])
+    return _effect(bert.encode_with(run, head_mask=removal_mask(bert, layers))[-1], run.hidden_states[-1])
 
 
 SAME_TOLERANCE = 1e-6  # head diversity (nats) below which the heads count as computing one map

@@ -225,12 +225,7 @@ def held_out_cosine(
 ) -> float:
     """Mean sentence-embedding cosine to BERT's own over `runs` with `layer` replaced by module
     (module None: the layer's heads removed, the baseline)."""
-    if module is None:
-        mask = np.ones((bert.n_layers, bert.n_heads), dtype=np.float32)
-        mask[layer] = 0.0
-        change = {"head_mask": mask}
-    else:
-        change = {"replace": {layer: module}}
+    change = {"head_mask": collapse.removal_mask(bert, [layer])} if module is None else {"replace": {layer: module}}
     return float(
         np.mean([metrics.cosine(bert.encode_with(r, **change)[-1].mean(0), r.hidden_states[-1].mean(0)) for r in runs])
     )

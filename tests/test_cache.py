@@ -197,7 +197,7 @@ def test_the_warm_up_computes_what_the_pages_ask_first(monkeypatch):
         store.clear()
     assert warm.run(DEFAULT_MODEL) > 0
     warmed = {store: set(store.items) for store in (cache.MODEL, cache.STUDIES)}
-    assert len(warmed[cache.MODEL]) == 7 and warmed[cache.STUDIES] == {DEFAULT_MODEL}
+    assert len(warmed[cache.MODEL]) == 10 and warmed[cache.STUDIES] == {DEFAULT_MODEL}
     computed = []
     for store in warmed:
         monkeypatch.setattr(store, "put", lambda key, value, put=store.put: (computed.append(key), put(key, value)))

@@ -45,6 +45,9 @@ def jobs(model_name: str) -> list[Callable[[], object]]:
         lambda: cache.cached_task_shared(model_name, (layer,), path.at(1.0)),  # ... and at alpha = 1
         lambda: cache.cached_task_without(model_name, (layer,)),  # its baselines: no attention in the layer,
         lambda: cache.cached_task_without(model_name, tuple(range(cache.load_model(model_name).n_layers))),  # no head
+        lambda: cache.cached_task_change(model_name, "bert", "shared", (layer,), path),  # ... and their intervals
+        lambda: cache.cached_task_change(model_name, "removed", "shared", (layer,), path.at(1.0)),
+        lambda: cache.cached_task_change(model_name, "bert", "removed", (layer,), path.at(1.0)),
         lambda: cache.heads_study(model_name),
         lambda: cache.cached_spectra(model_name, layer),
         lambda: cache.cached_pool_runs(model_name),  # the pool of sentences
