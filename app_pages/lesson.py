@@ -131,40 +131,44 @@ elif step == 2:
 
 elif step == 3:
     st.markdown(
-        r"Because each head has its **own** $W_i^Q$ and $W_i^K$, it maps the same token vectors into its own "
-        r"$d_k$-dimensional space, its representation subspace. There the dot product $q \cdot k$ decides who reads "
-        "whom. Pick two heads and compare where your tokens land (queries ●, keys ◇; the 2-D picture keeps as much "
-        "of each head's scores as two dimensions can)."
+        r"Every head $i$ multiplies the same token vectors by its $W_i^Q$ and $W_i^K$: queries and keys in a "
+        r"$d_k$-dimensional space, where the dot product $q \cdot k$ decides who reads whom. Pick two heads of one "
+        "layer and predict; then each head's space is drawn in 2-D (queries ●, keys ◇; the picture keeps as much of "
+        "the head's scores as two dimensions can)."
     )
     layer, _ = ui.layer_head(run, head=False)
     c1, c2 = st.columns(2)
     a = ui.kept("selectbox", "First head", "lesson_head_a", c1, options=range(H), format_func=lambda h: f"head {h}")
     b = ui.kept("selectbox", "Second head", "lesson_head_b", c2, options=range(H), format_func=lambda h: f"head {h}")
-    maps = ui.cached_layer_maps(inp, layer, subspaces.BERT)
-    pick = [a, b]
-    ui.chart(
-        plots.subspaces.subspace_panels(
-            maps.queries[pick],
-            maps.keys[pick],
-            maps.fidelity[pick],
-            run.tokens,
-            f"Layer {layer}: heads {a} and {b}",
-            heads=pick,
-        ),
-    )
-    st.caption(
-        "A token has one colour in both panels, by position (dark purple = first, yellow = last). Fidelity: the "
-        "share of the head's scores the 2-D picture keeps (1 = exact)."
-    )
     q = lesson.subspace_question(model, run, layer, a, b)
-    ui.choice_question(
+    answered = ui.choice_question(
         f"{tag}-sub",
-        f"Do heads {a} and {b} see your sentence the same way?",
+        f"Will heads {a} and {b} place your tokens the same way?",
         q.options,
         q.answer,
         q.why,
-        hint="A panel is drawn from one head's own $W_i^Q$ and $W_i^K$. Are the two heads' matrices the same?",
+        hint="A picture is drawn from one head's own $W_i^Q$ and $W_i^K$. Are the two heads' matrices the same?",
+        variant=f"{layer}-{a}-{b}",
     )
+    if answered is None:
+        st.info("Predict first: the two pictures follow.", icon=":material/visibility_off:")
+    else:
+        maps = ui.cached_layer_maps(inp, layer, subspaces.BERT)
+        pick = [a, b]
+        ui.chart(
+            plots.subspaces.subspace_panels(
+                maps.queries[pick],
+                maps.keys[pick],
+                maps.fidelity[pick],
+                run.tokens,
+                f"Layer {layer}: heads {a} and {b}",
+                heads=pick,
+            ),
+        )
+        st.caption(
+            "A token has one colour in both panels, by position (dark purple = first, yellow = last). Fidelity: the "
+            "share of the head's scores the 2-D picture keeps (1 = exact)."
+        )
     tool("app_pages/subspaces.py", "Every head's subspace, and how sharing folds them: Subspaces", layer)
 
 elif step == 4:
@@ -189,13 +193,15 @@ elif step == 4:
             ),
         )
     st.caption("The lines mark where each head's slice starts; after $W^O$ there are no slices left.")
-    shapes = lesson.stage_shapes(run, model)
+    h2, d2 = lesson.other_split(H, C)
     ui.number_question(
         f"{tag}-out",
-        "What is the shape of the layer's output for your sentence? (rows x columns)",
+        f"A what-if the page does not draw: the same layer with {h2} heads of $d_k = {d2}$ instead of {H} heads of "
+        f"{D}. What shape would its output have for your sentence? (rows x columns)",
         ["rows", "columns"],
-        shapes["output"],
-        f"{H} heads x {D} columns = {C}, the width the layer started with, so layers can be stacked.",
+        lesson.stage_shapes(run, model)["output"],
+        f"{h2} heads x {d2} columns = {C}, as {H} x {D} = {C}: the output is $T \\times d_{{model}}$ whatever the "
+        "number of heads, the width the layer started with, so layers can be stacked.",
         hint=r"Each head gives $T \times d_k$; $h$ of them side by side, then $W^O$ is $d_{model} \times d_{model}$.",
     )
     tool("app_pages/build.py", "Every stage, step by step: Build it from scratch", layer)
@@ -205,7 +211,8 @@ elif step == 5:
         "Heads learn whatever helps the task; we can only look and build intuition. Clark et al. 2019 (*What Does "
         "BERT Look At?*) found heads that read the previous or the next token, heads that park their attention on "
         "[CLS] or [SEP], and heads that follow syntax; Kovaleva et al. 2019 sorted their patterns into vertical, "
-        "diagonal and block shapes. Below, every head coloured by how much it reads the previous token."
+        "diagonal and block shapes. This step is an exercise in reading a chart: below, every head coloured by how "
+        "much it reads the previous token."
     )
     m = ui.cached_measures(inp)
     hover = atlas.hover_text(m)
@@ -213,7 +220,7 @@ elif step == 5:
     q, best, vertical = lesson.previous_token_question(run)
     ui.choice_question(
         f"{tag}-prev",
-        "Which head reads the previous token most?",
+        "Read it off the chart: which head reads the previous token most?",
         q.options,
         q.answer,
         q.why,

@@ -32,8 +32,8 @@ QUESTIONS = {  # the score's records (ui.quiz.record_id): step-name -> what was 
     "1-spread": "Step 1: to how many words do the heads send one token?",
     "2-q": "Step 2: the shape of one head's Q_i",
     "3-sub": "Step 3: do two heads see the sentence alike?",
-    "4-out": "Step 4: the shape of the layer's output",
-    "5-prev": "Step 5: which head reads the previous token most?",
+    "4-out": "Step 4: the output's shape with another number of heads",
+    "5-prev": "Step 5 (reading the chart): which head reads the previous token most?",
     "6-predict": "Step 6: what sharing W^Q, W^K, W^V does (your prediction)",
     "6-roles": "Step 6: which two shared projections make the heads identical?",
     "7-shuffle": "Step 7: what shuffling the words does to the outputs",
@@ -229,6 +229,15 @@ def stage_shapes(run: BertRun, bert: LoadedBert) -> dict[str, tuple[int, int]]:
     return {"X": (T, C), "Q_i": (T, D), "A_i": (T, T), "head_i": (T, D), "concat": (T, H * D), "output": (T, C)}
 
 
+def other_split(n_heads: int, d_model: int) -> tuple[int, int]:
+    """Step 4's what-if: another number of heads for the same width, (heads, d_k): twice as many,
+    else half as many, else one, whichever splits d_model evenly."""
+    for h in (2 * n_heads, n_heads // 2, 1):
+        if h >= 1 and h != n_heads and d_model % h == 0:
+            return h, d_model // h
+    raise ValueError(f"no other split of {d_model} for {n_heads} heads")
+
+
 def subspace_question(bert: LoadedBert, run: BertRun, layer: int, a: int, b: int) -> Choice:
     """Step 3: do heads a and b draw the sentence the same way? Answered by their pictures."""
     maps = subspaces.layer_maps(bert, run, layer)
@@ -238,8 +247,8 @@ def subspace_question(bert: LoadedBert, run: BertRun, layer: int, a: int, b: int
     options = ("The same picture: one projection, seen twice", "Different pictures: each head has its own lens")
     if a == b:
         why = (
-            f"Both panels are head {a}: one $W_{{{a}}}^Q$ and one $W_{{{a}}}^K$, so the same picture (points differ "
-            f"by {differ:.1e}). Pick two different heads to compare two lenses."
+            f"Both panels are head {a}: one $W_{{{a}}}^Q$ and one $W_{{{a}}}^K$, so the same picture, point for point. "
+            "Pick two different heads to compare two lenses."
         )
         return Choice(options, 0, why)
     why = (

@@ -269,12 +269,15 @@ def test_lesson_by_keyboard_then_every_step_check_question_and_a_tool_link(serve
     page.keyboard.press("Enter")
     wait_idle(page)
     page.wait_for_selector("text=Step 3 of 8", timeout=60_000)
-    # one head twice: the truthful answer is among the options, and the panels are named by the heads chosen
+    # one head twice: predict first, then the panels, named by the heads chosen
     page.get_by_test_id("stSelectbox").filter(has_text="Second head").click()
     page.get_by_role("option", name="head 0").click()
     wait_idle(page)
+    assert page.locator('[data-testid="stMain"] [data-testid="stPlotlyChart"]').count() == 0
+    page.get_by_text("The same picture").click()
+    wait_idle(page)
     page.wait_for_selector("text=Layer 0: heads 0 and 0", timeout=60_000)
-    assert page.get_by_text("The same picture").count() >= 1
+    assert page.get_by_text("Right. Both panels are head 0").count() == 1
     for step in range(3, 9):
         page.wait_for_selector(f"text=Step {step} of 8", timeout=60_000)
         assert f"step={step}" in page.url
@@ -290,9 +293,9 @@ def test_lesson_by_keyboard_then_every_step_check_question_and_a_tool_link(serve
             page.get_by_role("button", name="Next →").click()
             wait_idle(page)
     score = page.get_by_test_id("stMetric").filter(has_text="Right at the first try").inner_text()
-    assert "of 3" in score  # steps 1, 2 and the check question; step 2 and the check question right
+    assert "of 4" in score  # steps 1, 2, 3 and the check question; steps 2, 3 and the check question right
     right = int(score.split("try")[-1].split("of")[0])
-    assert right >= 2
+    assert right >= 3
     # step 5's link opens the atlas on the previous-token head, with the same sentence
     for _ in range(3):
         page.get_by_role("button", name="← Back").click()

@@ -153,20 +153,26 @@ def test_walk_the_lesson(bert, text, right_first, shape, tmp_path, monkeypatch, 
     assert feedback(at).startswith("Right") != right_first and score() == f"{seen_right} of {asked}"
     assert not plain_maths(at)
     at.button(key="lesson_next").click().run()
-    # 3. two heads' pictures differ
+    # 3. predict first (no picture before the answer); heads 0 and 1 place the tokens differently
     m = subspaces.layer_maps(bert, run, 0)
     differ = np.abs(np.concatenate([m.queries[0], m.keys[0]]) - np.concatenate([m.queries[1], m.keys[1]])).max()
     assert differ > 1e-3
-    at.selectbox(key="_w_lesson_head_b").select(0).run()  # the same head twice: the same picture, said so
+    assert not at.get("plotly_chart")
+    ask(question(at).options[1], question(at).options)
+    titles = [a["text"] for a in json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["annotations"]]
+    assert [t.split("<br>")[0] for t in titles[:2]] == ["head 0", "head 1"]
+    at.selectbox(key="_w_lesson_head_b").select(0).run()  # the same head twice: a question of its own
+    assert not at.get("plotly_chart") and not feedback(at)
+    assert answer(at, question(at).options[0]).startswith("Right")  # the same picture, point for point
     titles = [a["text"] for a in json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["annotations"]]
     assert [t.split("<br>")[0] for t in titles[:2]] == ["head 0", "head 0"]
-    same = question(at).options[0]
-    at.selectbox(key="_w_lesson_head_b").select(1).run()
-    ask(question(at).options[1], question(at).options)
-    assert same.startswith("The same picture")
+    assert question(at).options[0].startswith("The same picture") and score() == f"{seen_right} of {asked}"
     assert not plain_maths(at)
     at.button(key="lesson_next").click().run()
-    # 4. the output is T x d_model
+    # 4. a what-if no chart shows: with another number of heads the output is still T x d_model
+    h2, d2 = lesson.other_split(bert.n_heads, bert.d_model)
+    assert h2 != bert.n_heads and h2 * d2 == bert.d_model
+    assert any(f"{h2} heads of $d_k = {d2}$" in m.value for m in at.markdown)
     keys = sorted(k for k in (w.key for w in at.number_input) if str(k).startswith("_w_q_"))
     for value, key in zip((T, bert.d_model), keys):
         at.number_input(key=key).set_value(value).run()

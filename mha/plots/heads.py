@@ -217,6 +217,21 @@ def line_view(
                 showlegend=False,
             )
         )
+    strongest = []
+    for n, h in enumerate(heads[:4]):
+        i, j = np.unravel_index(int(np.argmax(w[n, list(queries)])), (len(queries), T))
+        i = list(queries)[i]
+        strongest.append(f"head {h}, “{labels[i]}” ({i}) to “{labels[j]}” ({j}), {w[n, i, j]:.2f}")
+    with_words(
+        fig,
+        f"Lines from {'each of the ' + str(T) + ' query tokens' if query is None else '“' + labels[query] + '”'} "
+        f"(left) to its strongest keys (right) in {len(heads)} head{'s' if len(heads) > 1 else ''}; the strongest "
+        "link"
+        + (" per head" if len(heads) > 1 else "")
+        + ": "
+        + "; ".join(strongest)
+        + ("; ..." if len(heads) > 4 else "."),
+    )
     fig.update_layout(
         height=min(2400, 120 + 20 * T),
         margin=dict(l=10, r=10, t=70, b=10),

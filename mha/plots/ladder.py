@@ -71,7 +71,7 @@ def ladder_chart(
 
 def loss_curve(losses: list[float], title: str) -> go.Figure:
     """A training loss per step (log scale)."""
-    fig = go.Figure(go.Scatter(y=losses, mode="lines", line=dict(color=role_colour("loss"))))
+    fig = go.Figure(go.Scatter(y=losses, mode="lines", name="relative error", line=dict(color=role_colour("loss"))))
     fig.update_layout(
         title=title,
         height=300,

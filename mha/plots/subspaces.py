@@ -136,6 +136,16 @@ def subspace_animation(frames: list[tuple[float, np.ndarray, np.ndarray]], token
         suffix = "" if h == 0 else str(h + 1)
         fig.layout[f"xaxis{suffix}"].update(range=[lo[0] - pad[0], hi[0] + pad[0]], showticklabels=False)
         fig.layout[f"yaxis{suffix}"].update(range=[lo[1] - pad[1], hi[1] + pad[1]], showticklabels=False)
+    apart = [
+        float(np.abs(np.concatenate([q, k], 1) - np.concatenate([q, k], 1)[:1]).max()) for _, q, k in frames
+    ]  # per frame: the largest distance of a head's point from head 0's same point
+    with_words(
+        fig,
+        f"{H} panels, one per head: the queries (circles) and keys (open diamonds) of {T} tokens, in {len(frames)} "
+        f"frames from alpha = {frames[0][0]:.1f} to {frames[-1][0]:.1f} (press Play or drag the slider). A head's "
+        f"points sit up to {apart[0]:.3g} from head 0's at alpha = {frames[0][0]:.1f} and up to {apart[-1]:.3g} at "
+        f"alpha = {frames[-1][0]:.1f}" + (" (the same picture in every panel)." if apart[-1] < 1e-6 else "."),
+    )
     steps = [
         dict(
             label=f"{alpha:.1f}",
@@ -270,6 +280,7 @@ def spectra_chart(per_head: np.ndarray, stacked: dict[str, np.ndarray], referenc
         energy = np.cumsum(s.astype(np.float64) ** 2) / np.sum(s.astype(np.float64) ** 2)
         fig.add_trace(
             go.Scatter(
+                x=np.arange(1, len(energy) + 1),
                 y=energy,
                 mode="lines",
                 name=sup(name),
@@ -282,5 +293,10 @@ def spectra_chart(per_head: np.ndarray, stacked: dict[str, np.ndarray], referenc
     fig.update_xaxes(title_text="directions kept", row=1, col=2)
     fig.update_yaxes(title_text="singular value", row=1, col=1)
     fig.update_yaxes(title_text="share of energy", range=[0, 1.02], row=1, col=2)
-    fig.update_layout(height=360, margin=dict(l=10, r=10, t=60, b=10), legend=dict(orientation="h", y=-0.25))
+    fig.update_layout(
+        title="Singular values: each head's scores, and the stacked projections",
+        height=400,
+        margin=dict(l=10, r=10, t=90, b=10),
+        legend=dict(orientation="h", y=-0.25),
+    )
     return fig
