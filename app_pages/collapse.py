@@ -96,7 +96,7 @@ if path.source == "mean" and ans.flat and {"q", "k"} & set(roles):
     )
 
 st.subheader("Head by head")
-m1, m2, m3, m4 = st.columns(4)
+(m1, m2), (m3, m4) = st.columns(2), st.columns(2)  # two to a row: twelve head labels need the width
 ui.chart(
     plots.collapse.head_matrix(now.diversity, "Head diversity (JS, nats)", zmax=metrics.JS_MAX, label="JS"),
     container=m1,

@@ -21,6 +21,7 @@ tag = ui.question_tag(inp, step)
 
 def go(to: int) -> None:
     st.session_state["step"] = to
+    st.session_state["lesson_moves"] = st.session_state.get("lesson_moves", 0) + 1  # each move opens at the top
 
 
 def tool(page: str, label: str, layer: int | None = None, head: int | None = None) -> None:
@@ -31,6 +32,7 @@ def tool(page: str, label: str, layer: int | None = None, head: int | None = Non
     st.page_link(page, label=label, icon=":material/open_in_new:", query_params=params)
 
 
+ui.scroll_here(f"lesson-{ss.get('lesson_moves', 0)}")
 head_row = st.columns([3, 1.2, 0.8])
 head_row[0].title("Lesson: multi-head attention")
 score_box = head_row[1].empty()  # filled at the end of the run, after this run's answers

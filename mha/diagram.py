@@ -6,15 +6,15 @@ from __future__ import annotations
 def stages_dot(T: int, C: int, H: int, shared: bool = False) -> str:
     """DOT source: X (T x C) -> per-head Q_i, K_i, V_i (T x D) -> attention per head -> concat -> W^O.
 
-    Shows up to 2 heads and an ellipsis; D = C / H. `shared` draws one W^Q, W^K, W^V for all.
+    Shows head 0 and an ellipsis for the others (narrow enough for a phone); D = C / H. `shared` draws one W^Q, W^K, W^V for all.
     """
     if H < 1 or C % H:
         raise ValueError(f"C={C} must be divisible by H={H}")
     D = C // H
-    shown = list(range(min(H, 2)))  # two heads and an ellipsis: the picture stays narrow
+    shown = [0]  # one head and an ellipsis: a phone shows 14 pt text at 12 px or more
     lines = [
         "digraph MHA {",
-        # top to bottom, heads side by side: narrow enough that a 820 px column shows 14 pt as >= 12 px
+        # top to bottom, one head beside an ellipsis: drawn at its own size (ui.diagram), never scaled below 12 px
         "  rankdir=TB; nodesep=0.25; ranksep=0.3;",
         '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=14];',
         '  graph [fontname="Helvetica", fontsize=14];',
@@ -27,15 +27,15 @@ def stages_dot(T: int, C: int, H: int, shared: bool = False) -> str:
         lines.append(
             f'    P{i} [label="{w}\\n{C} x {D} each\\n-> Q_{i}, K_{i}, V_{i}\\n{T} x {D} each", fillcolor="#d6eef8"];'
         )
-    if H > 2:
-        lines.append(f'    Pdots [label="... {H - 2}\\nmore\\nheads", shape=plaintext, style=""];')
+    if H > 1:
+        lines.append(f'    Pdots [label="... {H - 1}\\nmore\\nheads", shape=plaintext, style=""];')
     lines += ["  }", '  subgraph cluster_2 { label="2. attend (all heads in parallel)"; color="#DDCC77";']
     for i in shown:
         lines.append(
-            f'    A{i} [label="head {i}\\nsoftmax(Q_{i} K_{i}^T / sqrt({D}))\\ntimes V_{i}'
+            f'    A{i} [label="head {i}\\nsoftmax(Q_{i} K_{i}^T\\n/ sqrt({D})) times V_{i}'
             f'\\nweights {T} x {T}\\n-> out {T} x {D}", fillcolor="#f6f0d6"];'
         )
-    if H > 2:
+    if H > 1:
         lines.append('    Adots [label="...", shape=plaintext, style=""];')
     lines += [
         "  }",
@@ -47,7 +47,7 @@ def stages_dot(T: int, C: int, H: int, shared: bool = False) -> str:
     ]
     for i in shown:
         lines += [f"  X -> P{i};", f"  P{i} -> A{i};", f"  A{i} -> Cat;"]
-    if H > 2:
+    if H > 1:
         lines += ["  X -> Pdots;", "  Pdots -> Adots;", "  Adots -> Cat;"]
     lines += ["  Cat -> WO;", "  WO -> Y;", "}"]
     return "\n".join(lines)

@@ -27,7 +27,13 @@ def app(**params) -> AppTest:
 
 
 def figures(at: AppTest) -> list[dict]:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    """The page's figures, each title as one line (ui.chart breaks long titles with <br>)."""
+    out = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    for f in out:
+        title = f["layout"].get("title", {})
+        if "text" in title:
+            title["text"] = title["text"].replace("<br>", " ")
+    return out
 
 
 def large_heatmap(at: AppTest) -> dict:
@@ -462,7 +468,7 @@ def test_subspaces_page_draws_one_panel_per_head_from_layer_maps(bert):
         np.testing.assert_allclose(queries[h], expect.queries[h], atol=1e-4)
         np.testing.assert_allclose(keys[h], expect.keys[h], atol=1e-4)
         title = panels["layout"]["annotations"][h]["text"]
-        assert title == f"head {h}<br>fidelity {expect.fidelity[h]:.2f}, spread {spread[h]:.2f}"
+        assert title == f"head {h}<br>fidelity {expect.fidelity[h]:.2f}<br>spread {spread[h]:.2f}"
     assert any("different pictures" in i.value for i in at.info)
     # the followed token: ringed in every panel, lines to its top 3 keys
     mole = run.tokens.index("mole")

@@ -126,6 +126,8 @@ STATE: dict[str, type | tuple[type, ...]] = {  # the app's own bookkeeping
     "_why_training": tuple,  # (settings, step) of a training that did not finish
     "lesson_first": dict,  # question -> right at the first try
     "_from_link": set,  # settings a link set that no widget has shown yet
+    "_scrolled": set,  # what ui.scroll_here scrolled to once (a step opened, a question answered)
+    "lesson_moves": int,  # Back and Next pressed: each move opens the step at the top
 }
 STATE_PREFIXES: dict[str, type | tuple[type, ...]] = {
     "_cut_": tuple,  # "_cut_<text box>": (the cut paste, characters cut)

@@ -259,14 +259,15 @@ def words(*terms: str) -> None:
 def chart(fig: Any, key: str | None = None, container: Any = None) -> None:
     """A Plotly figure across its column, and under it the figure in words, read from its data
     (plots.describe): its text alternative for a screen reader, and the key numbers for anyone."""
+    from mha.plots.common import readable
     from mha.plots.describe import describe
 
     box = container or st
-    box.plotly_chart(fig, width="stretch", key=key)
+    box.plotly_chart(readable(fig), width="stretch", key=key, theme=None)
     box.expander("The chart in words", icon=":material/notes:").markdown(literal(describe(fig), limit=10_000))
 
 
 def diagram(dot: str, words: str) -> None:
     """A Graphviz diagram across the column and its text alternative `words` under it."""
-    st.graphviz_chart(dot, width="stretch")
+    st.graphviz_chart(dot, width="content")  # its own size: scaled to a column, a phone's text was 6 px
     st.expander("The diagram in words", icon=":material/notes:").markdown(literal(words, limit=10_000))

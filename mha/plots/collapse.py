@@ -18,7 +18,7 @@ def head_matrix(values: np.ndarray, title: str, zmax: float = 1.0, label: str = 
             colorscale=SCALE,
             zmin=0.0,
             zmax=zmax,
-            colorbar=dict(title=label, thickness=10),
+            colorbar=dict(title=dict(text=label, side="right"), thickness=10),
             hovertemplate="head %{y} vs head %{x}: %{z:.3f}<extra></extra>",
         )
     )

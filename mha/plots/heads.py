@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import SCALE, head_colour, positions, tile_axis, tile_means, token_axis, token_label
+from .common import wrap, SCALE, head_colour, positions, tile_axis, tile_means, token_axis, token_label
 from .describe import with_words
 
 
@@ -106,6 +106,7 @@ def tiled_heatmap(
         + (f" (averaged to {s} x {s} cells of the {maps.shape[-1]} tokens)" if s < maps.shape[-1] else "")
         + labels
     )
+    inside = wrap(inside, 56)
     fig.add_annotation(  # under the grid: the head labels run along its top
         text=inside,
         xref="paper",
@@ -122,7 +123,7 @@ def tiled_heatmap(
         title=title or "Attention maps",
         shapes=lines,
         height=min(1100, 120 + 70 * R),
-        margin=dict(l=10, r=10, t=60, b=36),
+        margin=dict(l=10, r=10, t=60, b=36 + 18 * inside.count("<br>")),
         xaxis=tile_axis([(k + 0.5) * s - 0.5 for k in range(K)], col_labels, side="top"),
         yaxis=tile_axis([(r + 0.5) * s - 0.5 for r in range(R)], row_labels, autorange="reversed"),
     )
@@ -236,9 +237,10 @@ def line_view(
         height=min(2400, 120 + 20 * T),
         margin=dict(l=10, r=10, t=70, b=10),
         title=dict(
-            text=f"Lines: top {top_k} keys per query (weight ≥ {min_weight:g})",
+            text=f"Lines: each query's top {top_k} keys",
             subtitle=dict(
-                text="left: queries, right: keys; colour: head; width and opacity: weight", font=dict(size=12)
+                text=f"left: queries, right: keys (weight ≥ {min_weight:g}); colour: head; width and opacity: weight",
+                font=dict(size=12),
             ),
         ),
         xaxis=dict(visible=False, range=[-0.6, 1.6]),

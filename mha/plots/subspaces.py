@@ -38,7 +38,7 @@ def subspace_panels(
     H, T = queries.shape[:2]
     rows, cols = panel_grid(H)
     shown = heads if heads is not None else list(range(H))
-    extra = [f", spread {spread[h]:.2f}" if spread is not None else "" for h in range(H)]
+    extra = [f"<br>spread {spread[h]:.2f}" if spread is not None else "" for h in range(H)]
     fig = panels(rows, cols, [f"head {shown[h]}<br>fidelity {fidelity[h]:.2f}{extra[h]}" for h in range(H)])
     names = [f"{i}: {token_label(t)}" for i, t in enumerate(tokens)]
     colour = dict(color=list(range(T)), colorscale=SCALE, cmin=0, cmax=max(T - 1, 1))
@@ -82,7 +82,9 @@ def subspace_panels(
                     text=[token_label(tokens[token])],
                     textposition="bottom center",
                     hoverinfo="skip",
-                    marker=dict(symbol="circle-open", size=16, line=dict(width=3, color=role_colour("followed token"))),
+                    marker=dict(  # an open symbol is drawn in the marker's colour: set it, or it cycles
+                        symbol="circle-open", size=16, color=role_colour("followed token"), line=dict(width=3)
+                    ),
                     name=f"query “{token_label(tokens[token])}”",
                     legendgroup="t",
                     showlegend=h == 0,
@@ -258,9 +260,9 @@ def spectra_chart(per_head: np.ndarray, stacked: dict[str, np.ndarray], referenc
         1,
         2,
         subplot_titles=[
-            "Each head's W<sub>i</sub><sup>Q</sup> (W<sub>i</sub><sup>K</sup>)<sup>T</sup>: singular values "
-            "(a line per head)",
-            "Stacked projections: cumulative energy",
+            "Each head's W<sub>i</sub><sup>Q</sup> (W<sub>i</sub><sup>K</sup>)<sup>T</sup>:<br>singular values,<br>"
+            "a line per head",
+            "Stacked projections:<br>cumulative energy",
         ],
     )
     for h, s in enumerate(per_head):
@@ -295,8 +297,8 @@ def spectra_chart(per_head: np.ndarray, stacked: dict[str, np.ndarray], referenc
     fig.update_yaxes(title_text="share of energy", range=[0, 1.02], row=1, col=2)
     fig.update_layout(
         title="Singular values: each head's scores, and the stacked projections",
-        height=400,
-        margin=dict(l=10, r=10, t=90, b=10),
+        height=460,
+        margin=dict(l=10, r=10, t=150, b=10),
         legend=dict(orientation="h", y=-0.25),
     )
     return fig
