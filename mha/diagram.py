@@ -6,7 +6,8 @@ from __future__ import annotations
 def stages_dot(T: int, C: int, H: int, shared: bool = False) -> str:
     """DOT source: X (T x C) -> per-head Q_i, K_i, V_i (T x D) -> attention per head -> concat -> W^O.
 
-    Shows head 0 and an ellipsis for the others (narrow enough for a phone); D = C / H. `shared` draws one W^Q, W^K, W^V for all.
+    Shows head 0 and an ellipsis for the others (narrow enough for a phone); D = C / H. `shared`
+    draws one W^Q, W^K, W^V for all.
     """
     if H < 1 or C % H:
         raise ValueError(f"C={C} must be divisible by H={H}")

@@ -103,6 +103,7 @@ __all__ = [
     "path_controls",
     "reset_lesson",
     "run_or_stop",
+    "scroll_here",
     "show_notices",
     "sidebar",
     "sync_url",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import wrap, SCALE, head_colour, positions, tile_axis, tile_means, token_axis, token_label
+from .common import SCALE, head_colour, positions, tile_axis, tile_means, token_axis, token_label, wrap
 from .describe import with_words
 
 
