@@ -164,9 +164,9 @@ k2.metric(
 k3.metric(
     "Effective number of heads",
     f"{s.measures['effective number of heads']:.1f}",
-    help=f"How many different heads there are: the effective rank of the {H} heads' outputs taken as {H} vectors "
-    "(each flattened and scaled to length 1). 1 when every head writes the same output, as with a shared Q, K "
-    f"and V; about {H} for unrelated heads.",
+    help=f"How many different outputs the heads write: the effective rank of the {H} heads' outputs taken as {H} "
+    "vectors (each flattened and scaled to length 1). 1 when every head writes the same output, as with a shared "
+    f"Q, K and V; about {H} for unrelated heads. Heads with one map but their own $W^V$ still count apart.",
 )
 st.page_link(
     "app_pages/collapse.py",

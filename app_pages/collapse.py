@@ -61,7 +61,7 @@ p3.metric(
     delta=f"{now.effective_heads - before['effective number of heads']:+.1f} vs BERT's "
     f"{before['effective number of heads']:.1f}",
     delta_color="off",
-    help=f"How many different heads the layer has: the effective rank (Roy & Vetterli 2007) of the {H} heads' "
+    help=f"How many different outputs the heads write: the effective rank (Roy & Vetterli 2007) of the {H} heads' "
     f"outputs taken as {H} vectors (each {T} x {D} output flattened and scaled to length 1). {H} copies of one "
     f"output give 1, whether that head is sharp or flat. Distinct attention maps now: {now.distinct_maps} of {H}.",
 )

@@ -65,8 +65,9 @@ if step == 1 and default_query is not None:
     q = lesson.spread_question(run, one)
     answered = ui.choice_question(
         f"{tag}-spread",
-        f"Predict first: leaving out [CLS], [SEP] and punctuation (where heads park attention), to how many "
-        f"different words of your sentence does one of the {L * H} heads give more than half of “{word}”'s weight?",
+        f"Predict first: a head may give one word more than half of “{word}”'s weight. How many different words of "
+        f"your sentence get that from at least one of the {L * H} heads? ([CLS], [SEP] and punctuation, where heads "
+        "park attention, do not count as words.)",
         q.options,
         q.answer,
         q.why,
@@ -175,10 +176,10 @@ elif step == 3:
 
 elif step == 4:
     st.markdown(
-        r"Each head returns a $T \times d_k$ matrix. The $h$ of them are joined side by side, "
-        r"$T \times (h \cdot d_k) = T \times d_{model}$, and multiplied by $W^O$ ($d_{model} \times d_{model}$): every "
-        "output dimension is a weighted sum over **every** head's dimensions, so the next layer gets one "
-        "representation informed by all heads."
+        r"Each head returns a $T \times d_k$ matrix. The $h$ of them are joined side by side and multiplied by "
+        r"$W^O$ ($d_{model} \times d_{model}$): every output dimension is a weighted sum over **every** head's "
+        "dimensions, so the next layer gets one representation informed by all heads. The chart shows this layer; "
+        "the question asks about another."
     )
     layer, _ = ui.layer_head(run, head=False)
     mixed = ui.kept("toggle", r"Show the output after $W^O$", "lesson_mixed")
@@ -202,8 +203,9 @@ elif step == 4:
         f"{D}. What shape would its output have for your sentence? (rows x columns)",
         ["rows", "columns"],
         lesson.stage_shapes(run, model)["output"],
-        f"{h2} heads x {d2} columns = {C}, as {H} x {D} = {C}: the output is $T \\times d_{{model}}$ whatever the "
-        "number of heads, the width the layer started with, so layers can be stacked.",
+        f"The concatenation is $T \\times (h \\cdot d_k)$: {h2} x {d2} = {C} columns, as {H} x {D} = {C}, and "
+        "$W^O$ keeps that width. The output is $T \\times d_{model}$ whatever the number of heads, the width the "
+        "layer started with, so layers can be stacked.",
         hint=r"Each head gives $T \times d_k$; $h$ of them side by side, then $W^O$ is $d_{model} \times d_{model}$.",
     )
     tool("app_pages/build.py", "Every stage, step by step: Build it from scratch", layer)
@@ -282,11 +284,11 @@ elif step == 6:
         k1, k2, k4, k3 = st.columns(4)
         k1.metric(
             "Head diversity (mean JS)",
-            f"{out['diversity after']:.1e}",
+            lesson.small(out["diversity after"]),
             delta=f"{out['diversity after'] - out['diversity before']:+.3f} vs BERT's {out['diversity before']:.3f}",
             delta_color="off",
         )
-        k2.metric("Largest difference between heads", f"{out['max difference between heads']:.1e}")
+        k2.metric("Largest difference between heads", lesson.small(out["max difference between heads"]))
         k4.metric(
             "Effective number of heads",
             f"{out['effective heads after']:.1f}",
@@ -305,16 +307,9 @@ elif step == 6:
         right, text = lesson.prediction_feedback(prediction, out)
         ui.first_try(f"{tag}-predict", right)
         (st.success if right else st.error)(text)
-        st.markdown("**Deeper: which projections must differ for heads to differ?** Try subsets:")
-        roles = ui.kept("multiselect", "Share", "lesson_roles", options=["q", "k", "v"], format_func=str.upper)
-        if roles:
-            tried = ui.cached_collapse(inp, layer, collapse.CollapsePath(1.0, roles=tuple(roles)))
-            st.metric(
-                f"Head diversity sharing {', '.join(f'$W^{r.upper()}$' for r in sorted(roles))} (rescaled mean slice)",
-                f"{metrics.mean_off_diagonal(tried.diversity):.1e}",
-            )
+        st.markdown("**Deeper: which projections must differ for heads to differ?**")
         q, _div = lesson.which_roles_question(model, run, layer, lambda path: ui.cached_collapse(inp, layer, path))
-        ui.choice_question(
+        roles_answered = ui.choice_question(
             f"{tag}-roles",
             "Sharing which two makes every head attend identically?",
             q.options,
@@ -322,38 +317,51 @@ elif step == 6:
             q.why,
             hint=r"The map is $\mathrm{softmax}(Q_i K_i^\top / \sqrt{d_k})$: which projections does it read?",
         )
+        if roles_answered is not None:
+            roles = ui.kept(
+                "multiselect", "Try any subset: share", "lesson_roles", options=["q", "k", "v"], format_func=str.upper
+            )
+            if roles:
+                tried = ui.cached_collapse(inp, layer, collapse.CollapsePath(1.0, roles=tuple(roles)))
+                st.metric(
+                    f"Head diversity sharing {', '.join(f'$W^{r.upper()}$' for r in sorted(roles))} "
+                    "(rescaled mean slice)",
+                    lesson.small(metrics.mean_off_diagonal(tried.diversity)),
+                )
     tool("app_pages/collapse.py", "The collapse in numbers and along alpha: Shared Q/K/V", layer)
     tool("app_pages/sharing.py", "What production models share instead: multi-query and grouped-query attention", layer)
 
 elif step == 7:
     st.markdown(
         r"Attention compares every token with every other, $q_i \cdot k_j$. Nothing in that formula says where a "
-        "token stands. What happens to a layer's outputs if the words come in another order? Predict first."
+        "token stands. Feed a layer the same token vectors (positions already added) in another order, its input's "
+        "rows shuffled: what do its outputs do? Predict first."
     )
     layer, _ = ui.layer_head(run, head=False)
     q, _err = lesson.shuffle_question(model, run, layer)
     answered = ui.choice_question(
         f"{tag}-shuffle",
-        "After shuffling, the layer's outputs are:",
+        "With its input's rows shuffled, the layer's outputs are:",
         q.options,
         q.answer,
         q.why,
         hint="Each output row is a weighted average over all tokens, with weights from dot products; does a dot "
         "product know positions?",
     )
-    shuffled = ui.kept("toggle", "Shuffle the words", "lesson_shuffle", disabled=answered is None)
+    shuffled = ui.kept("toggle", "Shuffle the rows of the layer's input", "lesson_shuffle", disabled=answered is None)
     if answered is None:
         st.caption("The toggle unlocks once you have predicted.")
     else:
         st.markdown(
-            "Each token meets the same others in any order, so its output is the same, only moved. That is why "
-            "Transformers add positional encodings, the next lesson (BERT learns a position embedding and adds it "
-            "before layer 0)."
+            "Each token meets the same others in any order, so its output is the same, only moved: attention itself "
+            "cannot see order. Reorder the words of the sentence instead and BERT's outputs do change, because BERT "
+            "adds a learned position embedding to every token before layer 0. That is the next lesson: positional "
+            "encodings."
         )
     if shuffled and answered is not None:
         s = build.build_stages(model, run, layer, H, shuffle=True, seed=1)
         st.caption("Fed in this order: " + " ".join(plots.common.token_label(t) for t in s.tokens))
-        st.metric("Largest difference after undoing the shuffle", f"{s.shuffle_error:.1e}")
+        st.metric("Largest difference after undoing the shuffle", lesson.small(s.shuffle_error))
     tool("app_pages/build.py", "Shuffle on any layer, with every stage: Build it from scratch", layer)
 
 elif step == 8:
@@ -379,10 +387,11 @@ elif step == 8:
     st.markdown(
         (
             f"**If every head of layer {layer} shares one $W^Q, W^K, W^V$, every head computes the same attention** "
-            f"(the maps differ by at most {same:.1e}): head diversity falls from {d0:.3f} to {d1:.1e} nats"
+            f"(the maps differ by at most {lesson.small(same)}): head diversity falls from {d0:.3f} to "
+            f"{lesson.small(d1)} nats"
             if identical
             else f"With one shared $W^Q, W^K, W^V$ the heads' maps still differ by up to {same:.2f}; head diversity "
-            f"goes from {d0:.3f} to {d1:.1e} nats"
+            f"goes from {d0:.3f} to {lesson.small(d1)} nats"
         )
         + ". The heads' subspaces overlap "
         + ", ".join(f"{b:.2f} → {a:.2f}" for b, a in overlap)
@@ -412,9 +421,11 @@ elif step == 8:
             f"Q, K and V ({rows['shared Q/K/V'].sentence_cosine:.3f} plain); removing that layer's attention keeps "
             f"{base.sentence_cosine:.3f}. "
             + "One sentence is not enough to rank these untrained conversions against each other or against removing "
-            "the attention: their order changes from sentence to sentence. What sets MQA apart "
-            "is that its heads stay different (above) and that it trains back into a working layer, measured on "
-            "held-out sentences on *What may be shared*."
+            "the attention: their order changes from sentence to sentence. What sets MQA apart is that each head "
+            f"keeps its own $W_i^Q$: its heads keep {scaled['MQA'].diversity / mha.diversity:.0%} of BERT's head "
+            f"diversity with K and V rescaled, {mqa.diversity / mha.diversity:.0%} with the plain mean (whose "
+            "smaller scores flatten every map), where one shared Q, K and V keeps none; and it trains back into a "
+            "working layer, measured on held-out sentences on *What may be shared*."
         )
         trained = [
             o

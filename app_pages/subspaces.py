@@ -4,7 +4,7 @@ folds every head's picture into one."""
 import streamlit as st
 
 import ui
-from mha import atlas, collapse, plots, subspaces
+from mha import atlas, collapse, lesson, plots, subspaces
 
 st.title("Subspaces: each head's own view of your sentence")
 st.markdown(
@@ -56,16 +56,16 @@ spread = subspaces.max_map_difference(maps)
 if {"q", "k"} <= set(path.roles) and path.alpha == 1.0:
     st.success(
         f"$W^Q$ and $W^K$ shared: all {H} panels are the same picture (max difference between panels "
-        f"{spread:.1e}). The heads look at the sentence through one lens, so they attend alike.",
+        f"{lesson.small(spread)}). The heads look at the sentence through one lens, so they attend alike.",
         icon=":material/call_merge:",
     )
 elif spread < collapse.SAME_WEIGHTS:
-    st.info(f"All {H} panels are the same picture here (max difference between panels {spread:.1e}).")
+    st.info(f"All {H} panels are the same picture here (max difference between panels {lesson.small(spread)}).")
 else:
     st.info(
-        f"{H} different pictures (their coordinates differ by up to {spread:.2f}; 0 would mean one picture, and the "
-        "size itself depends on each head's own scale and axes): the same word lands in different places, and reads "
-        "different words, in each head. Turn on *Shared* with $W^Q$ and $W^K$ to fold them into one.",
+        f"{H} different pictures (two heads' coordinates differ by up to {spread:.2f}; 0 would mean one picture, "
+        "and the size itself depends on each head's own scale and axes): the same word lands in different places, "
+        "and reads different words, in each head. Turn on *Shared* with $W^Q$ and $W^K$ to fold them into one.",
         icon=":material/layers:",
     )
 
@@ -132,11 +132,14 @@ C, D = model.d_model, model.d_model // H
 st.caption(
     f"Left: each head's $W_i^Q {{W_i^K}}^\\top$ ({C} x {C}) has at most $d_k$ = {D} directions. Right: stacked side by "
     f"side, the {H} heads' $W^Q$ need {spectra.energy_rank('query')} of {C} directions for 90 % of their "
-    f"energy, $W^K$ {spectra.energy_rank('key')} (a random matrix: {spectra.energy_rank('reference')}). "
+    f"energy, $W^K$ {spectra.energy_rank('key')} (a random matrix: {spectra.energy_rank('reference')}). The fair "
+    "comparison keeps each head's own singular values and points them in random directions: "
+    f"{spectra.energy_rank('query_rotated')} for $W^Q$, {spectra.energy_rank('key_rotated')} for $W^K$. "
     + (
-        "Fewer than a random matrix needs: the heads' subspaces are their own but partly shared "
-        if max(spectra.energy_rank("query"), spectra.energy_rank("key")) < spectra.energy_rank("reference")
-        else "No fewer than a random matrix needs: no sign here that the heads share directions "
+        "The real stacks need fewer: beyond their uneven spectra, the heads share directions "
+        if spectra.energy_rank("query") < spectra.energy_rank("query_rotated")
+        and spectra.energy_rank("key") < spectra.energy_rank("key_rotated")
+        else "The real stacks need no fewer: no sign here that the heads share directions beyond their uneven spectra "
     )
     + "(Cordonnier et al. 2020, *Multi-Head Attention: Collaborate Instead of Concatenate*, found them shared)."
 )

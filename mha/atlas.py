@@ -196,7 +196,7 @@ def describe(m: dict[str, np.ndarray], label: str, layer: int, head: int, n_toke
     where = {
         "to [CLS]": "the [CLS] token",
         "to [SEP]": "the [SEP] token",
-        "to punctuation": '"." and ","',
+        "to punctuation": "punctuation (every mark together)",
         "to itself": "itself",
         "to previous": "the previous token",
         "to next": "the next token",
@@ -210,7 +210,10 @@ def describe(m: dict[str, np.ndarray], label: str, layer: int, head: int, n_toke
             if pick["entropy"] >= NEAR_UNIFORM * most
             else "spreads its attention"
         )
-        text = f"Layer {layer}, head {head} ({label}): {spread}; its largest share goes to {where} ({share:.0%})"
+        text = (
+            f"Layer {layer}, head {head} ({label}): {spread}; of [CLS], [SEP], punctuation, itself and its "
+            f"neighbours, the most goes to {where} ({share:.0%})"
+        )
     if bool(m["positional"][layer, head]):
         text += f"; positional (offset {int(m['argmax offset'][layer, head]):+d})"
     return (

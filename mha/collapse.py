@@ -252,7 +252,7 @@ class LayerCollapse:
     concat: (T, C) the heads' outputs side by side (before W^O).
     diversity: (H, H) Jensen-Shannon divergence between heads (metrics.head_diversity).
     overlap: role -> (H, H) mean cos^2 of principal angles between heads' W slices.
-    effective_heads: how many different heads there are (metrics.effective_heads of their
+    effective_heads: how many different outputs the heads write (metrics.effective_heads of their
         outputs): H for unrelated heads, 1 when every head outputs the same thing.
     distinct_maps: the number of different attention maps (metrics.distinct_maps).
     score_spread: (H,) the spread of each head's scaled scores (metrics.score_spread): near 0,

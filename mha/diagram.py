@@ -61,6 +61,6 @@ def stages_text(T: int, C: int, H: int) -> str:
         f"X, the token vectors ({T} x {C}), goes to each of the {H} heads. 1. Project: head i multiplies X by its "
         f"own W_i^Q, W_i^K and W_i^V ({C} x {D} each) to get Q_i, K_i and V_i ({T} x {D} each). 2. Attend: every "
         f"head computes softmax(Q_i K_i^T / sqrt({D})), a {T} x {T} grid of weights, times V_i: an output of "
-        f"{T} x {D}. 3. Concatenate the {H} outputs side by side ({T} x {H * D} = {T} x {C}) and multiply by W^O "
+        f"{T} x {D}. 3. Concatenate the {H} outputs side by side ({T} x ({H} x {D}) = {T} x {C}) and multiply by W^O "
         f"({C} x {C}): the output, {T} x {C}."
     )

@@ -64,10 +64,11 @@ TERMS = (
     ),
     Term(
         "Effective number of heads",
-        "How many different heads a layer really has: the effective rank (exp of the entropy of the normalised "
+        "How many different outputs a layer's heads write: the effective rank (exp of the entropy of the normalised "
         "singular values, Roy & Vetterli 2007) of the heads' outputs, each head's $T \\times d_k$ output flattened "
         "to one vector of length 1. $h$ copies of one output give 1, however sharp or flat that head is; unrelated "
-        "heads give about $h$.",
+        "heads give about $h$. It reads the outputs, so $W^V$ counts: heads with one attention map but their own "
+        "$W^V$ still count apart. Whether the maps differ is head diversity's question.",
     ),
     Term(
         "Score spread",

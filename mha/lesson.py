@@ -57,6 +57,16 @@ def head_spread(c: collapse.LayerCollapse) -> float:
     return float(np.abs(c.weights - c.weights[:1]).max())
 
 
+def small(x: float, tol: float = 1e-5) -> str:
+    """A difference for a learner: 0 said as exactly 0, a tiny one as zero to float precision
+    (float32 arithmetic in another order differs by about 1e-7), others to 2 significant digits."""
+    if x == 0:
+        return "0 (exactly)"
+    if abs(x) < tol:
+        return f"{x:.1e}: zero to float precision"
+    return f"{x:.2g}"
+
+
 def number(x: float) -> str:
     """A measure for a table: counts with thousands separators, others to 4 significant digits."""
     return f"{x:,.0f}" if x == int(x) and abs(x) >= 1000 else f"{x:.4g}"
@@ -96,7 +106,8 @@ FUNCTION_WORDS = frozenset(
     "the a an of on in at to by for with from into onto over under about as and or but nor so yet if than "
     "then that this these those there here is am are was were be been being do does did has have had not no "
     "his her its their our your my which who whom whose what when where why how all any some each every "
-    "can could will would shall should may might must".split()
+    "can could will would shall should may might must before after because while although though since until "
+    "unless whether once also very just too not".split()
 )
 
 
@@ -284,8 +295,9 @@ def previous_token_question(run: BertRun) -> tuple[Choice, tuple[int, int], tupl
 PREDICTIONS = (
     "The heads still attend in different ways",
     "Every head computes the same attention",
-    "The heads attend more sharply (lower entropy)",
+    "Every head spreads its weight evenly over the tokens",
 )
+UNIFORM = 0.99  # "evenly": a map's entropy at least this share of ln T
 
 
 def sharing_outcome(before: collapse.LayerCollapse, after: collapse.LayerCollapse) -> dict[str, float]:
@@ -308,33 +320,26 @@ def sharing_outcome(before: collapse.LayerCollapse, after: collapse.LayerCollaps
 
 
 def prediction_feedback(choice: int, outcome: dict[str, float]) -> tuple[bool, str]:
-    """Was the learner's prediction what the layer did?"""
+    """Was the learner's prediction what the layer did? Each option is graded by what it says:
+    the heads differ, the heads are identical, the maps are uniform (entropy at least UNIFORM of ln T)."""
     identical = outcome["max difference between heads"] < collapse.SAME_WEIGHTS
-    right = identical and choice == 1
+    e0, e1 = outcome["entropy before"], outcome["entropy after"]
+    right = (not identical, identical, e1 >= UNIFORM)[choice]
     did = (
-        f"the heads' attention now differs by at most {outcome['max difference between heads']:.1e} and the mean "
-        f"divergence between heads fell from {outcome['diversity before']:.3f} to {outcome['diversity after']:.1e}"
+        f"the heads' attention now differs by at most {small(outcome['max difference between heads'])} and the mean "
+        f"divergence between heads fell from {outcome['diversity before']:.3f} to {small(outcome['diversity after'])}"
     )
     heads = (
         f"the effective number of heads went from {outcome['effective heads before']:.1f} to "
         f"{outcome['effective heads after']:.1f}"
     )
-    if right:
+    entropy = f"The mean entropy of a map went from {e0:.2f} to {e1:.2f} of $\\ln T$ (1 would be even weights)."
+    if right and choice == 1:
         return True, (
             f"Right: {did}, and {heads}: {outcome['heads']} copies of one head, for "
             f"{outcome['parameters after']:,} parameters instead of {outcome['parameters before']:,}."
         )
-    e0, e1 = outcome["entropy before"], outcome["entropy after"]
-    entropy = (
-        f" The mean entropy of a map went from {e0:.2f} to {e1:.2f} of $\\ln T$ ({'lower' if e1 < e0 else 'higher'}), "
-        "but that is not what sharing is about."
-        if choice == 2
-        else ""
-    )
-    return False, (
-        f"Not quite: {did}, and {heads}.{entropy} With one $W^Q$ and one $W^K$ every head computes the same "
-        "$Q_i K_i^\\top$, so the same softmax: the subspaces collapse into one."
-    )
+    return right, ("Right" if right else "Not quite") + f": {did}, and {heads}. " + (entropy if choice == 2 else "")
 
 
 ROLE_SETS = (("k", "v"), ("k", "q"), ("v",), ("q",))
@@ -370,7 +375,7 @@ def which_roles_question(
         r"Attention is $\mathrm{softmax}(Q_i K_i^\top / \sqrt{d_k})$: it depends on Q and K only. Measured on this "
         "layer, the mean "
         "divergence between heads is "
-        + ", ".join(f"{d:.1e} sharing {n}" for n, d in div.items())
+        + ", ".join(f"{small(d)} sharing {n}" for n, d in div.items())
         + ". Sharing K and V (multi-query attention) keeps each head's own question."
     )
     return Choice(ROLE_NAMES, ROLE_NAMES.index(least), why), div
@@ -382,9 +387,9 @@ def shuffle_question(bert: LoadedBert, run: BertRun, layer: int, seed: int = 1) 
     s = build.build_stages(bert, run, layer, bert.n_heads, shuffle=True, seed=seed)
     options = ("The same outputs, only in the new order", "Different outputs: attention notices the order")
     why = (
-        f"Largest difference after undoing the shuffle: {s.shuffle_error:.1e}. Attention only compares vectors "
-        "with each other, so it cannot see where a token stands. BERT adds a learned position embedding to every "
-        "token before layer 0 (its hidden states already know the order); the next lesson, positional "
-        "encodings, shows how."
+        f"Largest difference after undoing the shuffle: {small(s.shuffle_error)}. Attention only compares vectors "
+        "with each other, so it cannot see where a token stands. The sentence's own word order reaches BERT "
+        "another way: it adds a learned position embedding to every token before layer 0, so reordering the words "
+        "themselves does change its outputs; the next lesson, positional encodings, shows how."
     )
     return Choice(options, 0 if s.shuffle_error < build.PERMUTED else 1, why), s.shuffle_error

@@ -131,7 +131,7 @@ def effective_rank(matrix: np.ndarray) -> float:
 
 
 def effective_heads(heads: np.ndarray) -> float:
-    """How many different heads a layer has: the effective rank of its H head outputs, each
+    """How many different outputs a layer's heads write: the effective rank of its H head outputs, each
     (T, D) output flattened to one vector and scaled to length 1. H copies of one output give 1
     (whatever that output is, sharp or flat); H mutually orthogonal outputs give H. A head with
     uniform attention still counts as its own head when its values differ from the others'.

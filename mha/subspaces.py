@@ -157,8 +157,8 @@ def alpha_frames(
 
 
 def max_map_difference(maps: HeadMaps) -> float:
-    """The largest |difference| between any head's picture and head 0's (0 = identical panels)."""
-    return float(max(np.abs(maps.queries - maps.queries[:1]).max(), np.abs(maps.keys - maps.keys[:1]).max()))
+    """The largest |difference| between two heads' pictures, any two (0 = identical panels)."""
+    return float(max(np.ptp(maps.queries, axis=0).max(), np.ptp(maps.keys, axis=0).max()))
 
 
 # ---------------------------------------------------------------- the weight-space view
@@ -180,10 +180,12 @@ class WeightSpectra:
     query: np.ndarray
     key: np.ndarray
     reference: np.ndarray  # (C,) of a C x C Gaussian matrix: unrelated directions, for comparison
+    query_rotated: np.ndarray | None = None  # (C,): the stack with each head's own spectrum, random directions
+    key_rotated: np.ndarray | None = None
 
     def energy_rank(self, which: str = "query", share: float = 0.9) -> int:
         """How many directions hold `share` of the squared singular values of `which`
-        ("query", "key" or "reference")."""
+        ("query", "key", "reference", "query_rotated" or "key_rotated")."""
         s2 = getattr(self, which).astype(np.float64) ** 2
         return int(np.searchsorted(np.cumsum(s2) / s2.sum(), share) + 1)
 
@@ -201,8 +203,29 @@ def weight_spectra(module: MultiHeadAttention) -> WeightSpectra:
         _, r_a = np.linalg.qr(a)
         _, r_b = np.linalg.qr(b)
         per_head[h] = np.linalg.svd(r_a @ r_b.T, compute_uv=False)  # those of W_i^Q W_i^K^T
-    reference = np.linalg.svd(np.random.default_rng(0).standard_normal(wq.shape), compute_uv=False)
-    return WeightSpectra(per_head, np.linalg.svd(wq, compute_uv=False), np.linalg.svd(wk, compute_uv=False), reference)
+    rng = np.random.default_rng(0)
+    reference = np.linalg.svd(rng.standard_normal(wq.shape), compute_uv=False)
+    return WeightSpectra(
+        per_head,
+        np.linalg.svd(wq, compute_uv=False),
+        np.linalg.svd(wk, compute_uv=False),
+        reference,
+        rotated_stack(wq, H, rng),
+        rotated_stack(wk, H, rng),
+    )
+
+
+def rotated_stack(w: np.ndarray, n_heads: int, rng: np.random.Generator) -> np.ndarray:
+    """The singular values of the heads' stacked slices (w: (H*D, C)) if each head kept its own
+    singular values but pointed them in random directions: the baseline that tells shared
+    directions from uneven spectra (a stack of uneven spectra decays fast even when unrelated)."""
+    D, C = w.shape[0] // n_heads, w.shape[1]
+    rows = []
+    for h in range(n_heads):
+        s = np.linalg.svd(w[h * D : (h + 1) * D], compute_uv=False)  # (D,)
+        v, _ = np.linalg.qr(rng.standard_normal((C, D)))  # (C, D): D random orthonormal directions
+        rows.append(s[:, None] * v.T)  # (D, C)
+    return np.linalg.svd(np.vstack(rows), compute_uv=False)
 
 
 # ---------------------------------------------------------------- many sentences

@@ -144,6 +144,33 @@ def test_weight_spectra_against_scipy(bert):
         subspaces.weight_spectra(MultiHeadAttention(32, 4, "shared"))
 
 
+def test_the_rotated_baseline_tells_shared_directions_from_uneven_spectra():
+    """Known answers: heads that are copies of one slice share every direction (the stack needs
+    no more than d_k directions, far fewer than its baseline); heads with unrelated random
+    directions and uneven spectra need about as many as the baseline (which keeps their spectra),
+    while a plain Gaussian reference would wrongly call them shared."""
+    rng = np.random.default_rng(3)
+    H, D, C = 8, 8, 64
+    uneven = np.geomspace(10, 0.1, D)  # (D,): one head's singular values, fast decay
+
+    def head(v):  # (D, C): singular values `uneven` along the D orthonormal rows of v
+        return uneven[:, None] * v
+
+    one = np.linalg.qr(rng.standard_normal((C, D)))[0].T  # (D, C)
+    copies = np.vstack([head(one)] * H)  # (H*D, C)
+    unrelated = np.vstack([head(np.linalg.qr(rng.standard_normal((C, D)))[0].T) for _ in range(H)])
+
+    def rank(s, share=0.9):
+        s2 = s**2
+        return int(np.searchsorted(np.cumsum(s2) / s2.sum(), share) + 1)
+
+    shared = rank(scipy.linalg.svdvals(copies))
+    assert shared <= D and 3 * shared <= rank(subspaces.rotated_stack(copies, H, rng))
+    real, base = rank(scipy.linalg.svdvals(unrelated)), rank(subspaces.rotated_stack(unrelated, H, rng))
+    gaussian = rank(scipy.linalg.svdvals(rng.standard_normal((H * D, C))))
+    assert abs(real - base) <= 0.15 * base and real < gaussian / 2, (real, base, gaussian)
+
+
 def test_pool_of_bundled_sentences(bert, run):
     texts = subspaces.pool_sentences()
     assert 45 <= len(texts) <= 60 and all(t and not t.startswith("#") for t in texts)

@@ -40,13 +40,20 @@ def _axis(fig: go.Figure, ref: str | None, letter: str):
     return fig.layout[name] if name in fig.layout else None
 
 
+def _label(v: object) -> str:
+    """A position as text: numbers to 3 significant digits (0.30000000000000004 -> 0.3)."""
+    if isinstance(v, float | np.floating):
+        return _num(float(v))
+    return plain(v)
+
+
 def _labels(values, axis) -> list[str]:
     """Axis positions as the text the learner reads: tick labels where the axis sets them."""
     values = list(values) if values is not None else []
     if axis is not None and axis.tickvals is not None and axis.ticktext is not None:
         names = {str(v): plain(t) for v, t in zip(axis.tickvals, axis.ticktext)}
-        return [names.get(str(v), plain(v)) for v in values]
-    return [plain(v) for v in values]
+        return [names.get(str(v), _label(v)) for v in values]
+    return [_label(v) for v in values]
 
 
 def _panel_titles(fig: go.Figure) -> dict[str, str]:
