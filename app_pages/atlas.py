@@ -109,4 +109,4 @@ st.caption(
 st.download_button(
     "Measures of every head (.csv)", atlas.to_csv(m), file_name="head_measures.csv", mime="text/csv", on_click="ignore"
 )
-ui.words("[CLS] and [SEP]")
+ui.words("[CLS] and [SEP]", "attention patterns", "attention rollout", "value-weighted attention", "nats")

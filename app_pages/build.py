@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from mha import MultiHeadAttention, collapse, plots
+from mha import MultiHeadAttention, collapse, lesson, plots
 from mha.attention import valid_head_counts
 from mha.build import PERMUTED, build_stages
 
@@ -66,7 +66,7 @@ if T > MAX_SHOWN:
 
 if s.parity is not None:
     st.success(
-        f"Parity check: max |from-scratch - BERT| attention weight in layer {layer} = {s.parity:.1e}",
+        f"Parity check: max |from-scratch - BERT| attention weight in layer {layer} = {lesson.small(s.parity)}",
         icon=":material/check_circle:",
     )
 else:
@@ -144,9 +144,9 @@ ui.chart(plots.heads.head_grid(tr.weights[0], f"Attention weights of all {H} hea
 if shared:
     st.warning(
         f"Shared projections: every head computes the same map (max difference between heads "
-        f"{s.head_spread:.1e}). {H} heads, one point of view."
+        f"{lesson.small(s.head_spread)}). {H} heads, one point of view."
         if s.head_spread < collapse.SAME_WEIGHTS
-        else f"Shared projections, yet the heads' maps differ by up to {s.head_spread:.1e}.",
+        else f"Shared projections, yet the heads' maps differ by up to {lesson.small(s.head_spread)}.",
         icon=":material/call_merge:",
     )
 
@@ -187,10 +187,10 @@ ui.chart(plots.build.matrix_heatmap(tr.output[0, :MAX_SHOWN], shown, "Output = C
 if s.shuffle_error is not None:
     st.info(
         f"Shuffled input: every token's output is the same as before, only reordered "
-        f"(max difference {s.shuffle_error:.1e}). Attention alone ignores word order; BERT adds learned "
+        f"(max difference {lesson.small(s.shuffle_error)}). Attention alone ignores word order; BERT adds learned "
         "position embeddings before layer 0 to know it (next lesson: positional encodings)."
         if s.shuffle_error < PERMUTED
-        else f"Shuffled input: the outputs differ from the reordered ones by up to {s.shuffle_error:.1e}.",
+        else f"Shuffled input: the outputs differ from the reordered ones by up to {lesson.small(s.shuffle_error)}.",
         icon=":material/shuffle:",
     )
 ui.words("head width", "subspace overlap", "effective number of heads")

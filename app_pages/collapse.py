@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from mha import bert, collapse, metrics, plots
+from mha import bert, collapse, lesson, metrics, plots
 
 st.title("Shared Q/K/V: watch the heads collapse")
 st.markdown(
@@ -188,7 +188,7 @@ overlaps = ", ".join(
 )
 maps = (
     f"compute the same attention: {ans.maps_shared} distinct map instead of {ans.maps_bert}, mean divergence "
-    f"{ans.diversity_shared:.1e} between heads against {ans.diversity_bert:.3f} for BERT's own"
+    f"{lesson.small(ans.diversity_shared)} between heads against {ans.diversity_bert:.3f} for BERT's own"
     if ans.maps_shared == 1
     else f"still attend differently: {ans.maps_shared} distinct maps of {H}, mean divergence "
     f"{ans.diversity_shared:.3f} between heads against {ans.diversity_bert:.3f} for BERT's own"
@@ -259,4 +259,12 @@ st.download_button(
     mime="text/csv",
     on_click="ignore",
 )
-ui.words("head diversity", "Jensen-Shannon divergence", "subspace overlap", "effective number of heads")
+ui.words(
+    "alpha",
+    "head diversity",
+    "Jensen-Shannon divergence",
+    "subspace overlap",
+    "effective number of heads",
+    "score spread",
+    "mean pooling",
+)

@@ -33,12 +33,24 @@ def tool(page: str, label: str, layer: int | None = None, head: int | None = Non
 
 
 ui.scroll_here(f"lesson-{ss.get('lesson_moves', 0)}")
-head_row = st.columns([3, 1.2, 0.8])
+head_row = st.columns([3, 1.4, 0.6])  # the last column stays empty: Streamlit's header sits over it
 head_row[0].title("Lesson: multi-head attention")
 score_box = head_row[1].empty()  # filled at the end of the run, after this run's answers
-head_row[2].button("Reset lesson", on_click=ui.reset_lesson, key="lesson_reset")
 st.progress(step / N, text=f"Step {step} of {N}: {lesson.STEPS[step - 1]}")
-ui.words("head width", "representation subspace", "head diversity", "[CLS] and [SEP]")
+ui.words(
+    "head width",
+    "representation subspace",
+    "head diversity",
+    "[CLS] and [SEP]",
+    "effective number of heads",
+    "Jensen-Shannon divergence",
+    "nats",
+    "score spread",
+    "multi-query and grouped-query",
+    "K/V cache",
+    "mean pooling",
+    "uptraining",
+)
 
 if step == 1:
     st.markdown(
@@ -372,7 +384,7 @@ elif step == 8:
         ui.cached_collapse(inp, layer, collapse.CollapsePath(0.0)),
         ui.cached_collapse(inp, layer, collapse.CollapsePath()),
     )
-    st.dataframe(
+    st.table(  # a table that wraps (a scrolling grid hid its last column on a phone)
         [
             {"measure": k, "BERT's heads": lesson.number(b), "one shared W^Q, W^K, W^V": lesson.number(a)}
             for k, (b, a) in nums.items()
@@ -448,7 +460,7 @@ elif step == 8:
     tool("app_pages/sharing.py", "Uptrain a rung yourself: What may be shared", layer)
     st.subheader("Your answers")
     first = ui.first_answers()
-    st.dataframe(
+    st.table(
         [
             {"question": what, "first answer": "—" if rid not in first else "right" if first[rid] else "not quite"}
             for rid, what in lesson.QUESTIONS.items()
@@ -456,8 +468,9 @@ elif step == 8:
         hide_index=True,
     )
 
-b1, _, b2 = st.columns([1, 4, 1])
+b1, _, reset, b2 = st.columns([1, 2.6, 1.4, 1])
 b1.button("← Back", disabled=step == 1, on_click=go, args=(step - 1,), key="lesson_back", width="stretch")
+reset.button("Reset lesson", on_click=ui.reset_lesson, key="lesson_reset", width="stretch")
 b2.button(
     "Next →", disabled=step == N, on_click=go, args=(step + 1,), key="lesson_next", type="primary", width="stretch"
 )

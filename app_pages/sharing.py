@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from mha import collapse, ladder, plots, uptrain
+from mha import collapse, ladder, lesson, plots, uptrain
 
 st.title("What may be shared: multi-query and grouped-query attention")
 st.markdown(
@@ -131,7 +131,7 @@ if H > 1:
     ui.chart(
         plots.heads.head_grid(
             ladder.rung_attention(model, run, layer, qk_s.rung),
-            f"Q and K shared (scale restored): diversity {qk_s.diversity:.1e}",
+            f"Q and K shared (scale restored): diversity {lesson.small(qk_s.diversity)}",
         ),
         container=g2,
     )
@@ -291,8 +291,8 @@ st.caption(
     + ". "
     + (
         f"{' and '.join(tied)} stayed one matrix each for all {H} heads during training, so every head still "
-        f"computes the same map: head diversity {outcome.diversity_after:.1e} after uptraining. Whatever the layer "
-        f"fits, it fits through one map read by {rung.heads[2]} value projection(s)."
+        f"computes the same map: head diversity {lesson.small(outcome.diversity_after)} after uptraining. Whatever "
+        f"the layer fits, it fits through one map read by {rung.heads[2]} value projection(s)."
         if rung.same_attention and outcome.diversity_after < collapse.SAME_TOLERANCE
         else f"Head diversity on the held-out sentences: {outcome.diversity_before:.3f} converted, "
         f"{outcome.diversity_after:.3f} uptrained."
@@ -321,4 +321,11 @@ if len(done) > 1:
         ],
         hide_index=True,
     )
-ui.words("K/V cache", "head diversity", "Jensen-Shannon divergence")
+ui.words(
+    "multi-query and grouped-query",
+    "K/V cache",
+    "uptraining",
+    "head diversity",
+    "Jensen-Shannon divergence",
+    "mean pooling",
+)

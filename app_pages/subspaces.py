@@ -146,4 +146,4 @@ st.caption(
 st.page_link(
     "app_pages/collapse.py", label="The same sharing, measured: the collapse page", icon=":material/call_merge:"
 )
-ui.words("representation subspace", "fidelity", "subspace overlap")
+ui.words("representation subspace", "fidelity", "score spread", "alpha", "subspace overlap")

@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from mha import collapse, plots
+from mha import collapse, lesson, plots
 from mha import experiment as ex
 
 st.title("Why many heads: train them and see")
@@ -196,7 +196,7 @@ st.caption(
         f"**{kind}**: {len(locked(kind))} of {n_rel} relations have a head with at least {ex.LOCKED:.0%} on them."
         for kind in ex.MODELS
     )
-    + f" The shared heads' maps differ by at most {copies:.1e}: "
+    + f" The shared heads' maps differ by at most {lesson.small(copies)}: "
     + ("copies of each other." if copies < collapse.SAME_WEIGHTS else "not copies (something else differs).")
 )
 ui.words("head width", "head diversity")

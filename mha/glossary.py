@@ -100,4 +100,51 @@ TERMS = (
         "measured effect that head importance estimates; Michel et al. 2019 remove heads this way in a separate "
         "experiment. Measured on some sentence pairs, a ranking by it is checked on others (held out).",
     ),
+    Term(
+        "Nats",
+        "The unit of entropy and divergence measured with the natural logarithm. A map over $T$ tokens has entropy "
+        "at most $\\ln T$ nats (even weights); the Jensen-Shannon divergence is at most $\\ln 2$ = 0.693 nats.",
+    ),
+    Term(
+        "Mean pooling",
+        "One vector for a sentence: the mean of the last layer's hidden states over its tokens, as all-MiniLM-L6-v2 "
+        "was trained to use (Reimers & Gurevych 2019, Sentence-BERT). The pages' sentence cosines compare two such "
+        "vectors.",
+    ),
+    Term(
+        "Alpha",
+        "How far each head's projection is pulled towards the shared one: $W_i(\\alpha) = (1 - \\alpha)\\, W_i + "
+        "\\alpha\\, W_{shared}$. 0 = the model's own heads, 1 = one matrix for every head.",
+    ),
+    Term(
+        "Multi-query and grouped-query attention (MQA, GQA)",
+        "Every query head keeps its own $W_i^Q$; in MQA all heads share one $W^K$ and one $W^V$ (Shazeer 2019), in "
+        "GQA each group of heads shares one (Ainslie et al. 2023). Multi-head attention (MHA) has one per head.",
+    ),
+    Term(
+        "Uptraining",
+        "Converting a trained multi-head layer to MQA or GQA (each group's K and V slices pooled into one) and "
+        "training it briefly to recover (Ainslie et al. 2023). Here one converted layer is trained to reproduce "
+        "the original layer's output, then scored on sentences it never saw.",
+    ),
+    Term(
+        "Attention rollout",
+        "How much each token at a layer draws on each input token through every layer below (Abnar & Zuidema "
+        "2020): each layer's attention averaged over heads, mixed half and half with the identity for the residual "
+        "connection, rows renormalised, and multiplied layer after layer.",
+    ),
+    Term(
+        "Value-weighted attention",
+        "A weight times the length of what the key actually adds, $\\lVert \\alpha_{ij} f(x_j) \\rVert$, where "
+        "$f(x_j)$ is key $j$'s value through the head's part of $W^O$ (Kobayashi et al. 2020): a large weight "
+        "on a key that adds almost nothing "
+        "([CLS], [SEP], punctuation, often) counts for little.",
+    ),
+    Term(
+        "Attention patterns",
+        "The app's labels after Kovaleva et al. 2019's classes, from a head's measures: vertical (at least half to "
+        "[CLS] and [SEP]), diagonal (at least half to the previous and next token), vertical+diagonal (together at "
+        "least 60 %, each at least 20 %), block (at least 80 % within its own sentence of a pair), heterogeneous (none "
+        "of these). A share counts only if it is at least twice what even weights would give.",
+    ),
 )

@@ -224,7 +224,7 @@ def test_walk_the_lesson(bert, text, right_first, shape, tmp_path, monkeypatch, 
     expect = lesson.check_answer(
         collapse.collapse_layer(bert, run, 0, CollapsePath(0.0)), collapse.collapse_layer(bert, run, 0, CollapsePath())
     )
-    table = at.dataframe[0].value
+    table = at.table[0].value
     for _, row in table.iterrows():
         b, a = expect[row["measure"]]
         assert float(row["BERT's heads"].replace(",", "")) == pytest.approx(b, rel=1e-3, abs=1e-12)
@@ -237,7 +237,7 @@ def test_walk_the_lesson(bert, text, right_first, shape, tmp_path, monkeypatch, 
     from mha import ladder
 
     assert f"removing that layer's attention keeps {ladder.baselines(bert, run, 0).sentence_cosine:.3f}" in said
-    answers = at.dataframe[-1].value
+    answers = at.table[-1].value
     assert list(answers["first answer"]).count("right") == seen_right and "—" not in set(answers["first answer"])
     assert score() == f"{seen_right} of {n}"
     # a tool page and back: the answers and the score stay

@@ -232,7 +232,8 @@ def kept(
     stored value when it was changed elsewhere (a link, an example button) and writes back on
     change, through `clean` if given, then `on_change`. A setting that belongs to something else
     (a token picker to its sentence's tokens) names it in `follows`: when that changes, the
-    setting starts again at its default.
+    setting starts again at its default. A toggle's `help` is a caption under it, not a (?) in its
+    label: on a phone, tapping the (?) switched the toggle.
     """
     setting = declared(key)
     ss = st.session_state
@@ -279,7 +280,10 @@ def kept(
     known = wkey in ss
     if known and ss[wkey] != value:
         ss[wkey] = value  # changed elsewhere (a link, another page's widget): the widget follows
+    note = kwargs.pop("help", None) if kind == "toggle" else None  # a tap on a toggle's (?) switched it
     shown = getattr(container or st, kind)(label, key=wkey, on_change=_store, **kwargs)
+    if note:
+        (container or st).caption(note)
     if not known and shown != value:
         # The browser holds a value this session never had: its page reconnected to a new session
         # (another replica after a crash, a restarted server) and the rerun carries what the

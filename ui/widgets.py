@@ -41,11 +41,12 @@ def sidebar() -> Inputs:
         help=f"Any text up to {MAX_CHARS:,} characters (a longer paste is cut, with a notice); "
         "beyond the model's 512 tokens it is truncated, with a notice.",
     )
+    sb.caption("Applies when you leave the box (on a keyboard, also Ctrl+Enter).")
     kept(
         "text_input", "Second sentence (optional: BERT's segment B)", "text_b", container=sb, clean=cut_paste("text_b")
     )
     sb.caption("Examples")
-    cols = sb.columns(2)
+    cols = [sb, sb]  # one button to a row: two to a row cut their names ("Making ... more diff")
     for n, (name, text) in enumerate(EXAMPLES.items()):
         cols[n % 2].button(name, key=f"_ex_{n}", on_click=_use_example, args=(text,), width="stretch")
     specs = {s.name: s for s in bert.available_models()}
@@ -247,13 +248,17 @@ def kept_result(store, key, label: str, button_key: str, help: str) -> tuple[Any
 
 
 def words(*terms: str) -> None:
-    """A link to the glossary naming the words of this page that it defines."""
-    st.page_link(
-        "app_pages/glossary.py",
-        label=f"Glossary: the {len(terms)} terms of this page",
-        icon=":material/menu_book:",
-        help=", ".join(terms),
-    )
+    """The terms of this page that the glossary defines, each with its definition (an expander),
+    and a link to the whole glossary. Raises StopIteration for a term the glossary lacks."""
+    from mha import glossary
+
+    def term(name: str) -> glossary.Term:  # "head width" finds "Head width, $d_k$"
+        return next(t for t in glossary.TERMS if t.name.lower().startswith(name.lower()))
+
+    found = [term(name) for name in terms]
+    with st.expander(f"The {len(found)} terms of this page", icon=":material/menu_book:"):
+        st.markdown("\n\n".join(f"**{t.name}**: {t.text}" for t in found))
+        st.page_link("app_pages/glossary.py", label="Every term: the glossary", icon=":material/menu_book:")
 
 
 def chart(fig: Any, key: str | None = None, container: Any = None) -> None:
