@@ -23,6 +23,10 @@ with server.timed(name):
     inputs = ui.sidebar()  # this rerun's one Inputs: pages read it with ui.inputs()
     ui.sync_url(inputs, name)  # before the page: a page may st.stop() (empty text, nothing trained yet)
     inputs = ui.ensure_model(inputs)  # loads the model once per process; falls back if it cannot
+    if st.session_state.get("_page") != name:  # another page opens at its top, not where the last was scrolled
+        st.session_state["_page"] = name
+        st.session_state["_page_visits"] = st.session_state.get("_page_visits", 0) + 1
+    ui.scroll_top(f"page-{st.session_state['_page_visits']}")
     try:
         page.run()
     finally:

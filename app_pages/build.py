@@ -37,20 +37,15 @@ H = ui.kept(
 )
 head = ui.kept("selectbox", "Head to follow", "build_follow", c4, options=range(H), format_func=lambda h: f"head {h}")
 t1, t2, t3, t4 = st.columns(4)
-shared = ui.kept(
-    "toggle",
-    "Shared Q/K/V",
-    "build_shared",
-    t1,
-    help="Every head uses one $W^Q, W^K, W^V$: the mean of the heads' slices rescaled to a slice's length, as on "
-    "the collapse page.",
-)
+shared = ui.kept("toggle", "Shared Q/K/V", "build_shared", t1)
 scale = ui.kept("toggle", r"Divide by $\sqrt{d_k}$", "build_scale", t2)
-shuffle = ui.kept(
-    "toggle", "Shuffle the words", "build_shuffle", t3, help="Permute the input tokens (no position information)."
-)
+shuffle = ui.kept("toggle", "Shuffle the words", "build_shuffle", t3)
 seed = int(
     ui.kept("number_input", "Seed", "build_seed", t4, min_value=0, max_value=10_000, disabled=source == "BERT layer")
+)
+st.caption(
+    "Shared Q/K/V: every head uses one $W^Q, W^K, W^V$, the mean of the heads' slices rescaled to a slice's length "
+    "(as on the collapse page). Shuffle: the input tokens in another order (no position information)."
 )
 D = C // H
 
@@ -75,19 +70,18 @@ else:
         icon=":material/info:",
     )
 
-m1, m2, m3 = st.columns(3)
-m1.metric(r"$d_{model}$ / heads $h$ / $d_k$", f"{C} / {H} / {D}")
-n_dist = MultiHeadAttention.parameter_count(C, H, "distinct")
-n_shared = MultiHeadAttention.parameter_count(C, H, "shared")
-m2.metric("Parameters, distinct", f"{n_dist:,}")
-m3.metric("Parameters, shared", f"{n_shared:,}", delta=f"{n_shared - n_dist:,}", delta_color="off")
-
 
 lo, hi = head * D, (head + 1) * D
 
 st.header(f"0. Input X ({T} x {C})")
 st.markdown(f"BERT's hidden states entering layer {layer}: one {C}-dimensional vector per token.")
 ui.chart(plots.build.matrix_heatmap(tr.x[0, :MAX_SHOWN], shown, "X"))
+m1, m2, m3 = st.columns(3)  # under the first picture: it stays on a projector's first screen
+m1.metric(r"$d_{model}$ / heads $h$ / $d_k$", f"{C} / {H} / {D}")
+n_dist = MultiHeadAttention.parameter_count(C, H, "distinct")
+n_shared = MultiHeadAttention.parameter_count(C, H, "shared")
+m2.metric("Parameters, distinct", f"{n_dist:,}")
+m3.metric("Parameters, shared", f"{n_shared:,}", delta=f"{n_shared - n_dist:,}", delta_color="off")
 
 st.header(f"1. Project: $Q_i, K_i, V_i$ ({T} x {D} per head)")
 st.markdown(

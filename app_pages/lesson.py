@@ -32,7 +32,7 @@ def tool(page: str, label: str, layer: int | None = None, head: int | None = Non
     st.page_link(page, label=label, icon=":material/open_in_new:", query_params=params)
 
 
-ui.scroll_here(f"lesson-{ss.get('lesson_moves', 0)}")
+ui.scroll_top(f"lesson-{ss.get('lesson_moves', 0)}")
 head_row = st.columns([3, 1.4, 0.6])  # the last column stays empty: Streamlit's header sits over it
 head_row[0].title("Lesson: multi-head attention")
 score_box = head_row[1].empty()  # filled at the end of the run, after this run's answers
@@ -102,8 +102,8 @@ if step == 1 and default_query is not None:
         )
         keys, on, specialist = view.keys, view.compromise, view.specialist
         st.caption(
-            "Each row is one head's weights for this token (they sum to 1); colour and number: a cell's weight "
-            "(no number under 0.05). "
+            "Each row is one head's weights for this token (they sum to 1); colour: a cell's weight, number: the same "
+            "in % (none under 5 %). "
             "Left out when finding where a head sends it: [CLS], [SEP] and punctuation, where heads park attention "
             "(step 5). "
             + (

@@ -67,27 +67,60 @@ AXE_RUN = """async () => (await axe.run(document, {runOnly: ['wcag2a', 'wcag2aa'
   .map(v => ({id: v.id, impact: v.impact, nodes: v.nodes.map(n => n.target.join(' '))}))"""
 
 
-FIRST_SCREEN = """() => {
-  // the page's main picture (first chart, diagram or table) and the smallest label drawn in a chart
+FIRST_SCREEN = """(main_selector) => {
+  // the page's main picture (first chart, diagram or table, or main_selector) and, over the whole page: the
+  // smallest chart label, the lowest contrast of chart text on white (WCAG relative luminance), and what is
+  // cut off: chart text outside its figure, page text hidden by overflow or ending in an ellipsis
   const main = document.querySelector('[data-testid="stMain"]');
-  const pic = main.querySelector('[data-testid="stPlotlyChart"], [data-testid="stGraphVizChart"], '
-    + '[data-testid="stDataFrame"]');
-  let small = 99;
+  const pic = main.querySelector(main_selector || '[data-testid="stPlotlyChart"], [data-testid="stGraphVizChart"], '
+    + '[data-testid="stDataFrame"], [data-testid="stTable"]');
+  const lum = (c) => {
+    const v = c.match(/[\\d.]+/g).slice(0, 3).map(Number).map(x => x / 255)
+      .map(x => x <= 0.03928 ? x / 12.92 : Math.pow((x + 0.055) / 1.055, 2.4));
+    return 0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2];
+  };
+  let small = 99, contrast = 99;
+  const cut = [];
   const labels = '[data-testid="stPlotlyChart"] svg text, [data-testid="stGraphVizChart"] svg text';
   for (const t of main.querySelectorAll(labels)) {
     const r = t.getBoundingClientRect();
     if (!t.textContent.trim() || r.height === 0) continue;
     const svg = t.ownerSVGElement, box = svg && svg.viewBox && svg.viewBox.baseVal;
     const scale = box && box.width ? svg.getBoundingClientRect().width / box.width : 1;  // a scaled diagram
-    small = Math.min(small, parseFloat(getComputedStyle(t).fontSize) * scale);
+    const style = getComputedStyle(t);
+    small = Math.min(small, parseFloat(style.fontSize) * scale);
+    const onWhite = !t.closest('.heatmaplayer');  // a cell's number sits on its colour, not on white
+    if (onWhite && style.fill.startsWith('rgb')) contrast = Math.min(contrast, 1.05 / (lum(style.fill) + 0.05));
+    const outer = t.closest('[data-testid="stPlotlyChart"] svg.main-svg');
+    if (outer) {
+      const b = outer.getBoundingClientRect();
+      if (r.left < b.left - 1 || r.right > b.right + 1 || r.top < b.top - 1 || r.bottom > b.bottom + 1)
+        cut.push('chart: ' + t.textContent.slice(0, 40));
+    }
   }
-  return {top: pic ? pic.getBoundingClientRect().top + scrollY : null, small: small};
+  for (const e of document.querySelectorAll('[data-testid="stMain"] *, [data-testid="stSidebar"] *')) {
+    if (e.closest('.katex') || !e.textContent.trim() || !e.clientWidth || e.closest('svg')) continue;
+    const style = getComputedStyle(e);
+    const hides = style.overflowX !== 'visible' || style.textOverflow === 'ellipsis';
+    const over = e.scrollWidth - e.clientWidth;  // typeset maths pokes out of its box by a pixel or two
+    if (hides && over > (e.querySelector('.katex') ? 4 : 1) && !['auto', 'scroll'].includes(style.overflowX))
+      cut.push('text: ' + e.textContent.slice(0, 40));
+  }
+  const top = pic ? pic.getBoundingClientRect().top : null;
+  return {top: top, small: small, contrast: contrast, cut: cut};
 }"""
+
+
+MAIN = {  # pages whose main element is not a picture: the button that trains, the first definition
+    "why_heads": '[data-testid="stBaseButton-primary"]',
+    "glossary": '[data-testid="stHeading"] h3',
+}
 
 
 def test_type_switch_pages_and_screenshot(server, browser):
     """Every page on a 1280 x 720 projector: the typed sentence survives the switch; the main
-    picture starts on the first screen and no chart label is under 12 px; an axe-core audit (WCAG 2
+    picture (the lesson's once answered, scrolled to) starts on the first screen; no chart label is
+    under 12 px or under 4.5:1 on white; no text is cut off; an axe-core audit (WCAG 2
     A/AA) finds no serious or critical violation (artifacts/axe.json lists every finding); no
     request leaves the machine (favicon and icons included)."""
     import json
@@ -111,14 +144,19 @@ def test_type_switch_pages_and_screenshot(server, browser):
         # the typed sentence survives every page switch
         assert page.locator('[data-testid="stSidebar"] textarea').first.input_value() == text, name
         assert page.locator('[data-testid="stException"]').count() == 0, name
-        if name in ("overview", "build", "bert_heads", "subspaces", "collapse", "sharing", "atlas"):
+        main = MAIN.get(name)
+        if name == "lesson":  # the picture comes with the answer, and the page scrolls to it
+            page.get_by_text("1 word", exact=True).click()
+            wait_idle(page)
+        if main is None:
             page.wait_for_selector(
                 '[data-testid="stPlotlyChart"] .main-svg, [data-testid="stGraphVizChart"] svg', timeout=60_000
             )
-            page.wait_for_timeout(500)
-            screens[name] = page.evaluate(FIRST_SCREEN)
-            assert screens[name]["top"] is not None and screens[name]["top"] < 720 - 150, (name, screens[name])
-            assert screens[name]["small"] >= 12, (name, screens[name])
+        page.wait_for_timeout(2500 if name == "lesson" else 500)
+        screens[name] = page.evaluate(FIRST_SCREEN, main)
+        assert screens[name]["top"] is not None and 0 <= screens[name]["top"] < 720 - 150, (name, screens[name])
+        assert screens[name]["small"] >= 12 and screens[name]["contrast"] >= 4.5, (name, screens[name])
+        assert not screens[name]["cut"], (name, screens[name])
         if name in ("build", "bert_heads"):
             assert page.locator('[data-testid="stPlotlyChart"]').count() >= 3, name
         page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=name == "overview")
@@ -323,8 +361,9 @@ def test_lesson_by_keyboard_then_every_step_check_question_and_a_tool_link(serve
 
 
 def test_lesson_recap_and_glossary_on_a_phone_and_a_wide_screen(server, browser):
-    """Step 1 (answered), the recap and the glossary at 390 and 1500 px: nothing wider than the
-    screen, no traceback; screenshots in artifacts/."""
+    """Step 1 (answered: its picture in view, then Next opens step 2 at its top), the recap and
+    the glossary at 390 and 1500 px: nothing wider than the screen, no chart text under 12 px or
+    4.5:1, nothing cut off, no traceback; screenshots in artifacts/."""
     ARTIFACTS.mkdir(exist_ok=True)
     for width, height in ((390, 844), (1500, 1000)):
         page = browser.new_page(viewport={"width": width, "height": height})
@@ -335,6 +374,19 @@ def test_lesson_recap_and_glossary_on_a_phone_and_a_wide_screen(server, browser)
         page.get_by_text("1 word", exact=True).click()
         wait_idle(page)
         page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=60_000)
+        page.wait_for_timeout(2500)  # the page scrolls to the answer's feedback as the chart arrives
+        screen = page.evaluate(FIRST_SCREEN, None)
+        assert 0 <= screen["top"] < height - 100, (width, screen)  # the picture the answer unlocked is in view
+        assert screen["contrast"] >= 4.5 and screen["small"] >= 12 and not screen["cut"], (width, screen)
+        page.get_by_role("button", name="Next →").click()  # the next step opens at its top, not mid-page
+        wait_idle(page)
+        page.wait_for_selector("text=Step 2 of 8", timeout=60_000)
+        page.wait_for_timeout(2500)
+        title = page.get_by_text("Step 2 of 8").bounding_box()
+        assert title is not None and 0 <= title["y"] < 400, (width, title)
+        page.goto(f"{server}/?step=1", wait_until="domcontentloaded")
+        page.wait_for_selector("text=Step 1 of 8", timeout=60_000)
+        wait_idle(page)
         shots = {"step1": None}
         for name, url, marker in (
             ("step1", None, None),
@@ -348,6 +400,8 @@ def test_lesson_recap_and_glossary_on_a_phone_and_a_wide_screen(server, browser)
             assert page.locator('[data-testid="stException"]').count() == 0, (width, name)
             scroll = page.evaluate("document.documentElement.scrollWidth")
             assert scroll <= width + 10, (width, name, scroll)  # nothing wider than the screen
+            screen = page.evaluate(FIRST_SCREEN, None)
+            assert screen["contrast"] >= 4.5 and screen["small"] >= 12 and not screen["cut"], (width, name, screen)
             shots[name] = ARTIFACTS / f"{name}_{width}px.png"
             page.screenshot(path=str(shots[name]), full_page=True)
         page.close()

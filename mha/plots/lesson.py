@@ -10,7 +10,7 @@ from .common import SCALE, token_axis
 
 def query_rows(rows: np.ndarray, labels: list[str], tokens: list[str], title: str) -> go.Figure:
     """(k, T) attention rows of one query token, one per head (labels), keys as columns; each row
-    sums to 1, the number in a cell is its weight."""
+    sums to 1, the number in a cell is its weight in % (none under 5 %)."""
     xcats, xaxis = token_axis(tokens)
     z = np.asarray(rows, dtype=np.float32)
     fig = go.Figure(
@@ -21,8 +21,9 @@ def query_rows(rows: np.ndarray, labels: list[str], tokens: list[str], title: st
             colorscale=SCALE,
             zmin=0,
             zmax=1,
-            text=np.where(z >= 0.05, np.char.mod("%.2f", z), ""),
+            text=np.where(z >= 0.05, np.char.mod("%d", np.round(z * 100).astype(int)), ""),  # in %: fits a phone's cell
             texttemplate="%{text}",
+            textfont=dict(size=12),
             customdata=np.array(labels)[:, None].repeat(z.shape[1], 1),
             hovertemplate="%{customdata} → %{x}: %{z:.2f}<extra></extra>",
             colorbar=dict(title="weight", thickness=10),
