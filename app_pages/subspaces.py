@@ -124,7 +124,11 @@ spectra = ui.cached_spectra(inp.model, layer)
 ui.chart(
     plots.subspaces.spectra_chart(
         spectra.per_head,
-        {"stacked W^Q": spectra.query, "stacked W^K": spectra.key},
+        {
+            "stacked W^Q": spectra.query,
+            "stacked W^K": spectra.key,
+            "W^Q: its heads' spectra, random directions": spectra.query_rotated,
+        },
         spectra.reference,
     ),
 )

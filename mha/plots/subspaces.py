@@ -286,7 +286,10 @@ def spectra_chart(per_head: np.ndarray, stacked: dict[str, np.ndarray], referenc
                 y=energy,
                 mode="lines",
                 name=sup(name),
-                line=dict(color=role_colour(name), dash="dot" if name.startswith("random") else None),
+                line=dict(
+                    color=role_colour(name),
+                    dash="dot" if name.startswith("random") else "dash" if "random directions" in name else None,
+                ),
             ),
             1,
             2,
@@ -299,6 +302,7 @@ def spectra_chart(per_head: np.ndarray, stacked: dict[str, np.ndarray], referenc
         title="Singular values: each head's scores, and the stacked projections",
         height=460,
         margin=dict(l=10, r=10, t=150, b=10),
-        legend=dict(orientation="h", y=-0.25),
+        # the legend names the right panel's lines: inside it, in the corner the rising curves leave empty
+        legend=dict(x=1, y=0.02, xanchor="right", yanchor="bottom", bgcolor="rgba(255, 255, 255, 0.85)"),
     )
     return fig
