@@ -82,6 +82,11 @@ def main() -> None:
         f"directions for 90 % of the energy, stacked over the heads (of {bert.d_model}), layers 0-{bert.n_layers - 1}: "
         f"W^Q {min(q)}-{max(q)}, W^K {min(k)}-{max(k)}, a random matrix {spectra[0].energy_rank('reference')}"
     )
+    qr, kr = [s.energy_rank("query_rotated") for s in spectra], [s.energy_rank("key_rotated") for s in spectra]
+    print(
+        f"the same with each head's own singular values in random directions (the fair baseline): "
+        f"W^Q {min(qr)}-{max(qr)}, W^K {min(kr)}-{max(kr)}"
+    )
 
 
 if __name__ == "__main__":

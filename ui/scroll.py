@@ -1,7 +1,10 @@
 """Scrolling the page from the server, the one place that runs JavaScript in the page (public
 API: st.html with unsafe_allow_javascript): to the top when a page or a lesson step opens
 (Streamlit keeps the scroll position, so a step or a page opened mid-page), and to an answer's
-feedback when it first shows, so that the picture it unlocks is on the screen."""
+feedback when it first shows, so that the picture it unlocks is on the screen.
+
+Only the nearest scrolled container of the element is moved (its scrollTop): scrollIntoView also
+moved other containers, and a picker opened right after would not open."""
 
 from __future__ import annotations
 
@@ -10,39 +13,50 @@ import zlib
 
 import streamlit as st
 
+# box(el): the nearest ancestor of el that scrolls (overflow auto or scroll), else the page
+_BOX = (
+    "const scrolls = (e) => e.scrollHeight > e.clientHeight && /(auto|scroll)/.test(getComputedStyle(e).overflowY); "
+    "const box = (el) => { let b = el.parentElement; while (b && !scrolls(b)) b = b.parentElement; "
+    "return b || document.scrollingElement; }; "
+)
 
-def scroll_here(key: str) -> None:
-    """Scroll the page so that this point is at the top of the screen, once per `key` in this
-    session (a step opened, a question first answered): later reruns leave the reader where they are."""
+
+def _once(key: str) -> bool:
+    """True the first time `key` is seen in this session."""
     done = st.session_state.setdefault("_scrolled", set())
     if key in done:
-        return
+        return False
     done.add(key)
+    return True
+
+
+def scroll_here(key: str) -> None:
+    """Scroll the page so that this point is near the top of the screen, once per `key` in this
+    session (a question first answered): later reruns leave the reader where they are. Again as the
+    elements below it are drawn (a chart arrives later, and the page must be long enough), unless
+    the reader acts first (a click, a key, a scroll)."""
+    if not _once(key):
+        return
     anchor = f"mha-scroll-{zlib.crc32(key.encode()):08x}"
-    # again as the elements below it are drawn (a chart arrives later): the page must be long enough.
-    # A block of its own: every such script shares the page's global scope
     js = (
-        f"{{ const go = () => document.getElementById({json.dumps(anchor)})?.scrollIntoView({{block: 'start'}}); "
-        "go(); for (const ms of [300, 900, 2000]) setTimeout(go, ms); }"
+        f"{{ {_BOX} const el = document.getElementById({json.dumps(anchor)}); "
+        "let last = null; "  # where go() left the page: moved since, by anyone else, it stops
+        "const go = () => { if (!el || !el.isConnected) return; const b = box(el); "
+        "if (last !== null && Math.abs(b.scrollTop - last) > 2) return stop(); "
+        "const base = b === document.scrollingElement ? 0 : b.getBoundingClientRect().top; "
+        "b.scrollTop = Math.max(0, b.scrollTop + el.getBoundingClientRect().top - base - 64); last = b.scrollTop; }; "
+        "const acts = ['wheel', 'touchstart', 'keydown', 'mousedown']; let later = []; "
+        "const stop = () => { later.forEach(clearTimeout); acts.forEach((a) => removeEventListener(a, stop, true)); }; "
+        "acts.forEach((a) => addEventListener(a, stop, true)); "
+        "go(); later = [300, 900, 2000].map((ms) => setTimeout(go, ms)); }"
     )
-    st.html(
-        f'<div id="{anchor}" style="scroll-margin-top: 4rem"></div><script>{js}</script>',
-        unsafe_allow_javascript=True,
-    )
+    st.html(f'<div id="{anchor}"></div><script>{js}</script>', unsafe_allow_javascript=True)
 
 
 def scroll_top(key: str) -> None:
     """Scroll the page to its top, once per `key` in this session (another page, another step).
-    Takes no room: ui/style.css hides the element (.mha-scroll-top), and its script scrolls the
-    nearest scrolled container it sits in."""
-    done = st.session_state.setdefault("_scrolled", set())
-    if key in done:
+    Takes no room: ui/style.css hides the element (.mha-scroll-top)."""
+    if not _once(key):
         return
-    done.add(key)
-    js = (
-        "{ const me = document.currentScript; let box = me && me.parentElement; "
-        "const scrolls = (e) => e.scrollHeight > e.clientHeight "
-        "&& /(auto|scroll)/.test(getComputedStyle(e).overflowY); "
-        "while (box && !scrolls(box)) box = box.parentElement; (box || document.scrollingElement).scrollTop = 0; }"
-    )
+    js = f"{{ {_BOX} const me = document.currentScript; if (me) box(me).scrollTop = 0; }}"
     st.html(f'<div class="mha-scroll-top"></div><script>{js}</script>', unsafe_allow_javascript=True)
