@@ -29,7 +29,8 @@ st.caption(
     "j = i + 1; punctuation = the tokens '.' and ',' as in Clark et al. 2019). "
     f"Entropy in nats, from 0 (one key) to ln T = {atlas.uniform_entropy(run.n_tokens):.2f} (uniform). "
     "Confidence = mean largest weight on a token other than [CLS] and [SEP] (Voita et al. 2019 leave out the "
-    "end-of-sentence token where heads park attention). Patterns are the app's own rule after "
+    "end-of-sentence token, where heads park attention; BERT's heads park on [CLS] as well, so both are left "
+    "out). Patterns are the app's own rule after "
     f"Kovaleva et al. 2019, thresholds {atlas.PATTERN_THRESHOLDS}."
 )
 layer, head = ui.layer_head(run)

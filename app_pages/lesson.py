@@ -190,26 +190,11 @@ elif step == 4:
     st.markdown(
         r"Each head returns a $T \times d_k$ matrix. The $h$ of them are joined side by side and multiplied by "
         r"$W^O$ ($d_{model} \times d_{model}$): every output dimension is a weighted sum over **every** head's "
-        "dimensions, so the next layer gets one representation informed by all heads. The chart shows this layer; "
-        "the question asks about another."
+        "dimensions, so the next layer gets one representation informed by all heads."
     )
     layer, _ = ui.layer_head(run, head=False)
-    mixed = ui.kept("toggle", r"Show the output after $W^O$", "lesson_mixed")
-    s = build.build_stages(model, run, layer, H)
-    shown = s.tokens[:64]
-    if mixed:
-        ui.chart(
-            plots.build.matrix_heatmap(s.trace.output[0, :64], shown, "Output = Concat W<sup>O</sup> + b"),
-        )
-    else:
-        ui.chart(
-            plots.build.matrix_heatmap(
-                s.trace.concat[0, :64], shown, "Concat(head_1, ..., head_h)", boundaries=[h * D for h in range(1, H)]
-            ),
-        )
-    st.caption("The lines mark where each head's slice starts; after $W^O$ there are no slices left.")
     h2, d2 = lesson.other_split(H, C)
-    ui.number_question(
+    answered = ui.number_question(
         f"{tag}-out",
         f"A what-if the page does not draw: the same layer with {h2} heads of $d_k = {d2}$ instead of {H} heads of "
         f"{D}. What shape would its output have for your sentence? (rows x columns)",
@@ -220,6 +205,26 @@ elif step == 4:
         "layer started with, so layers can be stacked.",
         hint=r"Each head gives $T \times d_k$; $h$ of them side by side, then $W^O$ is $d_{model} \times d_{model}$.",
     )
+    if answered is None:
+        st.info("Answer first: the layer's concatenation and output follow.", icon=":material/visibility_off:")
+    else:
+        mixed = ui.kept("toggle", r"Show the output after $W^O$", "lesson_mixed")
+        s = build.build_stages(model, run, layer, H)
+        shown = s.tokens[:64]
+        if mixed:
+            ui.chart(
+                plots.build.matrix_heatmap(s.trace.output[0, :64], shown, "Output = Concat W<sup>O</sup> + b"),
+            )
+        else:
+            ui.chart(
+                plots.build.matrix_heatmap(
+                    s.trace.concat[0, :64],
+                    shown,
+                    "Concat(head_1, ..., head_h)",
+                    boundaries=[h * D for h in range(1, H)],
+                ),
+            )
+        st.caption("The lines mark where each head's slice starts; after $W^O$ there are no slices left.")
     tool("app_pages/build.py", "Every stage, step by step: Build it from scratch", layer)
 
 elif step == 5:
@@ -323,7 +328,7 @@ elif step == 6:
         q, _div = lesson.which_roles_question(model, run, layer, lambda path: ui.cached_collapse(inp, layer, path))
         roles_answered = ui.choice_question(
             f"{tag}-roles",
-            "Sharing which two makes every head attend identically?",
+            "Sharing which of these makes every head attend identically?",
             q.options,
             q.answer,
             q.why,
@@ -345,9 +350,9 @@ elif step == 6:
 
 elif step == 7:
     st.markdown(
-        r"Attention compares every token with every other, $q_i \cdot k_j$. Nothing in that formula says where a "
-        "token stands. Feed a layer the same token vectors (positions already added) in another order, its input's "
-        "rows shuffled: what do its outputs do? Predict first."
+        r"Attention compares every token with every other, $q_i \cdot k_j$. Feed a layer the same token vectors "
+        "(positions already added) in another order, its input's rows shuffled: what do its outputs do? Predict "
+        "first."
     )
     layer, _ = ui.layer_head(run, head=False)
     q, _err = lesson.shuffle_question(model, run, layer)

@@ -17,7 +17,7 @@ st.markdown(
     "The mean of several slices is shorter than one slice (about $1/\\sqrt{g}$ for $g$ unrelated ones), which "
     "shrinks every score, so each rung is also converted with its pooled projections rescaled to their group's "
     "typical length: comparing the two separates what the plain mean's smaller scale does to the heads from what "
-    "sharing itself does. Neither is a trained layer, and neither pooling keeps the sentence closer on every rung."
+    "sharing itself does. Neither is a trained layer."
 )
 inp, run, model = ui.page_start()
 H, C = model.n_heads, model.d_model

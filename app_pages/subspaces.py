@@ -64,8 +64,8 @@ elif spread < collapse.SAME_WEIGHTS:
 else:
     st.info(
         f"{H} different pictures (two heads' coordinates differ by up to {spread:.2f}; 0 would mean one picture, "
-        "and the size itself depends on each head's own scale and axes): the same word lands in different places, "
-        "and reads different words, in each head. Turn on *Shared* with $W^Q$ and $W^K$ to fold them into one.",
+        "and the size itself depends on each head's own scale and axes): the same word lands in different places "
+        "in each head. Turn on *Shared* with $W^Q$ and $W^K$ to fold them into one.",
         icon=":material/layers:",
     )
 
@@ -128,6 +128,7 @@ ui.chart(
             "stacked W^Q": spectra.query,
             "stacked W^K": spectra.key,
             "W^Q: its heads' spectra, random directions": spectra.query_rotated,
+            "W^K: its heads' spectra, random directions": spectra.key_rotated,
         },
         spectra.reference,
     ),

@@ -67,6 +67,13 @@ def small(x: float, tol: float = 1e-5) -> str:
     return f"{x:.2g}"
 
 
+def share(x: float) -> str:
+    """A share as a percentage that never rounds up to 100% (0.998 -> 99.8%) or down to 0%."""
+    if 0.99 < x < 1 or 0 < x < 0.01:
+        return f"{x:.1%}"
+    return f"{x:.0%}"
+
+
 def number(x: float) -> str:
     """A measure for a table: counts with thousands separators, others to 4 significant digits."""
     return f"{x:,.0f}" if x == int(x) and abs(x) >= 1000 else f"{x:.4g}"
@@ -284,9 +291,9 @@ def previous_token_question(run: BertRun) -> tuple[Choice, tuple[int, int], tupl
     heads = list(dict.fromkeys(heads))[:4]
     options = tuple(_head(h) for h in sorted(heads))
     why = (
-        f"{_head(best)} puts {prev[best]:.0%} of a token's attention on the token just before it, on average over "
+        f"{_head(best)} puts {share(prev[best])} of a token's attention on the token just before it, on average over "
         "the tokens that have one "
-        f"(Clark et al. 2019 found such heads in BERT too). {_head(vertical)} sends {special[vertical]:.0%} "
+        f"(Clark et al. 2019 found such heads in BERT too). {_head(vertical)} sends {share(special[vertical])} "
         "to [CLS] and [SEP] instead: a place to park attention when there is nothing to read."
     )
     return Choice(options, options.index(_head(best)), why), best, vertical

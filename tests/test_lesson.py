@@ -173,6 +173,7 @@ def test_walk_the_lesson(bert, text, right_first, shape, tmp_path, monkeypatch, 
     h2, d2 = lesson.other_split(bert.n_heads, bert.d_model)
     assert h2 != bert.n_heads and h2 * d2 == bert.d_model
     assert any(f"{h2} heads of $d_k = {d2}$" in m.value for m in at.markdown)
+    assert not at.get("plotly_chart")  # the layer's T x d_model output would answer it: only after
     keys = sorted(k for k in (w.key for w in at.number_input) if str(k).startswith("_w_q_"))
     for value, key in zip((T, bert.d_model), keys):
         at.number_input(key=key).set_value(value).run()
@@ -346,3 +347,15 @@ def test_step_6_acknowledges_the_prediction_before_the_toggle():
     [r for r in at.radio if "predict" in str(r.key)][0].set_value(1).run()
     (noted,) = [i.value for i in at.info if i.value.startswith("Prediction noted")]
     assert lesson.PREDICTIONS[1] in noted and not at.get("plotly_chart")
+
+
+def test_a_share_never_rounds_to_all_or_nothing():
+    """“100%” is said only of a share that is 100% to the shown precision (0.998 is 99.8%)."""
+    assert [lesson.share(x) for x in (0.998, 0.9999, 1.0, 0.5, 0.004, 0.0)] == [
+        "99.8%",
+        "100.0%",
+        "100%",
+        "50%",
+        "0.4%",
+        "0%",
+    ]

@@ -272,7 +272,8 @@ def token_focus(weights: np.ndarray, tokens: list[str], query: int, top_k: int =
     )
     fig.update_layout(
         barmode="group",
-        title=f"Where “{token_label(tokens[query])}” (position {query}) attends",
+        title=f"Where “{token_label(tokens[query])}” (position {query}) attends"
+        + (f": its {len(keys)} strongest keys of {len(tokens)}" if len(keys) < len(tokens) else ""),
         xaxis=dict(title="key token", type="category"),
         yaxis=dict(title="weight", range=[0, 1]),
         height=380,
