@@ -52,7 +52,7 @@ def one_run(browser, url: str) -> dict[str, float]:
         t0 = time.perf_counter()
         first.first.click()
         times["step 1: answer -> chart"] = settled(page, t0, charts=1)  # a fresh page loads Plotly's JS here
-        page.wait_for_timeout(2200)  # the answer scrolls the page to its feedback for up to 2 s (ui.scroll_here)
+        page.wait_for_timeout(1000)  # the answer has scrolled the page to its feedback (ui.scroll_here)
         picker = page.get_by_test_id("stSelectbox").filter(has_text="Token to follow")
         picker.scroll_into_view_if_needed()  # back up to the picker: a picker opened while the page
         page.wait_for_timeout(300)  # still scrolls closes again

@@ -32,9 +32,10 @@ def _once(key: str) -> bool:
 
 def scroll_here(key: str) -> None:
     """Scroll the page so that this point is near the top of the screen, once per `key` in this
-    session (a question first answered): later reruns leave the reader where they are. Again as the
-    elements below it are drawn (a chart arrives later, and the page must be long enough), unless
-    the reader acts first (a click, a key, a scroll)."""
+    session (a question first answered): later reruns leave the reader where they are. Again every
+    0.25 s for 8 s as the elements below it are drawn (a chart arrives later, on a fresh browser
+    after Plotly's code, and the page must be long enough), until the reader acts (a click, a key,
+    a wheel or a touch) or the page is scrolled by anything else."""
     if not _once(key):
         return
     anchor = f"mha-scroll-{zlib.crc32(key.encode()):08x}"
@@ -46,9 +47,11 @@ def scroll_here(key: str) -> None:
         "const base = b === document.scrollingElement ? 0 : b.getBoundingClientRect().top; "
         "b.scrollTop = Math.max(0, b.scrollTop + el.getBoundingClientRect().top - base - 64); last = b.scrollTop; }; "
         "const acts = ['wheel', 'touchstart', 'keydown', 'mousedown']; let later = []; "
-        "const stop = () => { later.forEach(clearTimeout); acts.forEach((a) => removeEventListener(a, stop, true)); }; "
+        "const stop = () => { later.forEach((t) => (t.clear ? t.clear() : clearTimeout(t))); "
+        "acts.forEach((a) => removeEventListener(a, stop, true)); }; "
         "acts.forEach((a) => addEventListener(a, stop, true)); "
-        "go(); later = [300, 900, 2000].map((ms) => setTimeout(go, ms)); }"
+        "go(); const every = setInterval(go, 250); later = [setTimeout(() => clearInterval(every), 8000)]; "
+        "later.push({ clear: () => clearInterval(every) }); }"
     )
     st.html(f'<div id="{anchor}"></div><script>{js}</script>', unsafe_allow_javascript=True)
 
