@@ -18,6 +18,10 @@ cached BERT it came from) is never modified.
 - `CollapsePath(alpha, source, roles)`: one point on that path, the settings of the collapse page
   passed whole; `module_at(m, path)` is its module: interpolate below 1, shared_module at 1,
   where sharing really removes parameters.
+- One cache beside the app's store (ui/store.py, which keeps per-sentence results): `_OVERLAPS`,
+  the (H, H) subspace overlap of each layer, role and path point, kept per model (weakly: gone with
+  the model). It depends on the weights alone, so every sentence and session shares it; at most
+  4,096 entries (about 1 KB each for 12 heads, ~4 MB), cleared whole when full.
 """
 
 from __future__ import annotations

@@ -9,9 +9,11 @@ graded similarity the score is Spearman's rank correlation between cosine and gr
   I_h = E_x |d loss(x) / d gate_h| with every gate at 1.
 - Voita et al. 2019: most heads can be pruned with little loss.
 
-Everything runs through the from-scratch attention modules and the model's own feed-forward
-sub-modules, on copies or read-only; the cached model is never modified.
-Shapes: N sentences, P pairs, T tokens, C = d_model, L layers, H heads.
+Everything runs through the from-scratch attention and the model's own feed-forward modules, on
+copies or read-only; the cached model is never modified. Shapes: N sentences, P pairs, T tokens,
+C = d_model, L layers, H heads. One cache beside the app's store (ui/store.py): `_STATES`, the
+bundled pairs' hidden states entering every layer, one per model (held weakly; 27 MB for the
+bundled model), so that a layer replaced at l runs only layers l.. again.
 """
 
 from __future__ import annotations

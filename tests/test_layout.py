@@ -83,3 +83,13 @@ def test_the_image_is_built_from_the_checkout_minus_what_git_ignores():
     }
     every_depth = lambda p: p if "/" in p.rstrip("/") else f"**/{p}"  # noqa: E731
     assert {every_depth(p) for p in patterns(".gitignore")} | {".git/"} <= patterns(".dockerignore")
+
+
+def test_every_runtime_dependency_is_pinned_exactly():
+    """A deploy installs what the suite passed on: each requirement names one version (==)."""
+    from packaging.requirements import Requirement
+
+    lines = [line.split("#")[0].strip() for line in (ROOT / "requirements.txt").read_text().splitlines()]
+    reqs = [Requirement(line) for line in lines if line and not line.startswith("-")]
+    loose = [str(r) for r in reqs if [s.operator for s in r.specifier] != ["=="]]
+    assert reqs and not loose, loose
