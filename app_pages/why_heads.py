@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from mha import collapse, lesson, plots
+from mha import collapse, lesson, metrics, plots
 from mha import experiment as ex
 
 st.title("Why many heads: train them and see")
@@ -189,7 +189,7 @@ def locked(kind: str) -> set[str]:
 
 
 shared_maps = models["shared"].example_attention
-copies = float(abs(shared_maps - shared_maps[:1]).max())  # shared heads: one map, or not
+copies = metrics.head_spread(shared_maps)  # shared heads: one map, or not
 st.caption(
     "Each cell: the relation whose target that head reads most on the example above, and its mean weight there. "
     + " ".join(

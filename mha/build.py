@@ -129,7 +129,7 @@ def build_stages(
         perm=perm,
         parity=parity,
         shuffle_error=shuffle_error,
-        head_spread=float(np.abs(w - w[:1]).max()),
+        head_spread=metrics.head_spread(w),
         measures=collapse.measures_from(m, tr).summary(),
         score_std=metrics.score_spread(tr.scores[0]),
         scaled_std=metrics.score_spread(tr.scaled[0]),

@@ -52,11 +52,6 @@ POINTS = (
 )
 
 
-def head_spread(c: collapse.LayerCollapse) -> float:
-    """The largest difference between any head's attention map and head 0's (0: every head the same)."""
-    return float(np.abs(c.weights - c.weights[:1]).max())
-
-
 def small(x: float, tol: float = 1e-5) -> str:
     """A difference for a learner: 0 said as exactly 0, a tiny one as zero to float precision
     (float32 arithmetic in another order differs by about 1e-7), others to 2 significant digits."""
@@ -87,7 +82,7 @@ def check_answer(before: collapse.LayerCollapse, after: collapse.LayerCollapse) 
     b, a = before.summary(), after.summary()
     out = {k: (b[k], a[k]) for k in b if k != "alpha"}
     out["parameters"] = (float(before.parameters), float(after.parameters))
-    out["max difference between heads"] = (head_spread(before), head_spread(after))
+    out["max difference between heads"] = (metrics.head_spread(before.weights), metrics.head_spread(after.weights))
     return out
 
 
@@ -320,7 +315,7 @@ def sharing_outcome(before: collapse.LayerCollapse, after: collapse.LayerCollaps
         "effective heads after": a["effective number of heads"],
         "entropy before": b["entropy / ln T"],
         "entropy after": a["entropy / ln T"],
-        "max difference between heads": head_spread(after),
+        "max difference between heads": metrics.head_spread(after.weights),
         "parameters before": before.parameters,
         "parameters after": after.parameters,
     }

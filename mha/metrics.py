@@ -74,6 +74,13 @@ def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1) + 1e-12)
 
 
+def head_spread(weights: np.ndarray) -> float:
+    """The largest |difference| between any head's attention weights and head 0's: weights
+    (H, T, T); 0 when every head computes the same map (collapse.SAME_WEIGHTS: one map)."""
+    w = np.asarray(weights)
+    return float(np.abs(w - w[:1]).max())
+
+
 def mean_off_diagonal(m: np.ndarray) -> float:
     """Mean of an (H, H) matrix without its diagonal (0.0 for H = 1)."""
     H = m.shape[0]

@@ -269,3 +269,16 @@ def test_whole_model_effect_runs_only_the_layers_from_the_first_changed_one(bert
         for h in hooks:
             h.remove()
     assert ran == [5, 2, 3, 4, 5]  # the layers before are the run's own hidden states
+
+
+def test_head_spread_reads_identical_heads_as_zero_and_distinct_ones_by_their_largest_gap():
+    """Known answers: copies of one sharp head read 0 (one map); a flat head beside a sharp one
+    reads the sharp head's largest weight minus 1/T; the lesson, the build and the training pages
+    use this one function."""
+    from mha import metrics
+
+    T = 8
+    sharp = np.eye(T)[np.roll(np.arange(T), 1)]  # (T, T): every token reads the one before it
+    assert metrics.head_spread(np.stack([sharp] * 4)) == 0.0
+    flat = np.full((T, T), 1 / T)
+    assert metrics.head_spread(np.stack([sharp, flat])) == pytest.approx(1 - 1 / T)
