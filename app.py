@@ -26,6 +26,7 @@ with server.timed(name):
     if st.session_state.get("_page") != name:  # another page opens at its top, not where the last was scrolled
         st.session_state["_page"] = name
         st.session_state["_page_visits"] = st.session_state.get("_page_visits", 0) + 1
+        ui.scroll_here_done()
     ui.scroll_top(f"page-{st.session_state['_page_visits']}")
     try:
         page.run()

@@ -22,6 +22,7 @@ tag = ui.question_tag(inp, step)
 def go(to: int) -> None:
     st.session_state["step"] = to
     st.session_state["lesson_moves"] = st.session_state.get("lesson_moves", 0) + 1  # each move opens at the top
+    ui.scroll_here_done()
 
 
 def tool(page: str, label: str, layer: int | None = None, head: int | None = None) -> None:

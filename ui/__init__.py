@@ -33,7 +33,7 @@ from .cache import (
     load_model,
 )
 from .quiz import choice_question, first_answers, first_try, lesson_score, number_question, question_tag, reset_lesson
-from .scroll import scroll_here, scroll_top
+from .scroll import scroll_here, scroll_here_done, scroll_top
 from .settings import kept
 from .state import MAX_CHARS, Inputs, inputs, literal, notice, show_notices, sync_url
 from .widgets import (
@@ -104,6 +104,7 @@ __all__ = [
     "reset_lesson",
     "run_or_stop",
     "scroll_here",
+    "scroll_here_done",
     "scroll_top",
     "show_notices",
     "sidebar",

@@ -35,15 +35,23 @@ def scroll_here(key: str) -> None:
     session (a question first answered): later reruns leave the reader where they are. Again every
     0.25 s for 8 s as the elements below it are drawn (a chart arrives later, on a fresh browser
     after Plotly's code, and the page must be long enough), until the reader acts (a click, a key,
-    a wheel or a touch) or the page is scrolled by anything else."""
-    if not _once(key):
+    a wheel or a touch) or the page is scrolled by anything else (not counting the browser pulling
+    it back when the page briefly gets shorter, as a rerun removes its old elements)."""
+    ss = st.session_state
+    if _once(key):
+        ss["_scroll_current"] = key
+    if ss.get("_scroll_current") != key:
         return
+    # Sent again, unchanged, on every rerun until the reader moves on (ui.scroll_here_done): the
+    # browser keeps the element and does not run its script twice, and a rerun right after the
+    # answer (a text box committing on blur) does not remove it before the page has scrolled.
     anchor = f"mha-scroll-{zlib.crc32(key.encode()):08x}"
     js = (
         f"{{ {_BOX} const el = document.getElementById({json.dumps(anchor)}); "
         "let last = null; "  # where go() left the page: moved since, by anyone else, it stops
         "const go = () => { if (!el || !el.isConnected) return; const b = box(el); "
-        "if (last !== null && Math.abs(b.scrollTop - last) > 2) return stop(); "
+        "const clamped = b.scrollTop >= b.scrollHeight - b.clientHeight - 2; "  # the page shrank under it
+        "if (last !== null && Math.abs(b.scrollTop - last) > 2 && !clamped) return stop(); "
         "const base = b === document.scrollingElement ? 0 : b.getBoundingClientRect().top; "
         "b.scrollTop = Math.max(0, b.scrollTop + el.getBoundingClientRect().top - base - 64); last = b.scrollTop; }; "
         "const acts = ['wheel', 'touchstart', 'keydown', 'mousedown']; let later = []; "
@@ -54,6 +62,11 @@ def scroll_here(key: str) -> None:
         "later.push({ clear: () => clearInterval(every) }); }"
     )
     st.html(f'<div id="{anchor}"></div><script>{js}</script>', unsafe_allow_javascript=True)
+
+
+def scroll_here_done() -> None:
+    """The reader moved on (another step, another page): no answer's scroll is sent again."""
+    st.session_state.pop("_scroll_current", None)
 
 
 def scroll_top(key: str) -> None:

@@ -127,6 +127,7 @@ STATE: dict[str, type | tuple[type, ...]] = {  # the app's own bookkeeping
     "lesson_first": dict,  # question -> right at the first try
     "_from_link": set,  # settings a link set that no widget has shown yet
     "_scrolled": set,  # what ui.scroll_here scrolled to once (a step opened, a question answered)
+    "_scroll_current": str,  # the answer whose scroll is sent until the reader moves on
     "lesson_moves": int,
     "_page": str,  # the page of the last rerun: another one opens at its top (ui.scroll_top)
     "_page_visits": int,  # Back and Next pressed: each move opens the step at the top
