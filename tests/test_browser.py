@@ -153,6 +153,12 @@ def test_type_switch_pages_and_screenshot(server, browser):
                 '[data-testid="stPlotlyChart"] .main-svg, [data-testid="stGraphVizChart"] svg', timeout=60_000
             )
         page.wait_for_timeout(2500 if name == "lesson" else 500)
+        if name == "lesson":  # the feedback at the top (the page scrolls there; the phone test checks it): the
+            page.evaluate(  # picture it unlocks is on the same screen
+                """() => document.querySelector('[data-testid="stMain"] [data-testid="stAlert"]')"""
+                """.scrollIntoView({block: 'start'})"""
+            )
+            page.wait_for_timeout(300)
         screens[name] = page.evaluate(FIRST_SCREEN, main)
         assert screens[name]["top"] is not None and 0 <= screens[name]["top"] < 720 - 150, (name, screens[name])
         assert screens[name]["small"] >= 12 and screens[name]["contrast"] >= 4.5, (name, screens[name])
