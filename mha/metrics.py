@@ -75,8 +75,9 @@ def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def head_spread(weights: np.ndarray) -> float:
-    """The largest |difference| between any head's attention weights and head 0's: weights
-    (H, T, T); 0 when every head computes the same map (collapse.SAME_WEIGHTS: one map)."""
+    """The largest |difference| between any head's values and head 0's: attention weights
+    (H, T, T), or any per-head array (H, ...); 0 when every head computes the same map
+    (collapse.SAME_WEIGHTS: one map)."""
     w = np.asarray(weights)
     return float(np.abs(w - w[:1]).max())
 

@@ -54,12 +54,10 @@ def scroll_here(key: str) -> None:
         "if (last !== null && Math.abs(b.scrollTop - last) > 2 && !clamped) return stop(); "
         "const base = b === document.scrollingElement ? 0 : b.getBoundingClientRect().top; "
         "b.scrollTop = Math.max(0, b.scrollTop + el.getBoundingClientRect().top - base - 64); last = b.scrollTop; }; "
-        "const acts = ['wheel', 'touchstart', 'keydown', 'mousedown']; let later = []; "
-        "const stop = () => { later.forEach((t) => (t.clear ? t.clear() : clearTimeout(t))); "
-        "acts.forEach((a) => removeEventListener(a, stop, true)); }; "
+        "const acts = ['wheel', 'touchstart', 'keydown', 'mousedown']; let every = null; "
+        "const stop = () => { clearInterval(every); acts.forEach((a) => removeEventListener(a, stop, true)); }; "
         "acts.forEach((a) => addEventListener(a, stop, true)); "
-        "go(); const every = setInterval(go, 250); later = [setTimeout(() => clearInterval(every), 8000)]; "
-        "later.push({ clear: () => clearInterval(every) }); }"
+        "go(); every = setInterval(go, 250); setTimeout(stop, 8000); }"
     )
     st.html(f'<div id="{anchor}"></div><script>{js}</script>', unsafe_allow_javascript=True)
 

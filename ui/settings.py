@@ -128,9 +128,9 @@ STATE: dict[str, type | tuple[type, ...]] = {  # the app's own bookkeeping
     "_from_link": set,  # settings a link set that no widget has shown yet
     "_scrolled": set,  # what ui.scroll_here scrolled to once (a step opened, a question answered)
     "_scroll_current": str,  # the answer whose scroll is sent until the reader moves on
-    "lesson_moves": int,
+    "lesson_moves": int,  # Back and Next pressed: each move opens the step at the top
     "_page": str,  # the page of the last rerun: another one opens at its top (ui.scroll_top)
-    "_page_visits": int,  # Back and Next pressed: each move opens the step at the top
+    "_page_visits": int,  # pages opened in this session: each visit opens at its top
 }
 STATE_PREFIXES: dict[str, type | tuple[type, ...]] = {
     "_cut_": tuple,  # "_cut_<text box>": (the cut paste, characters cut)

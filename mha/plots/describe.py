@@ -76,10 +76,10 @@ def _panel_titles(fig: go.Figure) -> dict[str, str]:
     return titles
 
 
-def _heatmap(fig: go.Figure, t, where: str) -> str:
+def _heatmap(fig: go.Figure, t) -> str:
     z = np.array(t.z, dtype=float)  # (rows, columns); None -> nan
     if z.ndim != 2 or not np.isfinite(z).any():
-        return f"{where}an empty grid"
+        return "an empty grid"
     xa, ya = _axis(fig, t.xaxis, "x"), _axis(fig, t.yaxis, "y")
     xs = _labels(t.x if t.x is not None else range(z.shape[1]), xa)
     ys = _labels(t.y if t.y is not None else range(z.shape[0]), ya)
@@ -87,7 +87,7 @@ def _heatmap(fig: go.Figure, t, where: str) -> str:
     colour = _title(t.colorbar) if t.colorbar is not None else ""
     axes = [s for s in (_title(ya), _title(xa)) if s]
     return (
-        f"{where}a grid of {z.shape[0]} rows by {z.shape[1]} columns"
+        f"a grid of {z.shape[0]} rows by {z.shape[1]} columns"
         + (f" ({' by '.join(axes)})" if axes else "")
         + (f", colour = {colour}" if colour else "")
         + f", values {_num(np.nanmin(z))} to {_num(np.nanmax(z))}; the largest, {_num(z[r, c])}, at row "
@@ -114,14 +114,14 @@ def _side(fig: go.Figure, t) -> str:
     return f" on the right axis ({_title(axis)})" if _title(axis) else " on the right axis"
 
 
-def _line(fig: go.Figure, t, where: str, name: str) -> str:
+def _line(fig: go.Figure, t, name: str) -> str:
     x, y, xt = _xy(fig, t)
     ok = np.flatnonzero(np.isfinite(y))
     if len(ok) < 2:
-        return _points(fig, t, where, name)
+        return _points(fig, t, name)
     first, last, lo, hi = ok[0], ok[-1], ok[np.argmin(y[ok])], ok[np.argmax(y[ok])]
     said = (
-        f"{where}{name}{_side(fig, t)}: a line of {len(ok)} points from {_num(y[first])} at {xt} {x[first]} to "
+        f"{name}{_side(fig, t)}: a line of {len(ok)} points from {_num(y[first])} at {xt} {x[first]} to "
         f"{_num(y[last])} at {xt} {x[last]}"
     )
     inner = [
@@ -136,7 +136,7 @@ def _line(fig: go.Figure, t, where: str, name: str) -> str:
     return said
 
 
-def _band(fig: go.Figure, edge, t, where: str, name: str) -> str:
+def _band(fig: go.Figure, edge, t, name: str) -> str:
     x, y, xt = _xy(fig, t)
     other = _values(edge.y)
     if len(other) != len(y) or not np.isfinite(y).any():
@@ -146,23 +146,23 @@ def _band(fig: go.Figure, edge, t, where: str, name: str) -> str:
     first, last = ok[0], ok[-1]
     wide = ok[np.argmax((hi - lo)[ok])]
     return (
-        f"{where}{name}{_side(fig, t)}: a band over {xt} {x[first]} to {x[last]}, from {_num(lo[first])} to "
+        f"{name}{_side(fig, t)}: a band over {xt} {x[first]} to {x[last]}, from {_num(lo[first])} to "
         f"{_num(hi[first])} at {xt} {x[first]} and from {_num(lo[last])} to {_num(hi[last])} at {xt} {x[last]}; "
         f"widest ({_num(lo[wide])} to {_num(hi[wide])}) at {xt} {x[wide]}"
     )
 
 
-def _points(fig: go.Figure, t, where: str, name: str) -> str:
+def _points(fig: go.Figure, t, name: str) -> str:
     y, xv = _values(t.y), _values(t.x) if t.x is not None else None
     ok = np.isfinite(y)
     symbol = SYMBOLS.get(str(t.marker.symbol) if t.marker is not None else "", "points")
-    said = f"{where}{name}{_side(fig, t)}: {int(ok.sum())} {symbol}"
+    said = f"{name}{_side(fig, t)}: {int(ok.sum())} {symbol}"
     if xv is not None and len(xv) == len(y) and np.isfinite(xv[ok]).all():
         said += f", x from {_num(np.min(xv[ok]))} to {_num(np.max(xv[ok]))}"
     return said + f", y from {_num(np.min(y[ok]))} to {_num(np.max(y[ok]))}"
 
 
-def _series(fig: go.Figure, t, edge, where: str) -> str:
+def _series(fig: go.Figure, t, edge) -> str:
     name = plain(t.name) or "a series"
     y = _values(t.y)
     if not np.isfinite(y).any():
@@ -170,14 +170,14 @@ def _series(fig: go.Figure, t, edge, where: str) -> str:
     if t.type == "bar":
         x, _, _ = _xy(fig, t)
         i = int(np.nanargmax(y))
-        return f"{where}{name}{_side(fig, t)}: {len(y)} bars, the largest “{x[i]}” = {_num(y[i])}"
+        return f"{name}{_side(fig, t)}: {len(y)} bars, the largest “{x[i]}” = {_num(y[i])}"
     if edge is not None:
-        return _band(fig, edge, t, where, name)
+        return _band(fig, edge, t, name)
     mode = t.mode or "lines"  # a scatter with no mode is drawn with lines
     if "lines" in mode:
-        return _line(fig, t, where, name)
+        return _line(fig, t, name)
     if "markers" in mode:
-        return _points(fig, t, where, name)
+        return _points(fig, t, name)
     return ""  # text alone: labels of the other traces
 
 
@@ -218,7 +218,7 @@ def describe(fig: go.Figure, most: int = MOST) -> str:
             continue
         panel = panels.get(t.xaxis or "x", "") if len(panels) > 1 else ""
         edge = data[i - 1] if i - 1 in edges else None
-        line = _heatmap(fig, t, "") if t.type == "heatmap" else _series(fig, t, edge, "")
+        line = _heatmap(fig, t) if t.type == "heatmap" else _series(fig, t, edge)
         if line and line not in said.get(panel, []):
             said.setdefault(panel, []).append(line)
     axes = [s for s in (_title(fig.layout.yaxis), _title(fig.layout.xaxis)) if s]
