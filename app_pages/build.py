@@ -78,8 +78,8 @@ st.markdown(f"BERT's hidden states entering layer {layer}: one {C}-dimensional v
 ui.chart(plots.build.matrix_heatmap(tr.x[0, :MAX_SHOWN], shown, "X"))
 m1, m2, m3 = st.columns(3)  # under the first picture: it stays on a projector's first screen
 m1.metric(r"$d_{model}$ / heads $h$ / $d_k$", f"{C} / {H} / {D}")
-n_dist = MultiHeadAttention.parameter_count(C, H, "distinct")
-n_shared = MultiHeadAttention.parameter_count(C, H, "shared")
+n_dist = MultiHeadAttention.parameter_count(C, H)
+n_shared = MultiHeadAttention.parameter_count(C, H, (1, 1, 1))
 m2.metric("Parameters, distinct", f"{n_dist:,}")
 m3.metric("Parameters, shared", f"{n_shared:,}", delta=f"{n_shared - n_dist:,}", delta_color="off")
 

@@ -363,7 +363,7 @@ class LoadedBert:
         if template is None:
             att = self.model.encoder.layer[layer].attention
             with torch.inference_mode(False):  # ordinary tensors, even when called in inference mode
-                template = MultiHeadAttention(self.d_model, self.n_heads, "distinct", bias=True)
+                template = MultiHeadAttention(self.d_model, self.n_heads, bias=True)
             with torch.inference_mode(False), torch.no_grad():
                 for ours, theirs in [
                     (template.q_proj, att.self.query),

@@ -144,8 +144,8 @@ def shared_module(
     m: MultiHeadAttention, source: Source = DEFAULT_SOURCE, roles: Iterable[str] = ROLES
 ) -> MultiHeadAttention:
     """A copy of m in which every role of `roles` has one projection (C x D) used by every head:
-    head `source`'s slice of m's projection, or the mean of every head's slice. Q, K and V all
-    shared is projection="shared"; fewer roles are MultiHeadAttention(heads=...)."""
+    head `source`'s slice of m's projection, or the mean of every head's slice. heads=(1, 1, 1) when
+    every role is shared."""
     _check(m)
     roles = _roles(roles)
     H = m.n_heads

@@ -100,10 +100,8 @@ class TinyAttentionModel(nn.Module):
         self.tok = nn.Embedding(s.vocab, s.d_model)
         self.pos = nn.Embedding(s.length, s.d_model)
         heads = 1 if kind == "single" else s.n_heads
-        kv_heads = {"grouped": min(GROUPS, heads), "mqa": 1}.get(kind)
-        self.attn = MultiHeadAttention(
-            s.d_model, heads, "shared" if kind == "shared" else "distinct", kv_heads=kv_heads
-        )
+        kv = {"grouped": min(GROUPS, heads), "mqa": 1, "shared": 1}.get(kind, heads)
+        self.attn = MultiHeadAttention(s.d_model, heads, (1 if kind == "shared" else heads, kv, kv))
         self.readout = nn.Linear(s.d_model, s.vocab * s.n_relations)
         self.n_relations, self.vocab = s.n_relations, s.vocab
 

@@ -36,7 +36,8 @@ def group_kv(module: MultiHeadAttention, kv_heads: int) -> MultiHeadAttention:
     W^Q and W^O are kept. A module whose heads already share K/V within those groups is unchanged."""
     if module.role_heads[0] != module.n_heads:
         raise ValueError("group_kv starts from per-head queries (a shared module has one head)")
-    return group_heads(module, role_heads(module.n_heads, kv_heads=kv_heads))
+    H = module.n_heads
+    return group_heads(module, role_heads(H, (H, kv_heads, kv_heads)))
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from mha.reference import to_torch_mha
 TOL = dict(rtol=1e-5, atol=1e-6)
 
 
-def make(C=64, H=8, projection="distinct", seed=0):
+def make(C=64, H=8, heads=None, seed=0):
     torch.manual_seed(seed)
-    return MultiHeadAttention(C, H, projection).eval()
+    return MultiHeadAttention(C, H, heads).eval()
 
 
 @pytest.mark.parametrize("grad", [False, True])
@@ -98,9 +98,9 @@ def test_sdpa_function_masks_and_normalises():
 def test_shared_heads_are_identical_and_distinct_heads_are_not():
     x = torch.randn(4, 11, 64)
     with torch.no_grad():
-        out_s, w_s = make(projection="shared")(x)
-        tr_s = make(projection="shared").trace(x)
-        _, w_d = make(projection="distinct")(x)
+        out_s, w_s = make(heads=(1, 1, 1))(x)
+        tr_s = make(heads=(1, 1, 1)).trace(x)
+        _, w_d = make()(x)
     assert (w_s - w_s[:, :1]).abs().max() < 1e-6
     assert (tr_s.heads - tr_s.heads[:, :1]).abs().max() < 1e-6
     torch.testing.assert_close(tr_s.output, out_s, **TOL)
@@ -110,9 +110,9 @@ def test_shared_heads_are_identical_and_distinct_heads_are_not():
 
 def test_parameter_counts_show_the_saving():
     C, H = 384, 12
-    d, s = MultiHeadAttention(C, H, "distinct"), MultiHeadAttention(C, H, "shared")
-    assert d.num_parameters() == 4 * (C * C + C) == MultiHeadAttention.parameter_count(C, H, "distinct")
-    assert s.num_parameters() == 3 * (C * 32 + 32) + C * C + C == MultiHeadAttention.parameter_count(C, H, "shared")
+    d, s = MultiHeadAttention(C, H, None), MultiHeadAttention(C, H, (1, 1, 1))
+    assert d.num_parameters() == 4 * (C * C + C) == MultiHeadAttention.parameter_count(C, H, None)
+    assert s.num_parameters() == 3 * (C * 32 + 32) + C * C + C == MultiHeadAttention.parameter_count(C, H, (1, 1, 1))
     assert s.q_proj.weight.shape == (32, C) and s.out_proj.weight.shape == (C, C)
 
 
@@ -149,8 +149,8 @@ def test_cached_fast_weights_follow_in_place_updates():
 
 
 def test_gradients_flow_in_both_modes():
-    for projection in ("distinct", "shared"):
-        m = MultiHeadAttention(32, 4, projection).train()
+    for heads in (None, (1, 1, 1)):
+        m = MultiHeadAttention(32, 4, heads).train()
         out, _ = m(torch.randn(2, 6, 32))
         out.square().mean().backward()
         assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in m.parameters())
@@ -192,7 +192,7 @@ def test_trace_and_forward_share_one_definition_of_attention():
 def gqa_reference(m, x, mask=None):
     """The same layer through PyTorch's scaled_dot_product_attention(..., enable_gqa=True)."""
     B, T, C = x.shape
-    H, G, D = m.n_heads, m.kv_heads, m.d_head
+    H, G, D = m.n_heads, m.role_heads[1], m.d_head
     q = m.q_proj(x).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
     k = m.k_proj(x).view(B, T, G, D).transpose(1, 2)  # (B, G, T, D)
     v = m.v_proj(x).view(B, T, G, D).transpose(1, 2)
@@ -205,7 +205,7 @@ def gqa_reference(m, x, mask=None):
 @pytest.mark.parametrize("kv_heads", [1, 2, 3])
 def test_grouped_query_attention_matches_pytorch_gqa(padded, kv_heads):
     torch.manual_seed(kv_heads)
-    m = MultiHeadAttention(48, 6, kv_heads=kv_heads).eval()
+    m = MultiHeadAttention(48, 6, heads=(6, kv_heads, kv_heads)).eval()
     assert m.k_proj.weight.shape == m.v_proj.weight.shape == (kv_heads * 8, 48) and m.q_proj.weight.shape == (48, 48)
     x = torch.randn(3, 9, 48)
     mask = torch.ones(3, 9, dtype=torch.long)
@@ -228,10 +228,10 @@ def test_grouped_query_attention_matches_pytorch_gqa(padded, kv_heads):
         assert not torch.equal(tr.k[:, 0], tr.k[:, r])
 
 
-def test_kv_heads_equal_to_heads_is_distinct_bit_for_bit():
+def test_explicit_distinct_split_is_the_default_bit_for_bit():
     torch.manual_seed(0)
     a = MultiHeadAttention(64, 8).eval()
-    b = MultiHeadAttention(64, 8, kv_heads=8).eval()
+    b = MultiHeadAttention(64, 8, heads=(8, 8, 8)).eval()
     b.load_state_dict(a.state_dict())
     x = torch.randn(2, 11, 64)
     mask = torch.tensor([[1] * 11, [1] * 7 + [0] * 4])
@@ -245,18 +245,16 @@ def test_kv_heads_equal_to_heads_is_distinct_bit_for_bit():
 def test_grouped_parameters_gradients_and_bad_group_counts():
     C, H = 384, 12
     for g in (12, 6, 4, 3, 2, 1):
-        m = MultiHeadAttention(C, H, kv_heads=g)
-        assert m.num_parameters() == MultiHeadAttention.parameter_count(C, H, kv_heads=g)
+        m = MultiHeadAttention(C, H, heads=(H, g, g))
+        assert m.num_parameters() == MultiHeadAttention.parameter_count(C, H, heads=(H, g, g))
         assert m.num_parameters() == 2 * (C * C + C) + 2 * (C * g * 32 + g * 32)
-    m = MultiHeadAttention(32, 4, kv_heads=2).train()
+    m = MultiHeadAttention(32, 4, heads=(4, 2, 2)).train()
     out, _ = m(torch.randn(2, 6, 32))
     out.square().mean().backward()
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in m.parameters())
     for bad in (0, 5, 8, 2.0):
-        with pytest.raises(ValueError, match="kv_heads"):
-            MultiHeadAttention(48, 6 if bad != 2.0 else 4, kv_heads=bad)
-    with pytest.raises(ValueError, match="shared"):
-        MultiHeadAttention(48, 6, "shared", kv_heads=2)
+        with pytest.raises(ValueError, match="divide n_heads"):
+            MultiHeadAttention(48, 6 if bad != 2.0 else 4, heads=(6 if bad != 2.0 else 4, bad, bad))
 
 
 def role_reference(m, x, mask=None):
@@ -326,8 +324,42 @@ def test_invalid_role_splits_raise():
         MultiHeadAttention(48, 6, heads=(4, 6, 6))
     with pytest.raises(ValueError, match="heads must be three head counts"):
         MultiHeadAttention(48, 6, heads=(6, 6))
-    with pytest.raises(ValueError, match="not both"):
-        MultiHeadAttention(48, 6, kv_heads=2, heads=(6, 2, 2))
-    with pytest.raises(ValueError, match="shared projection"):
-        MultiHeadAttention(48, 6, "shared", heads=(1, 1, 6))
     assert MultiHeadAttention(48, 6, heads=(1, 1, 1)).projection == "shared"  # the same structure, one name
+
+
+SPLITS = [None, (1, 1, 1), (6, 2, 2), (6, 1, 1), (1, 1, 6), (2, 3, 6), (6, 6, 1), (3, 2, 1)]
+
+
+@pytest.mark.parametrize("heads", SPLITS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_every_fast_path_equals_the_reference(heads, causal):
+    """forward (fused projection, in-place softmax, grouped or by-role path) computes what the
+    readable trace computes, for every kind of split, padded or not, with or without a gradient."""
+    torch.manual_seed(0)
+    m = MultiHeadAttention(48, 6, heads, causal=causal).eval()
+    x = torch.randn(3, 9, 48)
+    mask = torch.tensor([[1] * 9, [1] * 6 + [0] * 3, [0] * 9])
+    for args in ((x,), (x, mask)):
+        for grad in (False, True):
+            with torch.set_grad_enabled(grad):
+                out, w = m(*args)
+                tr = m.trace(*args)
+            torch.testing.assert_close(w, tr.weights, **TOL)
+            torch.testing.assert_close(out, tr.output, **TOL)
+
+
+@pytest.mark.parametrize("heads", [None, (6, 2, 2), (6, 1, 1)])
+def test_causal_attention_matches_pytorch(heads):
+    """causal=True against PyTorch's scaled_dot_product_attention(is_causal=True, enable_gqa=True):
+    query t reads keys 0..t only, so every weight above the diagonal is exactly 0."""
+    torch.manual_seed(1)
+    m = MultiHeadAttention(48, 6, heads, causal=True).eval()
+    x = torch.randn(2, 8, 48)
+    with torch.no_grad():
+        out, w = m(x)
+        B, T, _ = x.shape
+        q, k, v = (p(x).view(B, T, -1, 8).transpose(1, 2) for p in (m.q_proj, m.k_proj, m.v_proj))
+        heads_out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        ref = m.out_proj(heads_out.transpose(1, 2).reshape(B, T, 48))
+    torch.testing.assert_close(out, ref, **TOL)
+    assert torch.all(w.triu(1) == 0) and torch.all(w[..., 0, 0] == 1)

@@ -127,9 +127,9 @@ def test_invalid_collapse_arguments_raise():
     with pytest.raises(ValueError, match="source"):
         collapse.shared_module(m, 9)
     with pytest.raises(ValueError, match="distinct"):
-        collapse.shared_module(MultiHeadAttention(32, 4, "shared"))
+        collapse.shared_module(MultiHeadAttention(32, 4, (1, 1, 1)))
     with pytest.raises(ValueError, match="distinct"):
-        collapse.interpolate(MultiHeadAttention(32, 4, kv_heads=2), 0.5)
+        collapse.interpolate(MultiHeadAttention(32, 4, (4, 2, 2)), 0.5)
     with pytest.raises(ValueError, match="alpha"):
         CollapsePath(1.5)
     with pytest.raises(ValueError, match="roles"):
@@ -231,8 +231,8 @@ def test_answer_numbers_and_csv(bert, run):
     assert a.maps_bert == bert.n_heads and a.maps_shared == 1
     assert a.overlap_shared == {"k": 1.0, "q": 1.0, "v": 1.0}
     assert a.diversity_bert == sweep[0]["head diversity (JS)"] > 0.05 and a.diversity_shared < 1e-9
-    assert a.params_distinct == MultiHeadAttention.parameter_count(C, bert.n_heads, "distinct")
-    assert a.params_shared == MultiHeadAttention.parameter_count(C, bert.n_heads, "shared")
+    assert a.params_distinct == MultiHeadAttention.parameter_count(C, bert.n_heads)
+    assert a.params_shared == MultiHeadAttention.parameter_count(C, bert.n_heads, (1, 1, 1))
     kv = collapse.answer(sweep, C, bert.n_heads, CollapsePath(roles=("k", "v")))
     assert set(kv.overlap_bert) == {"k", "v"}  # the overlap of what is shared, not of W^Q
     assert not kv.same_attention and not kv.one_head

@@ -19,11 +19,11 @@ def run(bert):
 def test_group_kv_mean_pools_each_group_and_keeps_queries(bert):
     layer = bert.scratch_layer(2)
     g4 = ladder.group_kv(layer, 4)
-    assert g4.kv_heads == 4 and g4.k_proj.weight.shape == (4 * 32, 384)
+    assert g4.role_heads == (12, 4, 4) and g4.k_proj.weight.shape == (4 * 32, 384)
     torch.testing.assert_close(g4.q_proj.weight, layer.q_proj.weight)
     torch.testing.assert_close(g4.k_proj.weight[32:64], layer.k_proj.weight[96:192].reshape(3, 32, 384).mean(0))
     torch.testing.assert_close(g4.v_proj.bias[:32], layer.v_proj.bias[:96].reshape(3, 32).mean(0))
-    assert ladder.group_kv(g4, 2).kv_heads == 2  # a grouped module can be pooled further
+    assert ladder.group_kv(g4, 2).role_heads == (12, 2, 2)  # a grouped module can be pooled further
 
 
 def test_group_kv_of_heads_that_already_share_changes_nothing(bert, run):
@@ -90,7 +90,7 @@ def test_ladder_measures_on_the_real_layer(bert, run):
     assert m["MHA"].drift == pytest.approx(0, abs=1e-6) and m["MHA"].sentence_cosine == pytest.approx(1, abs=1e-5)
     params = [m[n].parameters for n in ("MHA", "GQA-6", "GQA-4", "GQA-3", "GQA-2", "MQA", "shared Q/K/V")]
     assert params == sorted(params, reverse=True) and len(set(params)) == len(params)
-    assert m["MQA"].parameters == MultiHeadAttention.parameter_count(384, 12, kv_heads=1)
+    assert m["MQA"].parameters == MultiHeadAttention.parameter_count(384, 12, (12, 1, 1))
     assert m["shared Q"].diversity > 1e-3  # one W^Q alone: the per-head keys keep the maps apart
     assert m["MHA"].kv_cache == 2 * 6 * 12 * 32 * 2 and m["MQA"].kv_cache == m["MHA"].kv_cache // 12
     # sharing K and V keeps different maps; sharing Q and K makes them identical

@@ -141,7 +141,7 @@ def test_weight_spectra_against_scipy(bert):
     # BERT's heads share directions: fewer for 90 % of the energy than unrelated random ones
     assert ws.energy_rank("query") < ws.energy_rank("reference") and ws.energy_rank("key") < ws.energy_rank("reference")
     with pytest.raises(ValueError, match="distinct"):
-        subspaces.weight_spectra(MultiHeadAttention(32, 4, "shared"))
+        subspaces.weight_spectra(MultiHeadAttention(32, 4, (1, 1, 1)))
 
 
 def test_the_rotated_baseline_tells_shared_directions_from_uneven_spectra():
@@ -220,9 +220,9 @@ def test_what_a_module_shares_is_read_from_its_structure():
     from mha import MultiHeadAttention
 
     assert MultiHeadAttention(32, 4).projection == "distinct"
-    assert MultiHeadAttention(32, 4, "shared").projection == "shared"
+    assert MultiHeadAttention(32, 4, (1, 1, 1)).projection == "shared"
     assert MultiHeadAttention(32, 4, heads=(1, 1, 4)).projection == "mixed"
-    assert MultiHeadAttention(32, 4, kv_heads=2).projection == "mixed"
+    assert MultiHeadAttention(32, 4, (4, 2, 2)).projection == "mixed"
     assert MultiHeadAttention(32, 1).projection == "distinct"
     with pytest.raises(ValueError, match="distinct projections"):
         subspaces.weight_spectra(MultiHeadAttention(32, 4, heads=(1, 1, 4)))
