@@ -19,7 +19,7 @@ MEASURES = [*atlas.SHARES, "entropy", "entropy / ln T", "confidence"] + (
 )
 
 st.subheader("Every head, coloured by one measure")
-measure = ui.kept("selectbox", "Measure", "atlas_measure", options=MEASURES)
+measure = ui.setting_widget("selectbox", "Measure", "atlas_measure", options=MEASURES)
 zmax = atlas.uniform_entropy(run.n_tokens) if measure == "entropy" else 1.0
 ui.chart(
     plots.atlas.atlas_heatmap(m[measure], hover, f"{measure} (hover a head for all its measures)", zmax=zmax),
@@ -44,7 +44,7 @@ st.markdown("As in the original paper's figure of heads linking *making* to *dif
 f1, f2, f3 = st.columns([2, 2, 1])
 q = ui.token_picker("From (query)", run.tokens, atlas.find_token(run.tokens, "making", 1), "link_q", f1)
 k = ui.token_picker("To (key)", run.tokens, atlas.find_token(run.tokens, "difficult", run.n_tokens - 2), "link_k", f2)
-both = ui.kept("toggle", "Either direction", "link_both", f3)
+both = ui.setting_widget("toggle", "Either direction", "link_both", f3)
 ranking = atlas.link_ranking(run.attentions, q, k, both)
 st.dataframe(
     [{"layer": l, "head": h, "weight": round(w, 4), "pattern": m["pattern"][l, h]} for l, h, w in ranking[:10]],
@@ -58,13 +58,13 @@ for col, (l, h, w) in zip(cols, ranking[:3]):
     )
 
 st.subheader("Compare two sentences")
-other = ui.kept("text_input", "Compare with", "compare_text")
+other = ui.setting_widget("text_input", "Compare with", "compare_text")
 if other.strip():
     inp_b = inp.with_text(other)
     if inp_b.cut:
         st.warning(f"The sentence to compare was cut to its first {ui.MAX_CHARS:,} characters.")
     m_b = ui.cached_measures(inp_b)
-    cmp_measure = ui.kept("selectbox", "Measure to compare", "compare_measure", options=MEASURES[:9])
+    cmp_measure = ui.setting_widget("selectbox", "Measure to compare", "compare_measure", options=MEASURES[:9])
     diff, top = atlas.compare(m, m_b, cmp_measure)
     ui.chart(plots.atlas.atlas_heatmap(diff, None, f"{cmp_measure}: compared minus yours", diverging=True))
     T_b = len(ui.cached_run(inp_b).tokens)

@@ -24,15 +24,17 @@ st.subheader("One head, large")
 layer, head = ui.layer_head(run)
 pair = 1 in run.segment_ids
 o1, o2, o3 = st.columns(3)
-hide = ui.kept("toggle", "Hide [CLS]/[SEP]", "heads_hide", o1, help="Drops them and renormalises each row to sum to 1.")
-merge = ui.kept(
+hide = ui.setting_widget(
+    "toggle", "Hide [CLS]/[SEP]", "heads_hide", o1, help="Drops them and renormalises each row to sum to 1."
+)
+merge = ui.setting_widget(
     "toggle",
     "Merge word pieces into words",
     "heads_merge",
     o2,
     help="Attention to a word = sum over its pieces; from a word = mean over its pieces.",
 )
-block = ui.kept(
+block = ui.setting_widget(
     "segmented_control",
     "Sentence pair",
     "heads_block",
@@ -58,7 +60,7 @@ if pair and block:
 c1, c2 = st.columns([3, 2])
 ui.chart(plots.heads.attention_heatmap(one, q_labels, f"Layer {layer}, head {head}", key_tokens=k_labels), container=c1)
 with c2:
-    others = ui.kept(
+    others = ui.setting_widget(
         "multiselect",
         "Overlay heads in the line view",
         "heads_overlay",

@@ -14,7 +14,7 @@ inp, run, model = ui.page_start()
 C, H_model = model.d_model, model.n_heads
 
 c1, c2, c3, c4 = st.columns([1.4, 1, 1, 1])
-source = ui.kept(
+source = ui.setting_widget(
     "radio",
     "Weights",
     "build_source",
@@ -25,7 +25,7 @@ source = ui.kept(
 )
 layer, _ = ui.layer_head(run, container=c2, head=False)
 choices = [h for h in valid_head_counts(C) if h <= 48]
-H = ui.kept(
+H = ui.setting_widget(
     "selectbox",
     "Number of heads H",
     "build_heads",
@@ -35,13 +35,17 @@ H = ui.kept(
     options=choices,
     help=f"Only divisors of $d_{{model}}$ = {C} split it evenly into heads of $d_k = d_{{model}} / H$.",
 )
-head = ui.kept("selectbox", "Head to follow", "build_follow", c4, options=range(H), format_func=lambda h: f"head {h}")
+head = ui.setting_widget(
+    "selectbox", "Head to follow", "build_follow", c4, options=range(H), format_func=lambda h: f"head {h}"
+)
 t1, t2, t3, t4 = st.columns(4)
-shared = ui.kept("toggle", "Shared Q/K/V", "build_shared", t1)
-scale = ui.kept("toggle", r"Divide by $\sqrt{d_k}$", "build_scale", t2)
-shuffle = ui.kept("toggle", "Shuffle the words", "build_shuffle", t3)
+shared = ui.setting_widget("toggle", "Shared Q/K/V", "build_shared", t1)
+scale = ui.setting_widget("toggle", r"Divide by $\sqrt{d_k}$", "build_scale", t2)
+shuffle = ui.setting_widget("toggle", "Shuffle the words", "build_shuffle", t3)
 seed = int(
-    ui.kept("number_input", "Seed", "build_seed", t4, min_value=0, max_value=10_000, disabled=source == "BERT layer")
+    ui.setting_widget(
+        "number_input", "Seed", "build_seed", t4, min_value=0, max_value=10_000, disabled=source == "BERT layer"
+    )
 )
 st.caption(
     "Shared Q/K/V: every head uses one $W^Q, W^K, W^V$, the mean of the heads' slices rescaled to a slice's length "

@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from mha import bert, collapse, lesson, metrics, plots
+from mha import bert, check, collapse, lesson, metrics, plots
 
 st.title("Shared Q/K/V: watch the heads collapse")
 st.markdown(
@@ -37,7 +37,7 @@ with st.spinner("Recomputing the layer along the path from distinct to shared...
     sweep = ui.cached_sweep(inp, layer, path)  # does not depend on alpha: cached
     now = ui.cached_collapse(inp, layer, path)
 summary, before = now.summary(), sweep[0]
-ans = collapse.answer(sweep, C, H, path)
+ans = check.answer(sweep[0], sweep[-1], C, H, path)
 first_role = roles[0] if "q" not in roles else "q"
 overlap_key = f"subspace overlap W^{first_role.upper()}"
 
@@ -129,7 +129,7 @@ st.subheader("Along the path")
 ui.chart(plots.collapse.sweep_chart(sweep, alpha))
 
 st.subheader(f"What it costs the whole model, at alpha = {alpha:.2f}")
-scope = ui.kept("radio", "Share in", "collapse_scope", options=["this layer", "every layer"], horizontal=True)
+scope = ui.setting_widget("radio", "Share in", "collapse_scope", options=["this layer", "every layer"], horizontal=True)
 layers = (layer,) if scope == "this layer" else tuple(range(run.n_layers))
 with st.spinner("Running the whole model with shared projections..."):
     effect = ui.cached_whole_model(inp, layers, path)

@@ -131,7 +131,7 @@ st.info(
 st.subheader("Remove heads yourself")
 options = [(l, h) for l in range(L) for h in range(H)]
 e1, e2 = st.columns([3, 1])
-picked = ui.kept(
+picked = ui.setting_widget(
     "multiselect",
     "Heads to remove",
     "needed_remove",
@@ -140,7 +140,7 @@ picked = ui.kept(
     format_func=lambda lh: f"layer {lh[0]}, head {lh[1]}",
 )
 least = int(
-    ui.kept(
+    ui.setting_widget(
         "number_input",
         "and the least important",
         "needed_least",

@@ -165,7 +165,7 @@ st.markdown(
     "head that reads it moves with it. It is a short layer-wise fit, not the paper's uptraining."
 )
 u1, u0, u2, u3 = st.columns([2, 1.4, 1, 1])
-pooling = ui.kept(
+pooling = ui.setting_widget(
     "radio",
     "Start from",
     "sharing_pooling",
@@ -178,7 +178,7 @@ if not choices:
     st.stop()
 by_name = {r.name: r for r in choices}
 rung = by_name[
-    ui.kept(
+    ui.setting_widget(
         "selectbox",
         "Rung to uptrain",
         "sharing_rung",
@@ -189,11 +189,11 @@ rung = by_name[
         format_func=lambda n: f"{n} (shares {by_name[n].shares})",
     )
 ]
-steps = ui.kept("select_slider", "Steps", "sharing_steps", u2, options=[250, 500, 1000, 2000])
-seed = int(ui.kept("number_input", "Seed", "sharing_seed", u3, min_value=0, max_value=9999))
+steps = ui.setting_widget("select_slider", "Steps", "sharing_steps", u2, options=[250, 500, 1000, 2000])
+seed = int(ui.setting_widget("number_input", "Seed", "sharing_seed", u3, min_value=0, max_value=9999))
 key = (inp.model, layer, rung, steps, seed)
 store = ui.UPTRAINS
-outcome, go = ui.kept_result(
+outcome, go = ui.stored_result_button(
     store,
     key,
     "Uptrain",
@@ -218,7 +218,7 @@ if outcome is None and go:
 
     if store.busy(key):
         bar.info("Another session is running this uptraining: waiting for its result...")
-    outcome = ui.kept_run(store, key, fit)
+    outcome = ui.shared_run(store, key, fit)
     bar.empty()
 if outcome is None:
     fits = [o.fit for k, o in store.entries() if k[0] == inp.model and o.fit.losses]

@@ -70,7 +70,7 @@ else:
     )
 
 st.subheader("Play along alpha")
-if ui.kept("toggle", "Show the animation (11 pictures from distinct to shared)", "subspaces_play"):
+if ui.setting_widget("toggle", "Show the animation (11 pictures from distinct to shared)", "subspaces_play"):
     with st.spinner("Computing the pictures from distinct to shared..."):
         frames = ui.cached_alpha_frames(inp, layer, path)
     ui.chart(
@@ -91,7 +91,7 @@ if ui.kept("toggle", "Show the animation (11 pictures from distinct to shared)",
     )
 
 st.subheader("Many sentences, one picture per head")
-if ui.kept("toggle", f"Show your sentence among {len(subspaces.pool_sentences())} others", "subspaces_many"):
+if ui.setting_widget("toggle", f"Show your sentence among {len(subspaces.pool_sentences())} others", "subspaces_many"):
     with st.spinner(f"Running {len(subspaces.pool_sentences())} more sentences through the model (once)..."):
         pool, pool_maps = ui.cached_pool(inp, layer)
     own = pool.sentence == 0

@@ -18,7 +18,7 @@ st.markdown(
     "one head was 0.9 BLEU below the best number of heads."
 )
 c1, c2, c3, c4 = st.columns(4)  # kept in the session: a visit to another page does not reset them
-n_rel = ui.kept(
+n_rel = ui.setting_widget(
     "slider",
     "Relations to report",
     "why_relations",
@@ -27,7 +27,7 @@ n_rel = ui.kept(
     max_value=4,
     help="1 = only the previous token: the control.",
 )
-heads = ui.kept(
+heads = ui.setting_widget(
     "selectbox",
     "Heads (distinct / shared)",
     "why_heads",
@@ -35,8 +35,10 @@ heads = ui.kept(
     options=[2, 4, 8],
     help="$d_{model}$ is 32: $d_k$ = 32 / H.",
 )
-steps = ui.kept("select_slider", "Training steps", "why_steps", c3, options=[100, 200, 300, 500, 1000, 1500, 2000])
-seed = int(ui.kept("number_input", "Seed", "why_seed", c4, min_value=0, max_value=9999))
+steps = ui.setting_widget(
+    "select_slider", "Training steps", "why_steps", c3, options=[100, 200, 300, 500, 1000, 1500, 2000]
+)
+seed = int(ui.setting_widget("number_input", "Seed", "why_seed", c4, min_value=0, max_value=9999))
 settings = ex.Settings(n_relations=n_rel, n_heads=heads, steps=steps, seed=seed)
 groups = min(ex.GROUPS, heads)
 names = ", ".join(settings.relations)
@@ -55,7 +57,7 @@ st.caption(
 )
 
 store = ui.EXPERIMENTS
-result, train = ui.kept_result(
+result, train = ui.stored_result_button(
     store,
     settings,
     "Train the five models",
@@ -91,7 +93,7 @@ if result is None and train:
 
     if store.busy(settings):
         bar.info("Another session is training with these settings: waiting for its result...")
-    result = ui.kept_run(store, settings, train_all)
+    result = ui.shared_run(store, settings, train_all)
     st.session_state.pop("_why_training", None)
     bar.empty()
 if result is None:

@@ -25,7 +25,7 @@ from common import median_seconds, sentence, server_threads
 
 server_threads()
 from livetest import ROOT  # noqa: E402
-from mha import collapse, metrics  # noqa: E402
+from mha import check, collapse, metrics  # noqa: E402
 from mha.bert import load_bert  # noqa: E402
 from mha.collapse import CollapsePath  # noqa: E402
 
@@ -152,7 +152,7 @@ def sharing_figures(bert) -> None:
         for layer in (0, 5):
             for source in ("scaled", "mean", 2):
                 sweep = collapse.alpha_sweep(bert, run, layer, CollapsePath(1.0, source), steps=2)
-                a = collapse.answer(sweep, bert.d_model, bert.n_heads, CollapsePath(1.0, source))
+                a = check.answer(sweep[0], sweep[-1], bert.d_model, bert.n_heads, CollapsePath(1.0, source))
                 print(
                     f"  {text[:18]}... layer {layer} {collapse.source_label(source):<13}: "
                     f"diversity {a.diversity_bert:.3f} -> {a.diversity_shared:.1e}, "

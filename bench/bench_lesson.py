@@ -36,7 +36,7 @@ def main() -> None:
         assert not at.exception, [e.value for e in at.exception]
         median = statistics.median(times)
         print(
-            f"step {step} ({STEPS[step - 1]}): median {median:.3f} s, first {max(times):.3f} s  "
+            f"step {step} ({STEPS[step - 1].title}): median {median:.3f} s, first {max(times):.3f} s  "
             f"{'OK' if median < 0.5 else 'OVER'}"
         )
     at.session_state["step"] = 6  # the check question with sharing switched on

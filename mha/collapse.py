@@ -276,7 +276,8 @@ class LayerCollapse:
 
     def summary(self) -> dict[str, float]:
         """The scalar measures: mean off-diagonal diversity and overlaps, the effective number of
-        heads, the distinct maps, the mean score spread and the mean entropy of a map / ln T."""
+        heads, the distinct maps, the mean score spread, the mean entropy of a map / ln T, the
+        largest difference between heads' weights (metrics.head_spread) and the parameters."""
         out = {"alpha": self.alpha, "head diversity (JS)": metrics.mean_off_diagonal(self.diversity)}
         for role, m in self.overlap.items():
             out[f"subspace overlap W^{role.upper()}"] = metrics.mean_off_diagonal(m)
@@ -284,6 +285,8 @@ class LayerCollapse:
         out["distinct maps"] = float(self.distinct_maps)
         out["score spread"] = float(self.score_spread.mean())
         out["entropy / ln T"] = mean_entropy_share(self.weights)
+        out["largest difference between heads"] = metrics.head_spread(self.weights)
+        out["parameters"] = float(self.parameters)
         return out
 
 
@@ -414,74 +417,6 @@ def removal_effect(bert: LoadedBert, run: BertRun, layers: Iterable[int]) -> dic
 
 SAME_TOLERANCE = 1e-6  # head diversity (nats) below which the heads count as computing one map
 SAME_WEIGHTS = 1e-5  # largest difference between two heads' attention weights that is still one map
-
-
-@dataclass(frozen=True)
-class Answer:
-    """The check question's answer in numbers: BERT's own heads (alpha = 0) against the shared
-    structure (alpha = 1), and the parameters of a layer with `roles` shared."""
-
-    roles: tuple[str, ...]
-    source: Source
-    same_attention: bool  # W^Q and W^K shared: every head computes the same attention
-    diversity_bert: float
-    diversity_shared: float
-    overlap_bert: dict[str, float]  # subspace overlap of each shared role's projections
-    overlap_shared: dict[str, float]
-    heads_bert: float  # effective number of heads (metrics.effective_heads)
-    heads_shared: float
-    maps_bert: int  # distinct attention maps
-    maps_shared: int
-    spread_bert: float  # mean score spread of the heads (metrics.score_spread)
-    spread_shared: float
-    entropy_bert: float  # mean entropy of a map / ln T (1 = uniform)
-    entropy_shared: float
-    params_distinct: int
-    params_shared: int  # of the structure with `roles` shared
-
-    @property
-    def params_saved(self) -> int:
-        return self.params_distinct - self.params_shared
-
-    @property
-    def one_head(self) -> bool:
-        """Q, K and V all shared: the layer is one head computed H times."""
-        return set(self.roles) == set(ROLES)
-
-    @property
-    def flat(self) -> bool:
-        """The shared map is much flatter than BERT's heads: less than half their score spread."""
-        return self.spread_shared < 0.5 * self.spread_bert
-
-
-def answer(sweep: list[dict[str, float]], d_model: int, n_heads: int, path: CollapsePath) -> Answer:
-    """The numbers of the collapse page's answer, from alpha_sweep's measures (alpha = 0 and 1)
-    and the structure of a layer with path.roles shared."""
-    roles = path.roles
-    first, last = sweep[0], sweep[-1]
-    if not (first["alpha"] == 0.0 and last["alpha"] == 1.0):
-        raise ValueError("the answer needs the sweep's two ends, alpha = 0 and alpha = 1")
-    heads = tuple(1 if r in roles else n_heads for r in ROLES)
-    key = "subspace overlap W^{}".format
-    return Answer(
-        roles=roles,
-        source=path.source,
-        same_attention={"q", "k"} <= set(roles) and n_heads > 1,
-        diversity_bert=first["head diversity (JS)"],
-        diversity_shared=last["head diversity (JS)"],
-        overlap_bert={r: first[key(r.upper())] for r in roles},
-        overlap_shared={r: last[key(r.upper())] for r in roles},
-        heads_bert=first["effective number of heads"],
-        heads_shared=last["effective number of heads"],
-        maps_bert=int(first["distinct maps"]),
-        maps_shared=int(last["distinct maps"]),
-        spread_bert=first["score spread"],
-        spread_shared=last["score spread"],
-        entropy_bert=first["entropy / ln T"],
-        entropy_shared=last["entropy / ln T"],
-        params_distinct=MultiHeadAttention.parameter_count(d_model, n_heads),
-        params_shared=MultiHeadAttention.parameter_count(d_model, n_heads, heads=heads),
-    )
 
 
 def sweep_csv(sweep: list[dict[str, float]]) -> bytes:

@@ -8,48 +8,87 @@ projections make the heads identical. The page asks; these functions say what is
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import atlas, build, collapse, metrics, subspaces
+from . import atlas, build, check, collapse, metrics, subspaces
+from .plots.common import token_label
 
 if TYPE_CHECKING:
     from .bert import BertRun, LoadedBert
 
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the lesson: `key` names its drawing on the page (ui/lesson_steps.py), `title`
+    heads it, `point` is its line in the recap (None for the recap itself), and `questions` maps
+    each question's name to what the score table says was asked."""
+
+    key: str
+    title: str
+    point: str | None
+    questions: dict[str, str] = field(default_factory=dict)
+
+
 STEPS = (
-    "One head must average",
-    "Three stages, real shapes",
-    "Do two heads see a sentence alike?",
-    "Concatenate, then mix",
-    "What heads learn",
-    "The check question: share Q, K and V?",
-    "Next lesson: word order",
-    "Recap: the check question, answered",
+    Step(
+        "one-query",
+        "One head must average",
+        "A head gives each token one distribution that sums to 1, so one head cannot send a token everywhere it "
+        "needs to look: several heads can.",
+        {"spread": "to how many words do the heads send one token?"},
+    ),
+    Step(
+        "stages",
+        "Three stages, real shapes",
+        "Three stages: project per head ($T \\times d_{model} \\to T \\times d_k$), attend in parallel, "
+        "concatenate and mix with $W^O$.",
+        {"q": "the shape of one head's Q_i"},
+    ),
+    Step(
+        "subspaces",
+        "Do two heads see a sentence alike?",
+        "Each head's own $W_i^Q, W_i^K$ map the tokens into its own subspace: different heads, different pictures.",
+        {"sub": "do two heads see the sentence alike?"},
+    ),
+    Step(
+        "concat",
+        "Concatenate, then mix",
+        "Concatenating gives $T \\times h d_k = T \\times d_{model}$, and $W^O$ mixes every head into every "
+        "output dimension.",
+        {"out": "the output's shape with another number of heads"},
+    ),
+    Step(
+        "jobs",
+        "What heads learn",
+        "Heads learn different jobs: the previous token, parking on [CLS]/[SEP], syntax (Clark et al. 2019).",
+        {"prev": "(reading the chart): which head reads the previous token most?"},
+    ),
+    Step(
+        "sharing",
+        "The check question: share Q, K and V?",
+        "Share $W^Q, W^K, W^V$ and every head computes the same attention: the subspaces collapse into one.",
+        {
+            "predict": "what sharing W^Q, W^K, W^V does (your prediction)",
+            "roles": "which two shared projections make the heads identical?",
+        },
+    ),
+    Step(
+        "order",
+        "Next lesson: word order",
+        "Attention alone does not see word order: shuffled words only permute the outputs, so positions are added.",
+        {"shuffle": "what shuffling the words does to the outputs"},
+    ),
+    Step("recap", "Recap: the check question, answered", None),
 )
-QUESTIONS = {  # the score's records (ui.quiz.record_id): step-name -> what was asked
-    "1-spread": "Step 1: to how many words do the heads send one token?",
-    "2-q": "Step 2: the shape of one head's Q_i",
-    "3-sub": "Step 3: do two heads see the sentence alike?",
-    "4-out": "Step 4: the output's shape with another number of heads",
-    "5-prev": "Step 5 (reading the chart): which head reads the previous token most?",
-    "6-predict": "Step 6: what sharing W^Q, W^K, W^V does (your prediction)",
-    "6-roles": "Step 6: which two shared projections make the heads identical?",
-    "7-shuffle": "Step 7: what shuffling the words does to the outputs",
+POINTS = tuple(s.point for s in STEPS if s.point is not None)
+QUESTIONS = {  # the score's records (ui.quiz.record_id): "<step>-<name>" -> what was asked
+    f"{n}-{name}": f"Step {n}{'' if text.startswith('(') else ':'} {text}"
+    for n, s in enumerate(STEPS, 1)
+    for name, text in s.questions.items()
 }
-POINTS = (
-    "A head gives each token one distribution that sums to 1, so one head cannot send a token everywhere it "
-    "needs to look: several heads can.",
-    "Three stages: project per head ($T \\times d_{model} \\to T \\times d_k$), attend in parallel, concatenate "
-    "and mix with $W^O$.",
-    "Each head's own $W_i^Q, W_i^K$ map the tokens into its own subspace: different heads, different pictures.",
-    "Concatenating gives $T \\times h d_k = T \\times d_{model}$, and $W^O$ mixes every head into every output "
-    "dimension.",
-    "Heads learn different jobs: the previous token, parking on [CLS]/[SEP], syntax (Clark et al. 2019).",
-    "Share $W^Q, W^K, W^V$ and every head computes the same attention: the subspaces collapse into one.",
-    "Attention alone does not see word order: shuffled words only permute the outputs, so positions are added.",
-)
 
 
 def small(x: float, tol: float = 1e-5) -> str:
@@ -72,18 +111,6 @@ def share(x: float) -> str:
 def number(x: float) -> str:
     """A measure for a table: counts with thousands separators, others to 4 significant digits."""
     return f"{x:,.0f}" if x == int(x) and abs(x) >= 1000 else f"{x:.4g}"
-
-
-def check_answer(before: collapse.LayerCollapse, after: collapse.LayerCollapse) -> dict[str, tuple[float, float]]:
-    """The check question's numbers on one layer, (BERT's heads, one shared W^Q, W^K, W^V): head
-    diversity, the mean subspace overlap of each projection, the effective number of heads, the
-    distinct maps, the score spread and entropy of a map, the parameters, and the largest
-    difference between the heads' maps."""
-    b, a = before.summary(), after.summary()
-    out = {k: (b[k], a[k]) for k in b if k != "alpha"}
-    out["parameters"] = (float(before.parameters), float(after.parameters))
-    out["max difference between heads"] = (metrics.head_spread(before.weights), metrics.head_spread(after.weights))
-    return out
 
 
 @dataclass(frozen=True)
@@ -188,6 +215,31 @@ class QueryRows:
     keys: list[int]
     compromise: np.ndarray
     specialist: float
+
+    def caption(self, tokens: list[str]) -> str:
+        """What the picture shows, from its numbers: how much the best compromise keeps for the
+        weakest target against the specialists, or that every head agrees."""
+        k = len(self.keys)
+        read = (
+            "Each row is one head's weights for this token (they sum to 1); colour: a cell's weight, number: the "
+            "same in % (none under 5 %). Left out when finding where a head sends it: [CLS], [SEP] and punctuation, "
+            "where heads park attention (step 5). "
+        )
+        if k < 2:
+            return read + (
+                "Among the words, every head gives its largest share of this token's weight to the same word: here "
+                "the heads agree. Pick another token."
+            )
+        names = ", ".join(f"“{token_label(tokens[t])}”" for t in self.keys)
+        weakest = float(self.compromise.min())
+        against = (
+            f", against at least {self.specialist:.0%} from the specialist heads." if weakest < self.specialist else "."
+        )
+        return read + (
+            f"The first {k} rows are the strongest head for each of {k} different tokens ({names}). A single head "
+            f"serving all {k} would have to split one distribution that sums to 1: the best any head does on all {k} "
+            f"at once is the last row, with {weakest:.0%} on the weakest{against}"
+        )
 
 
 def one_query(run: BertRun, query: int) -> OneQuery:
@@ -302,45 +354,24 @@ PREDICTIONS = (
 UNIFORM = 0.99  # "evenly": a map's entropy at least this share of ln T
 
 
-def sharing_outcome(before: collapse.LayerCollapse, after: collapse.LayerCollapse) -> dict[str, float]:
-    """Step 6: what sharing Q, K and V does to one real layer (collapse_layer at alpha = 0 and at
-    alpha = 1): head diversity, the effective number of heads and the mean entropy of a map (over
-    ln T) before and after, the largest difference between heads' maps, parameters before and after."""
-    b, a = before.summary(), after.summary()
-    return {
-        "heads": after.weights.shape[0],
-        "diversity before": b["head diversity (JS)"],
-        "diversity after": a["head diversity (JS)"],
-        "effective heads before": b["effective number of heads"],
-        "effective heads after": a["effective number of heads"],
-        "entropy before": b["entropy / ln T"],
-        "entropy after": a["entropy / ln T"],
-        "max difference between heads": metrics.head_spread(after.weights),
-        "parameters before": before.parameters,
-        "parameters after": after.parameters,
-    }
-
-
-def prediction_feedback(choice: int, outcome: dict[str, float]) -> tuple[bool, str]:
+def prediction_feedback(choice: int, ans: check.Answer) -> tuple[bool, str]:
     """Was the learner's prediction what the layer did? Each option is graded by what it says:
     the heads differ, the heads are identical, the maps are uniform (entropy at least UNIFORM of ln T)."""
-    identical = outcome["max difference between heads"] < collapse.SAME_WEIGHTS
-    e0, e1 = outcome["entropy before"], outcome["entropy after"]
-    right = (not identical, identical, e1 >= UNIFORM)[choice]
+    right = (not ans.identical, ans.identical, ans.entropy_shared >= UNIFORM)[choice]
     did = (
-        f"the heads' attention now differs by at most {small(outcome['max difference between heads'])} and the mean "
-        f"divergence between heads fell from {outcome['diversity before']:.3f} to {small(outcome['diversity after'])}"
+        f"the heads' attention now differs by at most {small(ans.difference_shared)} and the mean divergence "
+        f"between heads fell from {ans.diversity_bert:.3f} to {small(ans.diversity_shared)}"
     )
-    heads = (
-        f"the effective number of heads went from {outcome['effective heads before']:.1f} to "
-        f"{outcome['effective heads after']:.1f}"
-    )
-    entropy = f"The mean entropy of a map went from {e0:.2f} to {e1:.2f} of $\\ln T$ (1 would be even weights)."
+    heads = f"the effective number of heads went from {ans.heads_bert:.1f} to {ans.heads_shared:.1f}"
     if right and choice == 1:
         return True, (
-            f"Right: {did}, and {heads}: {outcome['heads']} copies of one head, for "
-            f"{outcome['parameters after']:,} parameters instead of {outcome['parameters before']:,}."
+            f"Right: {did}, and {heads}: {ans.n_heads} copies of one head, for {ans.params_shared:,} parameters "
+            f"instead of {ans.params_distinct:,}."
         )
+    entropy = (
+        f"The mean entropy of a map went from {ans.entropy_bert:.2f} to {ans.entropy_shared:.2f} of $\\ln T$ "
+        "(1 would be even weights)."
+    )
     return right, ("Right" if right else "Not quite") + f": {did}, and {heads}. " + (entropy if choice == 2 else "")
 
 

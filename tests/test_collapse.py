@@ -8,7 +8,7 @@ import scipy.linalg
 import torch
 from conftest import SENTENCES
 
-from mha import MultiHeadAttention, collapse, metrics
+from mha import MultiHeadAttention, check, collapse, metrics
 from mha.collapse import CollapsePath
 
 TOL = dict(rtol=1e-5, atol=1e-6)
@@ -138,7 +138,7 @@ def test_invalid_collapse_arguments_raise():
         CollapsePath(0.5, source="first")
     assert CollapsePath(0.3, roles=("v", "q", "q")) == CollapsePath(0.3, roles=("q", "v"))  # one value per setting
     with pytest.raises(ValueError, match="alpha = 0 and alpha = 1"):
-        collapse.answer([{"alpha": 0.0}, {"alpha": 0.5}], 32, 4, CollapsePath(roles=("q",)))
+        check.answer({"alpha": 0.0}, {"alpha": 0.5}, 32, 4, CollapsePath(roles=("q",)))
 
 
 def test_encode_with_no_replacement_reproduces_bert(bert, run):
@@ -224,7 +224,7 @@ def test_answer_numbers_and_csv(bert, run):
     import pandas as pd
 
     sweep = collapse.alpha_sweep(bert, run, 2, CollapsePath(1.0, 0), steps=3)
-    a = collapse.answer(sweep, bert.d_model, bert.n_heads, CollapsePath(roles=("v", "q", "k")))
+    a = check.answer(sweep[0], sweep[-1], bert.d_model, bert.n_heads, CollapsePath(roles=("v", "q", "k")))
     C, D = bert.d_model, bert.d_model // bert.n_heads
     assert a.roles == ("k", "q", "v") and a.same_attention and a.one_head
     assert a.heads_bert > 10 and a.heads_shared == pytest.approx(1.0, abs=1e-6)
@@ -233,7 +233,7 @@ def test_answer_numbers_and_csv(bert, run):
     assert a.diversity_bert == sweep[0]["head diversity (JS)"] > 0.05 and a.diversity_shared < 1e-9
     assert a.params_distinct == MultiHeadAttention.parameter_count(C, bert.n_heads)
     assert a.params_shared == MultiHeadAttention.parameter_count(C, bert.n_heads, (1, 1, 1))
-    kv = collapse.answer(sweep, C, bert.n_heads, CollapsePath(roles=("k", "v")))
+    kv = check.answer(sweep[0], sweep[-1], C, bert.n_heads, CollapsePath(roles=("k", "v")))
     assert set(kv.overlap_bert) == {"k", "v"}  # the overlap of what is shared, not of W^Q
     assert not kv.same_attention and not kv.one_head
     assert kv.params_saved == 2 * ((C * C + C) - (C * D + D))  # only W^K and W^V (and biases) shrink

@@ -93,3 +93,17 @@ def test_every_runtime_dependency_is_pinned_exactly():
     reqs = [Requirement(line) for line in lines if line and not line.startswith("-")]
     loose = [str(r) for r in reqs if [s.operator for s in r.specifier] != ["=="]]
     assert reqs and not loose, loose
+
+
+def test_the_lesson_is_a_table_of_steps_with_short_functions():
+    """A step is one unit (mha.lesson.Step plus its drawing, ui.lesson_steps.DRAW[key]); the lesson
+    page and the steps' drawings have no function or top-level block of 80 lines or more."""
+    from mha import lesson
+    from ui.lesson_steps import DRAW
+
+    assert [s.key for s in lesson.STEPS] == list(DRAW)
+    for name in ("app_pages/lesson.py", "ui/lesson_steps.py"):
+        tree = ast.parse((ROOT / name).read_text())
+        blocks = [*tree.body, *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef))]
+        longest = max(n.end_lineno - n.lineno + 1 for n in blocks)
+        assert 10 < longest < 80, (name, longest)

@@ -3,6 +3,7 @@ the expected answers equal to what the engine computes for that sentence; maths 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -12,8 +13,17 @@ from conftest import plotly_array
 from streamlit.testing.v1 import AppTest
 
 from livetest import ROOT
-from mha import atlas, build, collapse, lesson, metrics, subspaces
+from mha import atlas, build, check, collapse, lesson, metrics, subspaces
 from mha.collapse import CollapsePath
+
+
+def shared_answer(bert, run, layer: int) -> check.Answer:
+    """The check question on one layer, computed here from collapse_layer's two ends."""
+    path = CollapsePath()
+    before = collapse.collapse_layer(bert, run, layer, path.at(0.0)).summary()
+    after = collapse.collapse_layer(bert, run, layer, path).summary()
+    return check.answer(before, after, bert.d_model, bert.n_heads, path)
+
 
 SECOND = "Yesterday the old fisherman sold three silver fish to a hungry cat."
 PLAIN_MATHS = re.compile(r"W_\{?\w+\}?\^|W\^[QKVO]|\b[QKV]_i\b|\^T\b|sqrt\(|softmax\(|\bd_k\b|d_model")
@@ -194,10 +204,7 @@ def test_walk_the_lesson(bert, text, right_first, shape, tmp_path, monkeypatch, 
     predict = [r for r in at.radio if "predict" in str(r.key)][0]
     predict.set_value(1 if right_first else 0).run()
     at.toggle(key="_w_lesson_share").set_value(True).run()
-    outcome = lesson.sharing_outcome(
-        collapse.collapse_layer(bert, run, 0, CollapsePath(0.0)), collapse.collapse_layer(bert, run, 0, CollapsePath())
-    )
-    assert outcome["max difference between heads"] < 1e-5
+    assert shared_answer(bert, run, 0).difference_shared < 1e-5
     said = " ".join(e.value for e in [*at.success, *at.error] if "fell from" in e.value)
     assert said.startswith("Right") == right_first and "divergence between heads fell" in said
     seen_right, asked = seen_right + right_first, asked + 1
@@ -222,15 +229,13 @@ def test_walk_the_lesson(bert, text, right_first, shape, tmp_path, monkeypatch, 
     assert at.button(key="lesson_next").disabled and not at.exception and not plain_maths(at)
     (banner,) = [s.value for s in at.success if "End of the lesson" in s.value]
     assert f"{seen_right} of {n}" in banner
-    expect = lesson.check_answer(
-        collapse.collapse_layer(bert, run, 0, CollapsePath(0.0)), collapse.collapse_layer(bert, run, 0, CollapsePath())
-    )
+    expect = {k: (b, a) for k, b, a in shared_answer(bert, run, 0).table()}
     table = at.table[0].value
     for _, row in table.iterrows():
         b, a = expect[row["measure"]]
         assert float(row["BERT's heads"].replace(",", "")) == pytest.approx(b, rel=1e-3, abs=1e-12)
         assert float(row["one shared W^Q, W^K, W^V"].replace(",", "")) == pytest.approx(a, rel=1e-3, abs=1e-6)
-    assert len(table) == len(expect) and expect["max difference between heads"][1] < collapse.SAME_WEIGHTS
+    assert len(table) == len(expect) and expect["largest difference between heads"][1] < collapse.SAME_WEIGHTS
     said = " ".join(m.value for m in at.markdown)
     assert "every head computes the same attention" in said and f"{expect['parameters'][0]:,.0f}" in said
     h0, h1 = expect["effective number of heads"]
@@ -287,13 +292,11 @@ def test_which_roles_takes_the_least_divergence_within_a_tolerance(bert, monkeyp
 
 def test_sharing_feedback_counts_the_models_heads(bert):
     run = bert.attend("Time flies like an arrow.")
-    outcome = lesson.sharing_outcome(
-        collapse.collapse_layer(bert, run, 1, CollapsePath(0.0)), collapse.collapse_layer(bert, run, 1, CollapsePath())
-    )
-    assert outcome["heads"] == bert.n_heads and outcome["parameters after"] < outcome["parameters before"]
-    right, text = lesson.prediction_feedback(1, outcome)
+    ans = shared_answer(bert, run, 1)
+    assert ans.n_heads == bert.n_heads and ans.params_shared < ans.params_distinct
+    right, text = lesson.prediction_feedback(1, ans)
     assert right and f"{bert.n_heads} copies of one head" in text and "Twelve" not in text
-    four = dict(outcome, heads=4)
+    four = dataclasses.replace(ans, n_heads=4)
     assert "4 copies of one head" in lesson.prediction_feedback(1, four)[1]
 
 

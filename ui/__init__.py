@@ -28,13 +28,13 @@ from .cache import (
     cached_token_views,
     cached_whole_model,
     heads_study,
-    kept_run,
     layer_inputs,
     load_model,
+    shared_run,
 )
 from .quiz import choice_question, first_answers, first_try, lesson_score, number_question, question_tag, reset_lesson
 from .scroll import scroll_here, scroll_here_done, scroll_top
-from .settings import kept
+from .settings import setting_widget
 from .state import MAX_CHARS, Inputs, inputs, literal, notice, show_notices, sync_url
 from .widgets import (
     agreement_words,
@@ -42,13 +42,13 @@ from .widgets import (
     current_run,
     diagram,
     ensure_model,
-    kept_result,
     layer_head,
     model,
     page_start,
     path_controls,
     run_or_stop,
     sidebar,
+    stored_result_button,
     token_picker,
     words,
 )
@@ -87,9 +87,9 @@ __all__ = [
     "first_try",
     "heads_study",
     "inputs",
-    "kept",
-    "kept_result",
-    "kept_run",
+    "setting_widget",
+    "stored_result_button",
+    "shared_run",
     "layer_head",
     "layer_inputs",
     "lesson_score",

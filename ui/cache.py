@@ -74,7 +74,7 @@ def shared_in(store: SharedStore) -> Callable[[Callable[..., Any]], Callable[...
 per_sentence, per_model = shared_in(RESULTS), shared_in(MODEL)
 
 
-def kept_run(store: SharedStore, key: Hashable, compute: Callable[[], Any]) -> Any:
+def shared_run(store: SharedStore, key: Hashable, compute: Callable[[], Any]) -> Any:
     """A long run kept for everyone: the stored result, or compute() (which reports its own
     progress) by the first session that asks; a session asking meanwhile waits for that result."""
     return store.get_or_compute(key, compute)
@@ -238,4 +238,4 @@ def heads_study(model_name: str, progress: Callable[[int, int], None] | None = N
         with server.all_cores():
             return pruning.heads_study(model, progress=progress)
 
-    return kept_run(STUDIES, model_name, compute)
+    return shared_run(STUDIES, model_name, compute)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import streamlit as st
 
 from .scroll import scroll_here
-from .settings import kept, widget_key
+from .settings import setting_widget, widget_key
 from .state import Inputs
 
 
@@ -52,7 +52,9 @@ def choice_question(
     _hint(hint)
     short = sum(len(o) for o in options) <= 60  # short options side by side: the picture after stays in view
     key = f"q_{qid}" + (f"-{variant}" if variant else "")
-    picked = kept("radio", prompt, key, options=range(len(options)), format_func=lambda i: options[i], horizontal=short)
+    picked = setting_widget(
+        "radio", prompt, key, options=range(len(options)), format_func=lambda i: options[i], horizontal=short
+    )
     if picked is None:
         return None
     right = picked == answer
@@ -70,7 +72,7 @@ def number_question(
     _hint(hint)
     cols = st.columns(len(labels))
     given = [
-        kept("number_input", label, f"q_{qid}_{n}", col, min_value=0, step=1)
+        setting_widget("number_input", label, f"q_{qid}_{n}", col, min_value=0, step=1)
         for n, (col, label) in enumerate(zip(cols, labels))
     ]
     if any(g is None for g in given):

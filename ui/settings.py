@@ -214,7 +214,7 @@ def widget_key(key: str) -> str:
     return f"_w_{key}"
 
 
-def kept(
+def setting_widget(
     kind: str,
     label: str,
     key: str,
@@ -227,30 +227,44 @@ def kept(
 ) -> Any:
     """Widget `kind` (e.g. "selectbox") showing setting `key`, which survives page switches.
 
-    The value starts at the declared default (or `default`, for one the page computes). A value
-    no longer among `options` (another model, another sentence) falls back to the default, else
-    the first option (None stays None where the setting allows it: an unanswered question); a
-    multiselect keeps the chosen values still among its options; a number outside
-    [min_value, max_value] goes back to the default, else min_value. The widget follows the
-    stored value when it was changed elsewhere (a link, an example button) and writes back on
-    change, through `clean` if given, then `on_change`. A setting that belongs to something else
-    (a token picker to its sentence's tokens) names it in `follows`: when that changes, the
-    setting starts again at its default. A toggle's `help` is a caption under it, not a (?) in its
-    label: on a phone, tapping the (?) switched the toggle.
+    The value starts at the declared default (or `default`, for one the page computes), is kept
+    valid for this widget (_fit), and is written back on change through `clean` if given, then
+    `on_change`. A setting that belongs to something else (a token picker to its sentence's
+    tokens) names it in `follows`: when that changes, the setting starts again at its default.
     """
     setting = declared(key)
-    ss = st.session_state
     start = setting.default if default is _UNSET else default
+    box = container or st
+    _begin(key, start, follows)
+    asked = st.session_state[key]
+    linked = key in st.session_state.get("_from_link", set())
+    value = _fit(key, kind, start, isinstance(None, setting.type), kwargs)
+    if linked:
+        st.session_state["_from_link"].discard(key)
+        if value != asked:
+            box.warning(f"The link's {key}={to_url(asked)!r} is not available here: showing {to_url(value)!r}.")
+    return _draw(box, kind, label, key, value, _writer(key, clean, on_change), kwargs)
+
+
+def _begin(key: str, start: Any, follows: Any) -> None:
+    """Give setting `key` its start value the first time, and again when what it follows changed
+    (the first time, a value from a link stays)."""
+    ss = st.session_state
     if follows is not None and ss.get(f"_follows_{key}") != follows:
-        if f"_follows_{key}" in ss:  # (the first time, a value from a link stays)
+        if f"_follows_{key}" in ss:
             ss.pop(key, None)
         ss[f"_follows_{key}"] = follows
     if key not in ss:
         ss[key] = list(start) if isinstance(start, list) else start
-    none_ok = isinstance(None, setting.type)
-    linked, asked = key in ss.get("_from_link", set()), ss[key]
-    if linked:
-        ss["_from_link"].discard(key)
+
+
+def _fit(key: str, kind: str, start: Any, none_ok: bool, kwargs: dict[str, Any]) -> Any:
+    """The stored value made valid for this widget, stored back: a value no longer among
+    `options` (another model, another sentence) falls back to the start, else the first option
+    (None stays where the setting allows it: an unanswered question); a multiselect keeps its
+    values still among the options; a number outside [min_value, max_value] goes back to the
+    start, else min_value (e.g. another model, with fewer heads)."""
+    ss = st.session_state
     if "options" in kwargs:
         options = kwargs["options"] = list(kwargs["options"])
         if kind == "multiselect":
@@ -260,20 +274,28 @@ def kept(
     low, high = kwargs.get("min_value"), kwargs.get("max_value")
     if ss[key] is not None and (low is not None and ss[key] < low or high is not None and ss[key] > high):
         fits = start is not None and (low is None or low <= start) and (high is None or start <= high)
-        ss[key] = start if fits else low  # e.g. another model, with fewer heads
-    if linked and ss[key] != asked:
-        (container or st).warning(
-            f"The link's {key}={to_url(asked)!r} is not available here: showing {to_url(ss[key])!r}."
-        )
-    wkey = widget_key(key)
+        ss[key] = start if fits else low
+    return ss[key]
 
-    def _store() -> None:
-        if wkey in ss:  # a change that arrives after a page switch finds the widget gone
-            ss[key] = clean(ss[wkey]) if clean else ss[wkey]
+
+def _writer(key: str, clean: Callable[[Any], Any] | None, on_change: Callable[[], None] | None) -> Callable[[], None]:
+    """The widget's on_change: its value, through `clean`, into setting `key`, then `on_change`."""
+
+    def write() -> None:
+        ss = st.session_state
+        if widget_key(key) in ss:  # a change that arrives after a page switch finds the widget gone
+            ss[key] = clean(ss[widget_key(key)]) if clean else ss[widget_key(key)]
         if on_change is not None:
             on_change()
 
-    value = ss[key]
+    return write
+
+
+def _draw(box: Any, kind: str, label: str, key: str, value: Any, write: Callable[[], None], kwargs: dict) -> Any:
+    """Draw the widget showing `value` and return what it shows. The widget follows the stored
+    value when it was changed elsewhere (a link, an example button). A toggle's `help` is a
+    caption under it, not a (?) in its label: on a phone, tapping the (?) switched the toggle."""
+    ss, wkey = st.session_state, widget_key(key)
     if kind in ("selectbox", "radio"):
         kwargs["index"] = None if value is None else kwargs["options"].index(value)
     elif kind in ("multiselect", "segmented_control", "pills"):
@@ -282,14 +304,14 @@ def kept(
         kwargs["value"] = value
     known = wkey in ss
     if known and ss[wkey] != value:
-        ss[wkey] = value  # changed elsewhere (a link, another page's widget): the widget follows
-    note = kwargs.pop("help", None) if kind == "toggle" else None  # a tap on a toggle's (?) switched it
-    shown = getattr(container or st, kind)(label, key=wkey, on_change=_store, **kwargs)
+        ss[wkey] = value
+    note = kwargs.pop("help", None) if kind == "toggle" else None
+    shown = getattr(box, kind)(label, key=wkey, on_change=write, **kwargs)
     if note:
-        (container or st).caption(note)
+        box.caption(note)
     if not known and shown != value:
         # The browser holds a value this session never had: its page reconnected to a new session
         # (another replica after a crash, a restarted server) and the rerun carries what the
         # learner typed since, with the address of before. What is on screen wins.
-        _store()
+        write()
     return shown

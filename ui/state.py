@@ -114,7 +114,7 @@ def init_state() -> None:
             notice(f"The link's {name}={literal(params[name], 20)} cannot be used ({e}): using the default.")
             continue
         if name not in URL_KEYS:  # layer, head and step are checked where they are used
-            ss.setdefault("_from_link", set()).add(name)  # kept() says so if the page cannot show it
+            ss.setdefault("_from_link", set()).add(name)  # setting_widget() says so if the page cannot show it
     for name in ("text", "text_b"):
         if name in params:
             ss[name], cut = bert.clean_text(params[name])

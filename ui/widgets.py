@@ -15,7 +15,7 @@ from mha.examples import EXAMPLES
 
 from . import server
 from .cache import cached_run, load_model
-from .settings import SETTINGS, kept
+from .settings import SETTINGS, setting_widget
 from .state import MAX_CHARS, Inputs, cut_paste, init_state, literal, notice, pasted_cut, show_notices
 
 
@@ -31,7 +31,7 @@ def sidebar() -> Inputs:
     """
     init_state()
     sb = st.sidebar
-    kept(
+    setting_widget(
         "text_area",
         "Sentence",
         "text",
@@ -42,7 +42,7 @@ def sidebar() -> Inputs:
         "beyond the model's 512 tokens it is truncated, with a notice.",
     )
     sb.caption("Applies when you leave the box (on a keyboard, also Ctrl+Enter).")
-    kept(
+    setting_widget(
         "text_input", "Second sentence (optional: BERT's segment B)", "text_b", container=sb, clean=cut_paste("text_b")
     )
     sb.caption("Examples")
@@ -50,7 +50,7 @@ def sidebar() -> Inputs:
     for n, (name, text) in enumerate(EXAMPLES.items()):
         cols[n % 2].button(name, key=f"_ex_{n}", on_click=_use_example, args=(text,), width="stretch")
     specs = {s.name: s for s in bert.available_models()}
-    kept(
+    setting_widget(
         "selectbox",
         "Model",
         "model",
@@ -139,7 +139,7 @@ def layer_head(run: bert.BertRun, container: Any = None, head: bool = True) -> t
     counts = {"layer": run.n_layers, "head": run.n_heads if head else 0}
     boxes = box.columns(2) if head else [box]
     for col, (key, n) in zip(boxes, counts.items()):
-        picked[key] = kept(
+        picked[key] = setting_widget(
             "selectbox",
             key.title(),
             key,
@@ -153,7 +153,7 @@ def layer_head(run: bert.BertRun, container: Any = None, head: bool = True) -> t
 def token_picker(label: str, tokens: Sequence[str], default: int, key: str, container: Any = None) -> int:
     """Choose a token by position (setting `key`); labels show "position: token" so repeats stay
     distinct. Another sentence starts again at `default`."""
-    return kept(
+    return setting_widget(
         "selectbox",
         label,
         key,
@@ -193,8 +193,10 @@ def path_controls(n_heads: int, prefix: str) -> CollapsePath | None:
     unless the plain mean or one head's slice is chosen.
     """
     c1, c2, c3, c4 = st.columns([1.3, 1.7, 1.2, 1.6])  # the toggle's label whole
-    shared = kept("toggle", "Shared (alpha = 1)", f"{prefix}_shared", c1, on_change=lambda: _shared_toggled(prefix))
-    alpha = kept(
+    shared = setting_widget(
+        "toggle", "Shared (alpha = 1)", f"{prefix}_shared", c1, on_change=lambda: _shared_toggled(prefix)
+    )
+    alpha = setting_widget(
         "slider",
         "alpha: distinct (0) -> shared (1)",
         f"{prefix}_alpha",
@@ -204,7 +206,7 @@ def path_controls(n_heads: int, prefix: str) -> CollapsePath | None:
         step=0.05,
         disabled=shared,
     )
-    source = kept(
+    source = setting_widget(
         "selectbox",
         "Shared projection",
         f"{prefix}_source",
@@ -215,7 +217,7 @@ def path_controls(n_heads: int, prefix: str) -> CollapsePath | None:
         "mean: about $1/\\sqrt{h}$ as long, so every score shrinks and the one map left goes flat. Head i: that "
         "head's own slice.",
     )
-    roles = kept(
+    roles = setting_widget(
         "multiselect",
         "Share the projections of",
         f"{prefix}_roles",
@@ -239,7 +241,7 @@ def page_start() -> tuple[Inputs, bert.BertRun, bert.LoadedBert]:
     return inp, run_or_stop(inp), model(inp)
 
 
-def kept_result(store, key, label: str, button_key: str, help: str) -> tuple[Any, bool]:
+def stored_result_button(store, key, label: str, button_key: str, help: str) -> tuple[Any, bool]:
     """A result kept in `store` for every session, and the primary button that asks for it
     (disabled once it exists). Returns (the stored result or None, the button was pressed)."""
     result = store.get(key)

@@ -1,0 +1,78 @@
+"""The lesson's recap in words: the check question answered from check.Answer, and why production
+models share K and V instead, from the ladder's measures on the same layer (mha/ladder.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .lesson import small
+
+if TYPE_CHECKING:
+    from .check import Answer
+    from .ladder import Baselines, RungMeasures, UptrainOutcome
+
+
+def sharing(ans: Answer, layer: int) -> str:
+    """What one shared W^Q, W^K, W^V did to layer `layer`: identical heads (or not, said with the
+    measured difference), diversity, subspace overlaps, effective heads, the map left, parameters."""
+    copies = ans.heads_shared < 1.05
+    if ans.identical:
+        opening = (
+            f"**If every head of layer {layer} shares one $W^Q, W^K, W^V$, every head computes the same attention** "
+            f"(the maps differ by at most {small(ans.difference_shared)}): head diversity falls from "
+            f"{ans.diversity_bert:.3f} to {small(ans.diversity_shared)} nats"
+        )
+    else:
+        opening = (
+            f"With one shared $W^Q, W^K, W^V$ the heads' maps still differ by up to {ans.difference_shared:.2f}; head "
+            f"diversity goes from {ans.diversity_bert:.3f} to {small(ans.diversity_shared)} nats"
+        )
+    overlaps = ", ".join(f"{ans.overlap_bert[r]:.2f} → {ans.overlap_shared[r]:.2f}" for r in "qkv")
+    flatter = ", much flatter than BERT's heads" if ans.flat else ""
+    worth = ", and buys nothing with them: the heads write the same thing." if ans.identical and copies else "."
+    return (
+        f"{opening}. The heads' subspaces overlap {overlaps} ($W^Q, W^K, W^V$; 1 = one subspace), and the effective "
+        f"number of heads goes from {ans.heads_bert:.1f} to {ans.heads_shared:.1f}"
+        + (f": {ans.n_heads} copies of one head" if copies else "")
+        + f"; the map left has score spread {ans.spread_shared:.2f} (BERT's heads: {ans.spread_bert:.2f}) and entropy "
+        f"{ans.entropy_shared:.2f} of $\\ln T$ (BERT's: {ans.entropy_bert:.2f}){flatter}. Sharing saves "
+        f"{ans.params_saved:,.0f} of the layer's {ans.params_distinct:,.0f} parameters{worth}"
+    )
+
+
+def production(layer: int, plain: dict[str, RungMeasures], scaled: dict[str, RungMeasures], base: Baselines) -> str:
+    """Why production models share K and V (MQA, GQA): each head keeps its own W_i^Q. `plain` and
+    `scaled`: the ladder's rungs by name, pooled by the plain and the rescaled mean."""
+    mha, mqa = plain["MHA"], plain["MQA"]
+    return (
+        f"**Why production models share K and V instead** (multi-query, Shazeer 2019; grouped-query, Ainslie "
+        f"et al. 2023): each head keeps its own $W_i^Q$, so its question stays its own. In layer {layer} with one "
+        f"K and one V, the heads differ by {scaled['MQA'].diversity:.3f} when the pooled K and V keep a slice's "
+        f"length ({mqa.diversity:.3f} with the plain mean, whose scores are smaller), against {mha.diversity:.3f} "
+        f"in BERT's layer. Were every layer MQA in a decoder of this shape, the K/V cache that generation reads "
+        f"for every new token would shrink from {mha.kv_cache:,} to {mqa.kv_cache:,} bytes per token. "
+        f"Layer {layer} alone converted without training keeps a sentence-embedding cosine of "
+        f"{scaled['MQA'].sentence_cosine:.3f} to BERT's as MQA with the pooled K and V rescaled "
+        f"({mqa.sentence_cosine:.3f} plain mean), and {scaled['shared Q/K/V'].sentence_cosine:.3f} with one shared "
+        f"Q, K and V ({plain['shared Q/K/V'].sentence_cosine:.3f} plain); removing that layer's attention keeps "
+        f"{base.sentence_cosine:.3f}. One sentence is not enough to rank these untrained conversions against each "
+        "other or against removing the attention: their order changes from sentence to sentence. What sets MQA "
+        f"apart is that each head keeps its own $W_i^Q$: its heads keep {scaled['MQA'].diversity / mha.diversity:.0%} "
+        f"of BERT's head diversity with K and V rescaled, {mqa.diversity / mha.diversity:.0%} with the plain mean "
+        "(whose smaller scores flatten every map), where one shared Q, K and V keeps none; and it trains back into a "
+        "working layer, measured on held-out sentences on *What may be shared*."
+    )
+
+
+def uptrained(o: UptrainOutcome | None) -> str:
+    """The last MQA or GQA uptraining on this server, or where to run one."""
+    if o is None:
+        return (
+            "How much of that a short uptraining wins back is measured on *What may be shared*: none has run on "
+            "this server for this model yet."
+        )
+    return (
+        f"After uptraining on this server ({o.rung.name}, {o.rung.pooling}, layer {o.layer} alone, "
+        f"{len(o.fit.losses):,} steps), {o.held_out_sentences} held-out sentences keep a cosine of "
+        f"{o.held_out_before:.3f} → {o.held_out_after:.3f} (that layer's attention removed: {o.removed_cosine:.3f})."
+    )

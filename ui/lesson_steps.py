@@ -1,0 +1,418 @@
+"""The lesson's steps drawn: one function per step of mha.lesson.STEPS, found by the step's key in
+DRAW. A step asks its question (ui.quiz), draws what the answer unlocks, and links to the tool
+page that goes further; the engine (mha.lesson, mha.recap) computes every answer and sentence."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import streamlit as st
+
+from mha import atlas, build, check, collapse, diagram, lesson, metrics, plots, recap, subspaces
+from mha.bert import BertRun, LoadedBert
+
+from .cache import (
+    UPTRAINS,
+    cached_baselines,
+    cached_collapse,
+    cached_ladder,
+    cached_layer_maps,
+    cached_measures,
+)
+from .quiz import choice_question, first_answers, first_try, number_question
+from .settings import setting_widget
+from .state import Inputs
+from .widgets import chart, layer_head, token_picker
+from .widgets import diagram as picture
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """What every step reads: the sentence's inputs and run, the model, and the step's question tag."""
+
+    inp: Inputs
+    run: BertRun
+    model: LoadedBert
+    tag: str
+
+    @property
+    def sizes(self) -> tuple[int, int, int, int, int]:
+        """(T tokens, C = d_model, H heads, L layers, D = d_k)."""
+        m = self.model
+        return self.run.n_tokens, m.d_model, m.n_heads, m.n_layers, m.d_model // m.n_heads
+
+    def tool(self, page: str, label: str, layer: int | None = None, head: int | None = None) -> None:
+        """A link that opens a tool page with the same sentence, layer and head."""
+        params = {"text": self.inp.text, "model": self.inp.model}
+        params |= {"layer": str(layer)} if layer is not None else {}
+        params |= {"head": str(head)} if head is not None else {}
+        st.page_link(page, label=label, icon=":material/open_in_new:", query_params=params)
+
+    def collapse_at(self, layer: int, path: collapse.CollapsePath) -> collapse.LayerCollapse:
+        return cached_collapse(self.inp, layer, path)
+
+    def answer(self, layer: int) -> check.Answer:
+        """The check question on `layer`: BERT's heads against one shared W^Q, W^K, W^V."""
+        path = collapse.CollapsePath()
+        before, after = self.collapse_at(layer, path.at(0.0)), self.collapse_at(layer, path)
+        return check.answer(before.summary(), after.summary(), self.model.d_model, self.model.n_heads, path)
+
+
+def _hidden(what: str) -> None:
+    st.info(what, icon=":material/visibility_off:")
+
+
+def one_query(c: Lesson) -> None:
+    T, C, H, L, D = c.sizes
+    st.markdown(
+        r"A head gives every token $i$ **one** set of weights over the sentence, "
+        r"$\alpha_{ij} = \mathrm{softmax}_j\big(q_i \cdot k_j / \sqrt{d_k}\big)$, which sums to 1, and hands back "
+        r"**one** weighted average $\sum_j \alpha_{ij} v_j$. Follow one token of your sentence through the "
+        f"{L * H} heads of {c.inp.model} ({L} layers x {H} heads) and see where each sends it."
+    )
+    try:
+        default, rule = lesson.query_rule(c.run.tokens)
+    except ValueError as e:  # no content word: nothing to follow
+        st.info(f"This step follows one word: {e}. Type a longer sentence, or press *Next*.")
+        return
+    tokens = c.run.tokens
+    pick, why_pick = st.columns([1, 1.6], vertical_alignment="bottom")
+    query = token_picker("Token to follow (the query)", tokens, default, "lesson_query", container=pick)
+    word = plots.common.token_label(tokens[query])
+    why_pick.caption(
+        f"Chosen by a rule: {rule}. Pick any other token."
+        if query == default
+        else f"Your pick (the rule, {rule}, chose “{plots.common.token_label(tokens[default])}”)."
+    )
+    one = lesson.one_query(c.run, query)
+    q = lesson.spread_question(c.run, one)
+    answered = choice_question(
+        f"{c.tag}-spread",
+        f"Predict first: a head may give one word more than half of “{word}”'s weight. How many different words of "
+        f"your sentence get that from at least one of the {L * H} heads? ([CLS], [SEP] and punctuation, where heads "
+        "park attention, do not count as words.)",
+        q.options,
+        q.answer,
+        q.why,
+        hint="Each head has its own $W_i^Q$ and $W_i^K$, so each scores the keys its own way; count the words that "
+        "get more than half of some head's weight. Many heads park this token's weight on [CLS], [SEP] or "
+        "punctuation instead, or spread it.",
+        variant=str(query),
+    )
+    if answered is None:
+        _hidden("Answer first: the heads are shown after your prediction.")
+    else:
+        k = min(4, len(one.targets))
+        view = one.compare(c.run.attentions, k)
+        labels = [f"layer {la}, head {he}" for la, he in view.heads]
+        labels[-1] += " (best at all)"
+        title = f"Where “{word}” looks, in {k} heads and the best compromise"
+        chart(plots.lesson.query_rows(view.rows, labels, tokens, title))
+        st.caption(view.caption(tokens))
+    c.tool("app_pages/atlas.py", "Rank every head for any two words: the link finder", *one.targets[0][1:3])
+
+
+def stages(c: Lesson) -> None:
+    T, C, H, L, D = c.sizes
+    st.markdown(
+        r"Multi-head attention runs $h$ heads side by side in three stages. **Project**: each head $i$ has its own "
+        r"$W_i^Q, W_i^K, W_i^V$ of size $d_{model} \times d_k$, with $d_k = d_{model}/h$: "
+        r"$Q_i = X W_i^Q,\ K_i = X W_i^K,\ V_i = X W_i^V$. **Attend**: every head at once, "
+        r"$\mathrm{head}_i = \mathrm{softmax}\big(Q_i K_i^\top / \sqrt{d_k}\big) V_i$. **Concatenate and mix**: "
+        r"$\mathrm{MultiHead}(X) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\, W^O$. "
+        f"Here $d_{{model}} = {C}$, $h = {H}$ and your sentence has $T = {T}$ tokens."
+    )
+    answered = number_question(
+        f"{c.tag}-q",
+        r"How big is one head's $Q_i$ for your sentence? (rows $\times$ columns)",
+        ["rows", "columns"],
+        lesson.stage_shapes(c.run, c.model)["Q_i"],
+        f"One row per token (T = {T}) and $d_k = d_{{model}} / h$ = {C} / {H} = {D} columns: X ({T} x {C}) times "
+        f"$W_i^Q$ ({C} x {D}).",
+        hint=r"$Q_i = X W_i^Q$: X has one row per token and $d_{model}$ columns; $W_i^Q$ maps $d_{model}$ to $d_k$.",
+    )
+    if answered is None:
+        _hidden("Answer first: the diagram with every shape follows.")
+    else:
+        picture(diagram.stages_dot(T, C, H), diagram.stages_text(T, C, H))
+    c.tool("app_pages/build.py", "See every stage on your sentence: Build it from scratch")
+
+
+def two_heads(c: Lesson) -> None:
+    T, C, H, L, D = c.sizes
+    st.markdown(
+        r"Every head $i$ multiplies the same token vectors by its $W_i^Q$ and $W_i^K$: queries and keys in a "
+        r"$d_k$-dimensional space, where the dot product $q \cdot k$ decides who reads whom. Pick two heads of one "
+        "layer and predict; then each head's space is drawn in 2-D (queries ●, keys ◇; the picture keeps as much of "
+        "the head's scores as two dimensions can)."
+    )
+    layer, _ = layer_head(c.run, head=False)
+    c1, c2 = st.columns(2)
+    a = setting_widget(
+        "selectbox", "First head", "lesson_head_a", c1, options=range(H), format_func=lambda h: f"head {h}"
+    )
+    b = setting_widget(
+        "selectbox", "Second head", "lesson_head_b", c2, options=range(H), format_func=lambda h: f"head {h}"
+    )
+    q = lesson.subspace_question(c.model, c.run, layer, a, b)
+    answered = choice_question(
+        f"{c.tag}-sub",
+        f"Will heads {a} and {b} place your tokens the same way?",
+        q.options,
+        q.answer,
+        q.why,
+        hint="A picture is drawn from one head's own $W_i^Q$ and $W_i^K$. Are the two heads' matrices the same?",
+        variant=f"{layer}-{a}-{b}",
+    )
+    if answered is None:
+        _hidden("Predict first: the two pictures follow.")
+    else:
+        maps = cached_layer_maps(c.inp, layer, subspaces.BERT)
+        pick = [a, b]
+        title = f"Layer {layer}: heads {a} and {b}"
+        chart(
+            plots.subspaces.subspace_panels(
+                maps.queries[pick], maps.keys[pick], maps.fidelity[pick], c.run.tokens, title, heads=pick
+            )
+        )
+        st.caption(
+            "A token has one colour in both panels, by position (dark purple = first, yellow = last). Fidelity: the "
+            "share of the head's scores the 2-D picture keeps (1 = exact)."
+        )
+    c.tool("app_pages/subspaces.py", "Every head's subspace, and how sharing folds them: Subspaces", layer)
+
+
+def concat(c: Lesson) -> None:
+    T, C, H, L, D = c.sizes
+    st.markdown(
+        r"Each head returns a $T \times d_k$ matrix. The $h$ of them are joined side by side and multiplied by "
+        r"$W^O$ ($d_{model} \times d_{model}$): every output dimension is a weighted sum over **every** head's "
+        "dimensions, so the next layer gets one representation informed by all heads."
+    )
+    layer, _ = layer_head(c.run, head=False)
+    h2, d2 = lesson.other_split(H, C)
+    answered = number_question(
+        f"{c.tag}-out",
+        f"A what-if the page does not draw: the same layer with {h2} heads of $d_k = {d2}$ instead of {H} heads of "
+        f"{D}. What shape would its output have for your sentence? (rows x columns)",
+        ["rows", "columns"],
+        lesson.stage_shapes(c.run, c.model)["output"],
+        f"The concatenation is $T \\times (h \\cdot d_k)$: {h2} x {d2} = {C} columns, as {H} x {D} = {C}, and "
+        "$W^O$ keeps that width. The output is $T \\times d_{model}$ whatever the number of heads, the width the "
+        "layer started with, so layers can be stacked.",
+        hint=r"Each head gives $T \times d_k$; $h$ of them side by side, then $W^O$ is $d_{model} \times d_{model}$.",
+    )
+    if answered is None:
+        _hidden("Answer first: the layer's concatenation and output follow.")
+    else:
+        mixed = setting_widget("toggle", r"Show the output after $W^O$", "lesson_mixed")
+        s = build.build_stages(c.model, c.run, layer, H)
+        shown = s.tokens[:64]
+        if mixed:
+            chart(plots.build.matrix_heatmap(s.trace.output[0, :64], shown, "Output = Concat W<sup>O</sup> + b"))
+        else:
+            slices = [h * D for h in range(1, H)]
+            title = "Concat(head_1, ..., head_h)"
+            chart(plots.build.matrix_heatmap(s.trace.concat[0, :64], shown, title, boundaries=slices))
+        st.caption("The lines mark where each head's slice starts; after $W^O$ there are no slices left.")
+    c.tool("app_pages/build.py", "Every stage, step by step: Build it from scratch", layer)
+
+
+def jobs(c: Lesson) -> None:
+    st.markdown(
+        "Heads learn whatever helps the task; we can only look and build intuition. Clark et al. 2019 (*What Does "
+        "BERT Look At?*) found heads that read the previous or the next token, heads that park their attention on "
+        "[CLS] or [SEP], and heads that follow syntax; Kovaleva et al. 2019 sorted their patterns into vertical, "
+        "diagonal and block shapes. This step is an exercise in reading a chart: below, every head coloured by how "
+        "much it reads the previous token."
+    )
+    m = cached_measures(c.inp)
+    chart(plots.atlas.atlas_heatmap(m["to previous"], atlas.hover_text(m), "Share of attention to the previous token"))
+    q, best, _vertical = lesson.previous_token_question(c.run)
+    choice_question(
+        f"{c.tag}-prev",
+        "Read it off the chart: which head reads the previous token most?",
+        q.options,
+        q.answer,
+        q.why,
+        hint="Hover the heads in the chart above: the brightest cell is the largest share.",
+    )
+    st.markdown("Now a head of your choice:")
+    layer, head = layer_head(c.run)
+    st.info(atlas.describe(m, m["pattern"][layer, head], layer, head, c.run.n_tokens), icon=":material/psychology:")
+    title = f"Layer {layer}, head {head}"
+    chart(plots.heads.attention_heatmap(c.run.attentions[layer, head], c.run.tokens, title, height=420))
+    c.tool("app_pages/atlas.py", "Every measure of every head: Head atlas", *best)
+
+
+def sharing(c: Lesson) -> None:
+    T, C, H, L, D = c.sizes
+    st.markdown(
+        r"Someone proposes to save parameters by giving every head the **same** $W^Q, W^K, W^V$. "
+        "Predict first, then try it on a real layer."
+    )
+    layer, _ = layer_head(c.run, head=False)
+    prediction = setting_widget(
+        "radio",
+        "What will the heads do?",
+        f"q_{c.tag}-predict",
+        options=range(len(lesson.PREDICTIONS)),
+        format_func=lambda i: lesson.PREDICTIONS[i],
+    )
+    shared = setting_widget(
+        "toggle",
+        f"Share $W^Q, W^K, W^V$ across the {H} heads of layer {layer}",
+        "lesson_share",
+        disabled=prediction is None,
+        help="Predict first: the toggle unlocks once you have chosen. The shared projection is "
+        f"{collapse.source_name(collapse.DEFAULT_SOURCE)}, as on the collapse page.",
+    )
+    if prediction is None:
+        link = " (your link switched it on; it takes effect once you have predicted)" if shared else ""
+        _hidden(f"Choose a prediction first: the toggle unlocks then{link}.")
+    elif not shared:
+        st.info(
+            f"Prediction noted: *{lesson.PREDICTIONS[prediction]}*. Now switch on the toggle above to share "
+            "$W^Q, W^K, W^V$ and see whether it holds.",
+            icon=":material/check:",
+        )
+    else:
+        _shared_layer(c, layer, prediction)
+    c.tool("app_pages/collapse.py", "The collapse in numbers and along alpha: Shared Q/K/V", layer)
+    production = "What production models share instead: multi-query and grouped-query attention"
+    c.tool("app_pages/sharing.py", production, layer)
+
+
+def _shared_layer(c: Lesson, layer: int, prediction: int) -> None:
+    """Step 6 once predicted and shared: both grids, the measures, the verdict, then which roles."""
+    ans = c.answer(layer)
+    g1, g2 = st.columns(2)
+    chart(plots.heads.head_grid(c.run.attentions[layer], f"Layer {layer}: BERT's own heads"), container=g1)
+    shared_title = f"Layer {layer}: one shared W<sup>Q</sup>, W<sup>K</sup>, W<sup>V</sup>"
+    chart(plots.heads.head_grid(c.collapse_at(layer, collapse.CollapsePath()).weights, shared_title), container=g2)
+    k1, k2, k4, k3 = st.columns(4)
+    k1.metric(
+        "Head diversity (mean JS)",
+        lesson.small(ans.diversity_shared),
+        delta=f"{ans.diversity_shared - ans.diversity_bert:+.3f} vs BERT's {ans.diversity_bert:.3f}",
+        delta_color="off",
+    )
+    k2.metric("Largest difference between heads", lesson.small(ans.difference_shared))
+    k4.metric(
+        "Effective number of heads",
+        f"{ans.heads_shared:.1f}",
+        delta=f"{ans.heads_shared - ans.heads_bert:+.1f} vs BERT's {ans.heads_bert:.1f}",
+        delta_color="off",
+        help="The effective rank of the heads' outputs taken as one vector each (length 1): 1 when every head "
+        "writes the same output, sharp or flat.",
+    )
+    k3.metric("Parameters of the layer", f"{ans.params_shared:,}", delta=f"{-ans.params_saved:,}", delta_color="off")
+    right, text = lesson.prediction_feedback(prediction, ans)
+    first_try(f"{c.tag}-predict", right)
+    (st.success if right else st.error)(text)
+    st.markdown("**Deeper: which projections must differ for heads to differ?**")
+    q, _div = lesson.which_roles_question(c.model, c.run, layer, lambda path: c.collapse_at(layer, path))
+    roles_answered = choice_question(
+        f"{c.tag}-roles",
+        "Sharing which of these makes every head attend identically?",
+        q.options,
+        q.answer,
+        q.why,
+        hint=r"The map is $\mathrm{softmax}(Q_i K_i^\top / \sqrt{d_k})$: which projections does it read?",
+    )
+    if roles_answered is None:
+        return
+    roles = setting_widget(
+        "multiselect", "Try any subset: share", "lesson_roles", options=["q", "k", "v"], format_func=str.upper
+    )
+    if roles:
+        tried = c.collapse_at(layer, collapse.CollapsePath(1.0, roles=tuple(roles)))
+        st.metric(
+            f"Head diversity sharing {', '.join(f'$W^{r.upper()}$' for r in sorted(roles))} (rescaled mean slice)",
+            lesson.small(metrics.mean_off_diagonal(tried.diversity)),
+        )
+
+
+def order(c: Lesson) -> None:
+    T, C, H, L, D = c.sizes
+    st.markdown(
+        r"Attention compares every token with every other, $q_i \cdot k_j$. Feed a layer the same token vectors "
+        "(positions already added) in another order, its input's rows shuffled: what do its outputs do? Predict "
+        "first."
+    )
+    layer, _ = layer_head(c.run, head=False)
+    q, _err = lesson.shuffle_question(c.model, c.run, layer)
+    answered = choice_question(
+        f"{c.tag}-shuffle",
+        "With its input's rows shuffled, the layer's outputs are:",
+        q.options,
+        q.answer,
+        q.why,
+        hint="Each output row is a weighted average over all tokens, with weights from dot products; does a dot "
+        "product know positions?",
+    )
+    shuffled = setting_widget(
+        "toggle", "Shuffle the rows of the layer's input", "lesson_shuffle", disabled=answered is None
+    )
+    if answered is None:
+        st.caption("The toggle unlocks once you have predicted.")
+    else:
+        st.markdown(
+            "Each token meets the same others in any order, so its output is the same, only moved: attention itself "
+            "cannot see order. Reorder the words of the sentence instead and BERT's outputs do change, because BERT "
+            "adds a learned position embedding to every token before layer 0. That is the next lesson: positional "
+            "encodings."
+        )
+    if shuffled and answered is not None:
+        s = build.build_stages(c.model, c.run, layer, H, shuffle=True, seed=1)
+        st.caption("Fed in this order: " + " ".join(plots.common.token_label(t) for t in s.tokens))
+        st.metric("Largest difference after undoing the shuffle", lesson.small(s.shuffle_error))
+    c.tool("app_pages/build.py", "Shuffle on any layer, with every stage: Build it from scratch", layer)
+
+
+def recap_step(c: Lesson) -> None:
+    st.markdown("**The seven points**\n\n" + "\n".join(f"{n}. {p}" for n, p in enumerate(lesson.POINTS, 1)))
+    st.subheader("The check question, answered on your sentence")
+    layer, _ = layer_head(c.run, head=False)
+    ans = c.answer(layer)
+    st.table(  # a table that wraps (a scrolling grid hid its last column on a phone)
+        [
+            {"measure": k, "BERT's heads": lesson.number(b), "one shared W^Q, W^K, W^V": lesson.number(a)}
+            for k, b, a in ans.table()
+        ],
+        hide_index=True,
+    )
+    st.markdown(recap.sharing(ans, layer))
+    plain = {r.rung.name: r for r in cached_ladder(c.inp, layer)}
+    scaled = {r.rung.name: r for r in cached_ladder(c.inp, layer, True)}
+    if "MQA" in plain and "MHA" in plain:
+        st.markdown(recap.production(layer, plain, scaled, cached_baselines(c.inp, layer)))
+        trained = [
+            o
+            for k, o in UPTRAINS.entries()
+            if k[0] == c.inp.model and (o.rung.name == "MQA" or o.rung.name.startswith("GQA"))
+        ]
+        st.markdown(recap.uptrained(trained[-1] if trained else None))
+    c.tool("app_pages/sharing.py", "Uptrain a rung yourself: What may be shared", layer)
+    st.subheader("Your answers")
+    first = first_answers()
+    st.table(
+        [
+            {"question": what, "first answer": "—" if rid not in first else "right" if first[rid] else "not quite"}
+            for rid, what in lesson.QUESTIONS.items()
+        ],
+        hide_index=True,
+    )
+
+
+DRAW: dict[str, Callable[[Lesson], None]] = {
+    "one-query": one_query,
+    "stages": stages,
+    "subspaces": two_heads,
+    "concat": concat,
+    "jobs": jobs,
+    "sharing": sharing,
+    "order": order,
+    "recap": recap_step,
+}
