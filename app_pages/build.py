@@ -14,15 +14,9 @@ inp, run, model = ui.page_start()
 C, H_model = model.d_model, model.n_heads
 
 c1, c2, c3, c4 = st.columns([1.4, 1, 1, 1])
-source = ui.setting_widget(
-    "radio",
-    "Weights",
-    "build_source",
-    c1,
-    options=["BERT layer", "Random (seeded)"],
-    horizontal=True,
-    help="Real weights from a BERT layer, or a fresh random initialisation.",
-)
+SOURCES = {"BERT layer": "bert", "Random (seeded)": "random"}  # shown -> build_stages' weights
+about = "Real weights from a BERT layer, or a fresh random initialisation."
+source = ui.setting_widget("radio", "Weights", "build_source", c1, options=SOURCES, horizontal=True, help=about)
 layer, _ = ui.layer_head(run, container=c2, head=False)
 choices = [h for h in valid_head_counts(C) if h <= 48]
 H = ui.setting_widget(
@@ -44,7 +38,7 @@ scale = ui.setting_widget("toggle", r"Divide by $\sqrt{d_k}$", "build_scale", t2
 shuffle = ui.setting_widget("toggle", "Shuffle the words", "build_shuffle", t3)
 seed = int(
     ui.setting_widget(
-        "number_input", "Seed", "build_seed", t4, min_value=0, max_value=10_000, disabled=source == "BERT layer"
+        "number_input", "Seed", "build_seed", t4, min_value=0, max_value=10_000, disabled=SOURCES[source] == "bert"
     )
 )
 st.caption(
@@ -53,7 +47,7 @@ st.caption(
 )
 D = C // H
 
-s = build_stages(model, run, layer, H, "bert" if source == "BERT layer" else "random", seed, shared, scale, shuffle)
+s = build_stages(model, run, layer, H, SOURCES[source], seed, shared, scale, shuffle)
 tr, tokens = s.trace, s.tokens
 T = len(tokens)
 shown = tokens[:MAX_SHOWN]

@@ -1,14 +1,14 @@
 """The lesson: the seven points of multi-head attention in order, each done by the learner on the
 real model, with a question checked against the numbers the engine computed for their sentence.
-The steps are mha.lesson.STEPS, each drawn by ui.lesson_steps.DRAW[step.key]."""
+The steps are mha.steps.STEPS, each drawn by ui.lesson_steps.DRAW[step.key]."""
 
 import streamlit as st
 
 import ui
-from mha import lesson
+from mha import steps
 from ui import lesson_steps
 
-N = len(lesson.STEPS)
+N = len(steps.STEPS)
 inp, run, model = ui.page_start()
 ss = st.session_state
 if not 1 <= int(ss.get("step", 1)) <= N:
@@ -16,6 +16,7 @@ if not 1 <= int(ss.get("step", 1)) <= N:
     ss["step"] = 1
 ui.show_notices()
 step = int(ss["step"])
+current = steps.STEPS[step - 1]
 
 
 def go(to: int) -> None:
@@ -28,7 +29,7 @@ ui.scroll_top(f"lesson-{ss.get('lesson_moves', 0)}")
 head_row = st.columns([3, 1.4, 0.6])  # the last column stays empty: Streamlit's header sits over it
 head_row[0].title("Lesson: multi-head attention")
 score_box = head_row[1].empty()  # filled at the end of the run, after this run's answers
-st.progress(step / N, text=f"Step {step} of {N}: {lesson.STEPS[step - 1].title}")
+st.progress(step / N, text=f"Step {step} of {N}: {current.title}")
 ui.words(
     "head width",
     "representation subspace",
@@ -43,7 +44,9 @@ ui.words(
     "mean pooling",
     "uptraining",
 )
-lesson_steps.DRAW[lesson.STEPS[step - 1].key](lesson_steps.Lesson(inp, run, model, ui.question_tag(inp, step)))
+this = lesson_steps.Lesson(inp, run, model, ui.question_tag(inp, step))
+st.markdown(current.opening(this.shape))
+lesson_steps.DRAW[current.key](this)
 
 b1, _, reset, b2 = st.columns([1, 2.6, 1.4, 1])
 b1.button("← Back", disabled=step == 1, on_click=go, args=(step - 1,), key="lesson_back", width="stretch")
@@ -53,11 +56,11 @@ b2.button(
 )
 right, answered = ui.lesson_score()  # after every question of this run: the same numbers everywhere
 score_box.metric("Right at the first try", f"{right} of {answered}")
-if step == N and answered == len(lesson.QUESTIONS):
+if step == N and answered == len(steps.QUESTIONS):
     st.success(
         f"End of the lesson: {right} of {answered} questions right at the first try. Every tool is in the "
         "sidebar; the sentence box works on all of them.",
         icon=":material/school:",
     )
 elif step == N:
-    st.info(f"{answered} of {len(lesson.QUESTIONS)} questions answered: the steps before this one hold the others.")
+    st.info(f"{answered} of {len(steps.QUESTIONS)} questions answered: the steps before this one hold the others.")

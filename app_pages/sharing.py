@@ -5,6 +5,8 @@ import streamlit as st
 import ui
 from mha import collapse, ladder, lesson, plots, uptrain
 
+POOLINGS = ("mean-pooled", "scale restored")  # a rung to uptrain starts from the plain mean, or rescaled
+
 st.title("What may be shared: multi-query and grouped-query attention")
 st.markdown(
     "Sharing $W^Q$, $W^K$ and $W^V$ across heads collapses them into one head. Yet the models that run "
@@ -165,15 +167,9 @@ st.markdown(
     "head that reads it moves with it. It is a short layer-wise fit, not the paper's uptraining."
 )
 u1, u0, u2, u3 = st.columns([2, 1.4, 1, 1])
-pooling = ui.setting_widget(
-    "radio",
-    "Start from",
-    "sharing_pooling",
-    u0,
-    options=["mean-pooled", "scale restored"],
-    help="The plain mean of each group's slices (Ainslie et al. 2023), or that mean rescaled to a slice's length.",
-)
-choices = [m.rung for m in (rescaled if pooling == "scale restored" else measured) if m.rung.name != "MHA"]
+about = "The plain mean of each group's slices (Ainslie et al. 2023), or that mean rescaled to a slice's length."
+pooling = ui.setting_widget("radio", "Start from", "sharing_pooling", u0, options=POOLINGS, help=about)
+choices = [m.rung for m in (rescaled if pooling == POOLINGS[1] else measured) if m.rung.name != "MHA"]
 if not choices:
     st.stop()
 by_name = {r.name: r for r in choices}

@@ -8,7 +8,7 @@ projections make the heads identical. The page asks; these functions say what is
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,77 +18,6 @@ from .plots.common import token_label
 
 if TYPE_CHECKING:
     from .bert import BertRun, LoadedBert
-
-
-@dataclass(frozen=True)
-class Step:
-    """One step of the lesson: `key` names its drawing on the page (ui/lesson_steps.py), `title`
-    heads it, `point` is its line in the recap (None for the recap itself), and `questions` maps
-    each question's name to what the score table says was asked."""
-
-    key: str
-    title: str
-    point: str | None
-    questions: dict[str, str] = field(default_factory=dict)
-
-
-STEPS = (
-    Step(
-        "one-query",
-        "One head must average",
-        "A head gives each token one distribution that sums to 1, so one head cannot send a token everywhere it "
-        "needs to look: several heads can.",
-        {"spread": "to how many words do the heads send one token?"},
-    ),
-    Step(
-        "stages",
-        "Three stages, real shapes",
-        "Three stages: project per head ($T \\times d_{model} \\to T \\times d_k$), attend in parallel, "
-        "concatenate and mix with $W^O$.",
-        {"q": "the shape of one head's Q_i"},
-    ),
-    Step(
-        "subspaces",
-        "Do two heads see a sentence alike?",
-        "Each head's own $W_i^Q, W_i^K$ map the tokens into its own subspace: different heads, different pictures.",
-        {"sub": "do two heads see the sentence alike?"},
-    ),
-    Step(
-        "concat",
-        "Concatenate, then mix",
-        "Concatenating gives $T \\times h d_k = T \\times d_{model}$, and $W^O$ mixes every head into every "
-        "output dimension.",
-        {"out": "the output's shape with another number of heads"},
-    ),
-    Step(
-        "jobs",
-        "What heads learn",
-        "Heads learn different jobs: the previous token, parking on [CLS]/[SEP], syntax (Clark et al. 2019).",
-        {"prev": "(reading the chart): which head reads the previous token most?"},
-    ),
-    Step(
-        "sharing",
-        "The check question: share Q, K and V?",
-        "Share $W^Q, W^K, W^V$ and every head computes the same attention: the subspaces collapse into one.",
-        {
-            "predict": "what sharing W^Q, W^K, W^V does (your prediction)",
-            "roles": "which two shared projections make the heads identical?",
-        },
-    ),
-    Step(
-        "order",
-        "Next lesson: word order",
-        "Attention alone does not see word order: shuffled words only permute the outputs, so positions are added.",
-        {"shuffle": "what shuffling the words does to the outputs"},
-    ),
-    Step("recap", "Recap: the check question, answered", None),
-)
-POINTS = tuple(s.point for s in STEPS if s.point is not None)
-QUESTIONS = {  # the score's records (ui.quiz.record_id): "<step>-<name>" -> what was asked
-    f"{n}-{name}": f"Step {n}{'' if text.startswith('(') else ':'} {text}"
-    for n, s in enumerate(STEPS, 1)
-    for name, text in s.questions.items()
-}
 
 
 def small(x: float, tol: float = 1e-5) -> str:

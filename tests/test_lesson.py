@@ -13,7 +13,7 @@ from conftest import plotly_array
 from streamlit.testing.v1 import AppTest
 
 from livetest import ROOT
-from mha import atlas, build, check, collapse, lesson, metrics, subspaces
+from mha import atlas, build, check, collapse, lesson, metrics, steps, subspaces
 from mha.collapse import CollapsePath
 
 
@@ -221,7 +221,7 @@ def test_walk_the_lesson(bert, text, right_first, shape, tmp_path, monkeypatch, 
     ask(question(at).options[0], question(at).options)
     at.toggle(key="_w_lesson_shuffle").set_value(True).run()
     assert not at.exception and not plain_maths(at)
-    n = len(lesson.QUESTIONS)
+    n = len(steps.QUESTIONS)
     assert score() == f"{seen_right} of {n}"  # seven steps, eight questions (step 6 asks two)
     assert not [s for s in at.success if "End of the lesson" in s.value]  # the banner closes the recap
     at.button(key="lesson_next").click().run()

@@ -1,6 +1,7 @@
-"""The lesson's steps drawn: one function per step of mha.lesson.STEPS, found by the step's key in
-DRAW. A step asks its question (ui.quiz), draws what the answer unlocks, and links to the tool
-page that goes further; the engine (mha.lesson, mha.recap) computes every answer and sentence."""
+"""The lesson's steps drawn: one function per step of mha.steps.STEPS, found by the step's key in
+DRAW (the page writes the step's opening paragraph first). A step asks its question (ui.quiz),
+draws what the answer unlocks, and links to the tool page that goes further; the engine
+(mha.lesson, mha.recap) computes every answer and sentence."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from mha import atlas, build, check, collapse, diagram, lesson, metrics, plots, recap, subspaces
+from mha import atlas, build, check, collapse, diagram, lesson, metrics, plots, recap, steps, subspaces
 from mha.bert import BertRun, LoadedBert
 
 from .cache import (
@@ -37,10 +38,10 @@ class Lesson:
     tag: str
 
     @property
-    def sizes(self) -> tuple[int, int, int, int, int]:
-        """(T tokens, C = d_model, H heads, L layers, D = d_k)."""
+    def shape(self) -> steps.Shape:
+        """T tokens, C = d_model, H heads, L layers (and D = d_k), the model's name."""
         m = self.model
-        return self.run.n_tokens, m.d_model, m.n_heads, m.n_layers, m.d_model // m.n_heads
+        return steps.Shape(self.run.n_tokens, m.d_model, m.n_heads, m.n_layers, self.inp.model)
 
     def tool(self, page: str, label: str, layer: int | None = None, head: int | None = None) -> None:
         """A link that opens a tool page with the same sentence, layer and head."""
@@ -64,13 +65,8 @@ def _hidden(what: str) -> None:
 
 
 def one_query(c: Lesson) -> None:
-    T, C, H, L, D = c.sizes
-    st.markdown(
-        r"A head gives every token $i$ **one** set of weights over the sentence, "
-        r"$\alpha_{ij} = \mathrm{softmax}_j\big(q_i \cdot k_j / \sqrt{d_k}\big)$, which sums to 1, and hands back "
-        r"**one** weighted average $\sum_j \alpha_{ij} v_j$. Follow one token of your sentence through the "
-        f"{L * H} heads of {c.inp.model} ({L} layers x {H} heads) and see where each sends it."
-    )
+    s = c.shape
+    L, H = s.L, s.H
     try:
         default, rule = lesson.query_rule(c.run.tokens)
     except ValueError as e:  # no content word: nothing to follow
@@ -114,15 +110,8 @@ def one_query(c: Lesson) -> None:
 
 
 def stages(c: Lesson) -> None:
-    T, C, H, L, D = c.sizes
-    st.markdown(
-        r"Multi-head attention runs $h$ heads side by side in three stages. **Project**: each head $i$ has its own "
-        r"$W_i^Q, W_i^K, W_i^V$ of size $d_{model} \times d_k$, with $d_k = d_{model}/h$: "
-        r"$Q_i = X W_i^Q,\ K_i = X W_i^K,\ V_i = X W_i^V$. **Attend**: every head at once, "
-        r"$\mathrm{head}_i = \mathrm{softmax}\big(Q_i K_i^\top / \sqrt{d_k}\big) V_i$. **Concatenate and mix**: "
-        r"$\mathrm{MultiHead}(X) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\, W^O$. "
-        f"Here $d_{{model}} = {C}$, $h = {H}$ and your sentence has $T = {T}$ tokens."
-    )
+    s = c.shape
+    T, C, H, D = s.T, s.C, s.H, s.D
     answered = number_question(
         f"{c.tag}-q",
         r"How big is one head's $Q_i$ for your sentence? (rows $\times$ columns)",
@@ -140,13 +129,7 @@ def stages(c: Lesson) -> None:
 
 
 def two_heads(c: Lesson) -> None:
-    T, C, H, L, D = c.sizes
-    st.markdown(
-        r"Every head $i$ multiplies the same token vectors by its $W_i^Q$ and $W_i^K$: queries and keys in a "
-        r"$d_k$-dimensional space, where the dot product $q \cdot k$ decides who reads whom. Pick two heads of one "
-        "layer and predict; then each head's space is drawn in 2-D (queries ●, keys ◇; the picture keeps as much of "
-        "the head's scores as two dimensions can)."
-    )
+    H = c.shape.H
     layer, _ = layer_head(c.run, head=False)
     c1, c2 = st.columns(2)
     a = setting_widget(
@@ -184,12 +167,8 @@ def two_heads(c: Lesson) -> None:
 
 
 def concat(c: Lesson) -> None:
-    T, C, H, L, D = c.sizes
-    st.markdown(
-        r"Each head returns a $T \times d_k$ matrix. The $h$ of them are joined side by side and multiplied by "
-        r"$W^O$ ($d_{model} \times d_{model}$): every output dimension is a weighted sum over **every** head's "
-        "dimensions, so the next layer gets one representation informed by all heads."
-    )
+    s = c.shape
+    C, H, D = s.C, s.H, s.D
     layer, _ = layer_head(c.run, head=False)
     h2, d2 = lesson.other_split(H, C)
     answered = number_question(
@@ -220,13 +199,6 @@ def concat(c: Lesson) -> None:
 
 
 def jobs(c: Lesson) -> None:
-    st.markdown(
-        "Heads learn whatever helps the task; we can only look and build intuition. Clark et al. 2019 (*What Does "
-        "BERT Look At?*) found heads that read the previous or the next token, heads that park their attention on "
-        "[CLS] or [SEP], and heads that follow syntax; Kovaleva et al. 2019 sorted their patterns into vertical, "
-        "diagonal and block shapes. This step is an exercise in reading a chart: below, every head coloured by how "
-        "much it reads the previous token."
-    )
     m = cached_measures(c.inp)
     chart(plots.atlas.atlas_heatmap(m["to previous"], atlas.hover_text(m), "Share of attention to the previous token"))
     q, best, _vertical = lesson.previous_token_question(c.run)
@@ -247,11 +219,7 @@ def jobs(c: Lesson) -> None:
 
 
 def sharing(c: Lesson) -> None:
-    T, C, H, L, D = c.sizes
-    st.markdown(
-        r"Someone proposes to save parameters by giving every head the **same** $W^Q, W^K, W^V$. "
-        "Predict first, then try it on a real layer."
-    )
+    H = c.shape.H
     layer, _ = layer_head(c.run, head=False)
     prediction = setting_widget(
         "radio",
@@ -335,12 +303,7 @@ def _shared_layer(c: Lesson, layer: int, prediction: int) -> None:
 
 
 def order(c: Lesson) -> None:
-    T, C, H, L, D = c.sizes
-    st.markdown(
-        r"Attention compares every token with every other, $q_i \cdot k_j$. Feed a layer the same token vectors "
-        "(positions already added) in another order, its input's rows shuffled: what do its outputs do? Predict "
-        "first."
-    )
+    H = c.shape.H
     layer, _ = layer_head(c.run, head=False)
     q, _err = lesson.shuffle_question(c.model, c.run, layer)
     answered = choice_question(
@@ -372,7 +335,6 @@ def order(c: Lesson) -> None:
 
 
 def recap_step(c: Lesson) -> None:
-    st.markdown("**The seven points**\n\n" + "\n".join(f"{n}. {p}" for n, p in enumerate(lesson.POINTS, 1)))
     st.subheader("The check question, answered on your sentence")
     layer, _ = layer_head(c.run, head=False)
     ans = c.answer(layer)
@@ -400,7 +362,7 @@ def recap_step(c: Lesson) -> None:
     st.table(
         [
             {"question": what, "first answer": "—" if rid not in first else "right" if first[rid] else "not quite"}
-            for rid, what in lesson.QUESTIONS.items()
+            for rid, what in steps.QUESTIONS.items()
         ],
         hide_index=True,
     )

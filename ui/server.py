@@ -19,17 +19,6 @@ TRIM_SECONDS = float(os.environ.get("MHA_TRIM_SECONDS", "2"))  # see release_mem
 
 
 @functools.cache
-def plotly_module() -> str | None:
-    """The file name of Streamlit's Plotly chart module (it carries a build hash), or None. The
-    sidebar imports it when a page opens, so a page whose first chart waits for an answer (the
-    lesson's step 1) does not load 4.7 MB of JavaScript between the click and the chart."""
-    import streamlit
-
-    found = sorted((Path(streamlit.__file__).parent / "static" / "static" / "js").glob("PlotlyChart.*.js"))
-    return found[0].name if found else None
-
-
-@functools.cache
 def configure() -> None:
     """One torch thread per computation (app.py sets the BLAS/OpenMP ones before numpy loads),
     and pandas and Plotly's serialiser imported before any session imports them at once.

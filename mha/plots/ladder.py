@@ -22,26 +22,12 @@ def ladder_chart(
     fig = go.Figure()
     series = [("mean-pooled", rows, None)] + ([("scale restored", rescaled, "dot")] if rescaled else [])
     for kind, measured, dash in series:
-        fig.add_trace(
-            go.Scatter(
-                x=names,
-                y=[r.sentence_cosine for r in measured],
-                name=f"sentence cosine, {kind}",
-                mode="lines+markers",
-                line=dict(color=role_colour("sentence cosine"), dash=dash),
-            )
-        )
+        cosines = [r.sentence_cosine for r in measured]
+        line = dict(color=role_colour("sentence cosine"), dash=dash)
+        fig.add_scatter(x=names, y=cosines, name=f"sentence cosine, {kind}", mode="lines+markers", line=line)
     for (kind, measured, _), opacity in zip(series, (0.35, 0.7)):
-        fig.add_trace(
-            go.Bar(
-                x=names,
-                y=[r.diversity for r in measured],
-                name=f"head diversity (JS), {kind}",
-                yaxis="y2",
-                marker_color=role_colour("diversity"),
-                opacity=opacity,
-            )
-        )
+        bars = dict(yaxis="y2", marker_color=role_colour("diversity"), opacity=opacity)
+        fig.add_bar(x=names, y=[r.diversity for r in measured], name=f"head diversity (JS), {kind}", **bars)
     if baselines is not None:
         for value, label, dash in (
             (baselines.sentence_cosine, "layer's attention removed", "dash"),
