@@ -44,7 +44,7 @@ ui.words(
     "mean pooling",
     "uptraining",
 )
-this = lesson_steps.Lesson(inp, run, model, ui.question_tag(inp, step))
+this = lesson_steps.StepContext(inp, run, model, ui.question_tag(inp, step))
 st.markdown(current.opening(this.shape))
 lesson_steps.DRAW[current.key](this)
 

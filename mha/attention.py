@@ -60,11 +60,14 @@ def scaled_dot_product_attention(
     return weights @ v, weights  # (..., T, Dv), (..., T, S)
 
 
-def attention_mask_for(attention_mask: torch.Tensor | None, T: int, causal: bool) -> torch.Tensor | None:
+def attention_mask_for(
+    attention_mask: torch.Tensor | None, T: int, causal: bool, device: torch.device | None = None
+) -> torch.Tensor | None:
     """Which keys each query may read, as a bool mask broadcastable to (B, H, T, T), or None.
 
     attention_mask: (B, T), 1 = real token, 0 = padding (a padded key is never read).
     causal: query t reads keys 0..t only (a decoder); otherwise every key (an encoder such as BERT).
+    device: where the causal mask is made (the input's device).
     """
     mask = None
     if attention_mask is not None:
@@ -75,7 +78,6 @@ def attention_mask_for(attention_mask: torch.Tensor | None, T: int, causal: bool
             )
         mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
     if causal:
-        device = None if attention_mask is None else attention_mask.device
         lower = torch.ones(T, T, dtype=torch.bool, device=device).tril()  # (T, T): key <= query
         mask = lower if mask is None else mask & lower  # (B, 1, T, T)
     return mask
@@ -90,7 +92,8 @@ class AttentionTrace:
       a role with H projections; with n < H it reads projection i // (H / n)).
     scores: (B, H, T, T) raw Q_i K_i^T.
     scaled: (B, H, T, T) scores / sqrt(D) (or the raw scores if scaling was turned off).
-    weights: (B, H, T, T) softmax over keys; every row sums to 1.
+    weights: (B, H, T, T) softmax over the keys a query may read; every row sums to 1, except a
+      query with no key to read (all padding), whose row is all zeros.
     heads: (B, H, T, D) head outputs weights @ V_i.
     concat: (B, T, C) head outputs side by side.
     output: (B, T, C) concat @ W^O^T + b^O.
@@ -214,7 +217,7 @@ class MultiHeadAttention(nn.Module):
         q, k, v = per_head(self.q_proj(x)), per_head(self.k_proj(x)), per_head(self.v_proj(x))
         # 2. (positions would enter here: rotary embeddings rotate q and k; BERT adds them to x)
         # 3. which keys each query may read: padding, and the future when causal
-        mask = attention_mask_for(attention_mask, T, self.causal)
+        mask = attention_mask_for(attention_mask, T, self.causal, x.device)
         # 4. scaled dot-product attention in every head at once
         factor = 1.0 / math.sqrt(D) if scale else 1.0
         heads, weights = scaled_dot_product_attention(q, k, v, mask, factor)  # (B, H, T, D), (B, H, T, T)
@@ -233,13 +236,15 @@ class MultiHeadAttention(nn.Module):
         (B, H), multiplies each head's output before W^O (0 removes the head, as in Michel et
         al. 2019; a tensor that requires grad gives their gate gradients).
 
-        Returns (output (B, T, C), weights (B, H, T, T)); padded keys get weight 0.
+        Returns (output (B, T, C), weights (B, H, T, T)); padded keys, and future keys when the
+        module is causal, get weight 0.
         """
         B, T, C = x.shape
         if C != self.d_model:
             raise ValueError(f"input width {C} does not match d_model={self.d_model}")
         w_t, b, o_t, o_b = self._fast_weights()
-        grad = torch.is_grad_enabled() and (w_t.requires_grad or x.requires_grad)
+        needs = (w_t, x) if b is None else (w_t, b, x)  # frozen weights may still have trainable biases
+        grad = torch.is_grad_enabled() and any(t.requires_grad for t in needs)
         qkv = (x.reshape(B * T, C) @ w_t).view(B, T, sum(self.role_heads), self.d_head)  # (B, T, q+k+v, D)
         qkv = qkv.permute(0, 2, 1, 3)  # (B, q+k+v, T, D), strided
         # the bias is added while copying into a contiguous per-head layout: no matmul copies again
@@ -248,7 +253,7 @@ class MultiHeadAttention(nn.Module):
         else:
             bias = b.view(1, -1, 1, self.d_head)  # (1, q+k+v, 1, D)
             qkv = torch.add(qkv, bias, out=qkv.new_empty(qkv.shape)) if not grad else qkv + bias
-        mask = attention_mask_for(attention_mask, T, self.causal)
+        mask = attention_mask_for(attention_mask, T, self.causal, x.device)
         hq, hk, hv = self.role_heads
         grouped = hq == self.n_heads and hk == hv  # distinct, grouped-query or multi-query
         heads, weights = (self._grouped if grouped else self._by_role)(qkv, mask)

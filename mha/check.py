@@ -1,7 +1,7 @@
 """The check question's answer in numbers: one computation for every page that gives it.
 
-The question (LESSON.md): give every head the same W^Q, W^K, W^V to save parameters; what do the
-heads do? `answer` reads two rows of collapse measures (LayerCollapse.summary()), BERT's own heads
+The lesson's check question: give every head the same W^Q, W^K, W^V to save parameters; what do
+the heads do? `answer` reads two rows of collapse measures (LayerCollapse.summary()), BERT's own heads
 (alpha = 0) and the shared structure (alpha = 1), and the parameter counts of the structure with
 `path.roles` shared. The collapse page, the lesson's step 6 and its recap all read this one Answer.
 """

@@ -27,7 +27,8 @@ def sharing(ans: Answer, layer: int) -> str:
             f"With one shared $W^Q, W^K, W^V$ the heads' maps still differ by up to {ans.difference_shared:.2f}; head "
             f"diversity goes from {ans.diversity_bert:.3f} to {small(ans.diversity_shared)} nats"
         )
-    overlaps = ", ".join(f"{ans.overlap_bert[r]:.2f} → {ans.overlap_shared[r]:.2f}" for r in "qkv")
+    key = "subspace overlap W^{}".format  # every role's overlap, whichever roles the path shares
+    overlaps = ", ".join(f"{ans.bert[key(r)]:.2f} → {ans.shared[key(r)]:.2f}" for r in "QKV")
     flatter = ", much flatter than BERT's heads" if ans.flat else ""
     worth = ", and buys nothing with them: the heads write the same thing." if ans.identical and copies else "."
     return (

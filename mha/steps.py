@@ -74,7 +74,7 @@ STEPS = (
         {"q": "the shape of one head's Q_i"},
     ),
     Step(
-        "subspaces",
+        "two-heads",
         "Do two heads see a sentence alike?",
         (
             r"Every head $i$ multiplies the same token vectors by its $W_i^Q$ and $W_i^K$: queries and keys in a "

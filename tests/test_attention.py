@@ -346,6 +346,15 @@ def test_every_fast_path_equals_the_reference(heads, causal):
                 tr = m.trace(*args)
             torch.testing.assert_close(w, tr.weights, **TOL)
             torch.testing.assert_close(out, tr.output, **TOL)
+        fast = torch.autograd.grad(m(*args)[0].square().sum(), list(m.parameters()))
+        slow = torch.autograd.grad(m.trace(*args).output.square().sum(), list(m.parameters()))
+        for a, b in zip(fast, slow):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    m.requires_grad_(False)
+    for proj in (m.q_proj, m.k_proj, m.v_proj):  # frozen weights, trainable biases
+        proj.bias.requires_grad_(True)
+    m(x, mask)[0].sum().backward()
+    assert all(p.bias.grad is not None for p in (m.q_proj, m.k_proj, m.v_proj))
 
 
 @pytest.mark.parametrize("heads", [None, (6, 2, 2), (6, 1, 1)])

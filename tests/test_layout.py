@@ -104,6 +104,9 @@ def test_the_lesson_is_a_table_of_steps_with_short_functions():
     from ui.lesson_steps import DRAW
 
     assert [s.key for s in steps.STEPS] == list(DRAW)
+    drawn = (ROOT / "ui" / "lesson_steps.py").read_text()
+    for step in steps.STEPS:  # each question the step records is asked by its drawing, by that name
+        assert all(f'{{c.tag}}-{name}"' in drawn for name in step.questions), step.key
     for name in ("app_pages/lesson.py", "ui/lesson_steps.py"):
         tree = ast.parse((ROOT / name).read_text())
         blocks = [*tree.body, *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef))]

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from mha import atlas, build, check, collapse, diagram, lesson, metrics, plots, recap, steps, subspaces
+from mha import atlas, build, check, collapse, lesson, metrics, plots, recap, steps, subspaces
 from mha.bert import BertRun, LoadedBert
+from mha.diagram import stages_dot, stages_text
 
 from .cache import (
     UPTRAINS,
@@ -24,13 +25,12 @@ from .cache import (
 from .quiz import choice_question, first_answers, first_try, number_question
 from .settings import setting_widget
 from .state import Inputs
-from .widgets import chart, layer_head, token_picker
-from .widgets import diagram as picture
+from .widgets import chart, diagram, layer_head, token_picker
 
 
 @dataclass(frozen=True)
-class Lesson:
-    """What every step reads: the sentence's inputs and run, the model, and the step's question tag."""
+class StepContext:
+    """What every step's drawing reads: the sentence's inputs and run, the model, and the step's question tag."""
 
     inp: Inputs
     run: BertRun
@@ -64,7 +64,7 @@ def _hidden(what: str) -> None:
     st.info(what, icon=":material/visibility_off:")
 
 
-def one_query(c: Lesson) -> None:
+def follow_one_token(c: StepContext) -> None:
     s = c.shape
     L, H = s.L, s.H
     try:
@@ -109,7 +109,7 @@ def one_query(c: Lesson) -> None:
     c.tool("app_pages/atlas.py", "Rank every head for any two words: the link finder", *one.targets[0][1:3])
 
 
-def stages(c: Lesson) -> None:
+def stages(c: StepContext) -> None:
     s = c.shape
     T, C, H, D = s.T, s.C, s.H, s.D
     answered = number_question(
@@ -124,11 +124,11 @@ def stages(c: Lesson) -> None:
     if answered is None:
         _hidden("Answer first: the diagram with every shape follows.")
     else:
-        picture(diagram.stages_dot(T, C, H), diagram.stages_text(T, C, H))
+        diagram(stages_dot(T, C, H), stages_text(T, C, H))
     c.tool("app_pages/build.py", "See every stage on your sentence: Build it from scratch")
 
 
-def two_heads(c: Lesson) -> None:
+def two_heads(c: StepContext) -> None:
     H = c.shape.H
     layer, _ = layer_head(c.run, head=False)
     c1, c2 = st.columns(2)
@@ -166,7 +166,7 @@ def two_heads(c: Lesson) -> None:
     c.tool("app_pages/subspaces.py", "Every head's subspace, and how sharing folds them: Subspaces", layer)
 
 
-def concat(c: Lesson) -> None:
+def concat(c: StepContext) -> None:
     s = c.shape
     C, H, D = s.C, s.H, s.D
     layer, _ = layer_head(c.run, head=False)
@@ -186,19 +186,19 @@ def concat(c: Lesson) -> None:
         _hidden("Answer first: the layer's concatenation and output follow.")
     else:
         mixed = setting_widget("toggle", r"Show the output after $W^O$", "lesson_mixed")
-        s = build.build_stages(c.model, c.run, layer, H)
-        shown = s.tokens[:64]
+        built = build.build_stages(c.model, c.run, layer, H)
+        shown = built.tokens[:64]
         if mixed:
-            chart(plots.build.matrix_heatmap(s.trace.output[0, :64], shown, "Output = Concat W<sup>O</sup> + b"))
+            chart(plots.build.matrix_heatmap(built.trace.output[0, :64], shown, "Output = Concat W<sup>O</sup> + b"))
         else:
             slices = [h * D for h in range(1, H)]
             title = "Concat(head_1, ..., head_h)"
-            chart(plots.build.matrix_heatmap(s.trace.concat[0, :64], shown, title, boundaries=slices))
+            chart(plots.build.matrix_heatmap(built.trace.concat[0, :64], shown, title, boundaries=slices))
         st.caption("The lines mark where each head's slice starts; after $W^O$ there are no slices left.")
     c.tool("app_pages/build.py", "Every stage, step by step: Build it from scratch", layer)
 
 
-def jobs(c: Lesson) -> None:
+def jobs(c: StepContext) -> None:
     m = cached_measures(c.inp)
     chart(plots.atlas.atlas_heatmap(m["to previous"], atlas.hover_text(m), "Share of attention to the previous token"))
     q, best, _vertical = lesson.previous_token_question(c.run)
@@ -218,7 +218,7 @@ def jobs(c: Lesson) -> None:
     c.tool("app_pages/atlas.py", "Every measure of every head: Head atlas", *best)
 
 
-def sharing(c: Lesson) -> None:
+def share_qkv(c: StepContext) -> None:
     H = c.shape.H
     layer, _ = layer_head(c.run, head=False)
     prediction = setting_widget(
@@ -252,7 +252,7 @@ def sharing(c: Lesson) -> None:
     c.tool("app_pages/sharing.py", production, layer)
 
 
-def _shared_layer(c: Lesson, layer: int, prediction: int) -> None:
+def _shared_layer(c: StepContext, layer: int, prediction: int) -> None:
     """Step 6 once predicted and shared: both grids, the measures, the verdict, then which roles."""
     ans = c.answer(layer)
     g1, g2 = st.columns(2)
@@ -302,7 +302,7 @@ def _shared_layer(c: Lesson, layer: int, prediction: int) -> None:
         )
 
 
-def order(c: Lesson) -> None:
+def order(c: StepContext) -> None:
     H = c.shape.H
     layer, _ = layer_head(c.run, head=False)
     q, _err = lesson.shuffle_question(c.model, c.run, layer)
@@ -328,13 +328,13 @@ def order(c: Lesson) -> None:
             "encodings."
         )
     if shuffled and answered is not None:
-        s = build.build_stages(c.model, c.run, layer, H, shuffle=True, seed=1)
-        st.caption("Fed in this order: " + " ".join(plots.common.token_label(t) for t in s.tokens))
-        st.metric("Largest difference after undoing the shuffle", lesson.small(s.shuffle_error))
+        built = build.build_stages(c.model, c.run, layer, H, shuffle=True, seed=1)
+        st.caption("Fed in this order: " + " ".join(plots.common.token_label(t) for t in built.tokens))
+        st.metric("Largest difference after undoing the shuffle", lesson.small(built.shuffle_error))
     c.tool("app_pages/build.py", "Shuffle on any layer, with every stage: Build it from scratch", layer)
 
 
-def recap_step(c: Lesson) -> None:
+def recap_step(c: StepContext) -> None:
     st.subheader("The check question, answered on your sentence")
     layer, _ = layer_head(c.run, head=False)
     ans = c.answer(layer)
@@ -368,13 +368,13 @@ def recap_step(c: Lesson) -> None:
     )
 
 
-DRAW: dict[str, Callable[[Lesson], None]] = {
-    "one-query": one_query,
+DRAW: dict[str, Callable[[StepContext], None]] = {
+    "one-query": follow_one_token,
     "stages": stages,
-    "subspaces": two_heads,
+    "two-heads": two_heads,
     "concat": concat,
     "jobs": jobs,
-    "sharing": sharing,
+    "sharing": share_qkv,
     "order": order,
     "recap": recap_step,
 }

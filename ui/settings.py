@@ -1,4 +1,4 @@
-"""Every key the app keeps in a session, declared once with its type, and `kept`, the one way a
+"""Every key the app keeps in a session, declared once with its type, and `setting_widget`, the one way a
 page's widget keeps its value.
 
 A setting's value lives in st.session_state[key], which survives page switches (a widget's own
@@ -134,7 +134,7 @@ STATE: dict[str, type | tuple[type, ...]] = {  # the app's own bookkeeping
 }
 STATE_PREFIXES: dict[str, type | tuple[type, ...]] = {
     "_cut_": tuple,  # "_cut_<text box>": (the cut paste, characters cut)
-    "_follows_": object,  # "_follows_<setting>": what the setting was set for (kept's `follows`)
+    "_follows_": object,  # "_follows_<setting>": what the setting was set for (setting_widget's `follows`)
     **_before("collapse"),
     **_before("subspaces"),
 }
