@@ -245,18 +245,11 @@ class MultiHeadAttention(nn.Module):
         w_t, b, o_t, o_b = self._fast_weights()
         needs = (w_t, x) if b is None else (w_t, b, x)  # frozen weights may still have trainable biases
         grad = torch.is_grad_enabled() and any(t.requires_grad for t in needs)
-        qkv = (x.reshape(B * T, C) @ w_t).view(B, T, sum(self.role_heads), self.d_head)  # (B, T, q+k+v, D)
-        qkv = qkv.permute(0, 2, 1, 3)  # (B, q+k+v, T, D), strided
-        # the bias is added while copying into a contiguous per-head layout: no matmul copies again
-        if b is None:
-            qkv = qkv.contiguous()
-        else:
-            bias = b.view(1, -1, 1, self.d_head)  # (1, q+k+v, 1, D)
-            qkv = torch.add(qkv, bias, out=qkv.new_empty(qkv.shape)) if not grad else qkv + bias
+        q, k, v = self._project(x, w_t, b, grad)  # (B, q, T, D), (B, k, T, D), (B, v, T, D)
         mask = attention_mask_for(attention_mask, T, self.causal, x.device)
         hq, hk, hv = self.role_heads
         grouped = hq == self.n_heads and hk == hv  # distinct, grouped-query or multi-query
-        heads, weights = (self._grouped if grouped else self._by_role)(qkv, mask)
+        heads, weights = (self._grouped if grouped else self._by_role)(q, k, v, mask)
         return self._mix(heads, o_t, o_b, head_mask), weights
 
     def _fast_weights(self) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
@@ -290,27 +283,58 @@ class MultiHeadAttention(nn.Module):
             self._fast_key = key
         return fast
 
-    def _grouped(self, qkv: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def _project(self, x: torch.Tensor, w_t: torch.Tensor, b: torch.Tensor | None, grad: bool) -> list[torch.Tensor]:
+        """Q (pre-scaled), K and V for every head with one matmul, each role in its own contiguous
+        (B, n, T, D) block: the bias is added while copying, so no later matmul copies again (a
+        slice of one (B, q+k+v, T, D) block is not contiguous over the batch: bmm would copy it)."""
+        B, T, C = x.shape
+        D = self.d_head
+        proj = x.reshape(B * T, C) @ w_t  # (B*T, (q+k+v) D)
+        if len(set(self.role_heads)) == 1:  # equal counts (H, H, H) or (1, 1, 1): one copy for all three
+            n = self.role_heads[0]
+            qkv = proj.view(B, T, 3, n, D).permute(2, 0, 3, 1, 4)  # (3, B, n, T, D), strided
+            if b is None:
+                return list(qkv.contiguous().unbind(0))
+            bias = b.view(3, 1, n, 1, D)  # (3, 1, n, 1, D)
+            qkv = qkv + bias if grad else torch.add(qkv, bias, out=qkv.new_empty(qkv.shape))
+            return list(qkv.unbind(0))  # each (B, n, T, D)
+        proj = proj.view(B, T, sum(self.role_heads), D)  # (B, T, q+k+v, D)
+        out, start = [], 0
+        for n in self.role_heads:
+            part = proj[:, :, start : start + n].permute(0, 2, 1, 3)  # (B, n, T, D), strided
+            bias = None if b is None else b[start * D : (start + n) * D].view(1, n, 1, D)  # (1, n, 1, D)
+            if bias is None:
+                out.append(part.contiguous())
+            elif grad:
+                out.append(part + bias)
+            else:
+                out.append(torch.add(part, bias, out=part.new_empty(part.shape)))
+            start += n
+        return out
+
+    def _grouped(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Head outputs (B, H, T, D) and weights (B, H, T, T) for heads=(H, G, G): the r = H / G
         query heads of a group are stacked along the token axis, so each group's K and V are read
         in place, never copied r times (G = H: plain multi-head attention, r = 1)."""
-        B, _, T, D = qkv.shape
-        H, G = self.n_heads, self.role_heads[1]
+        B, H, T, D = q.shape
+        G = k.shape[1]
         r = H // G
-        q, k, v = qkv.split((H, G, G), dim=1)  # (B, H, T, D), (B, G, T, D) x 2
         scores = torch.matmul(q.reshape(B, G, r * T, D), k.transpose(-2, -1)).view(B, H, T, T)  # (B, H, T, T)
         weights = self._softmax(scores, mask)  # (B, H, T, T)
         heads = torch.matmul(weights.view(B, G, r * T, T), v).view(B, H, T, D)  # (B, H, T, D)
         return heads, weights
 
-    def _by_role(self, qkv: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def _by_role(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Head outputs (B, H, T, D) and weights (B, H, T, T) for any other split, e.g. (1, 1, 1) or
         (1, 1, H): the attention is computed once per distinct pair of Q and K groups (A = lcm(q, k)
         of them, 1 for shared Q and K) and read by the H / A heads of that group, each through its
         own values."""
-        B, _, T, D = qkv.shape
+        B, _, T, D = q.shape
         H = self.n_heads
-        q, k, v = qkv.split(self.role_heads, dim=1)  # (B, q, T, D), (B, k, T, D), (B, v, T, D)
         A = math.lcm(*self.role_heads[:2])
         scores = torch.matmul(_repeat_heads(q, A), _repeat_heads(k, A).transpose(-2, -1))  # (B, A, T, T)
         weights = self._softmax(scores, mask)  # (B, A, T, T)
