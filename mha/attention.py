@@ -20,8 +20,9 @@ role with n of them.
 `MultiHeadAttention.trace` is the reference: the formula written out step by step, keeping every
 intermediate for the teaching pages; read it first. `forward` computes the same with two fast
 paths (one fused projection, Q scaled before the matmul, in-place masking and softmax);
-tests/test_attention.py proves every path equal to `trace` for every kind of split, padded and
-causal. A query whose keys are all masked reads nothing: its weights and output are all zeros.
+tests/test_attention.py proves every path equal to `trace` for every kind of split, padded,
+causal and rotary (mha/rotary.py: positions inside q . k, as Llama-class decoders have them).
+A query whose keys are all masked reads nothing: its weights and output are all zeros.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from . import rotary
 
 ROLES = ("q", "k", "v")
 
@@ -140,7 +143,10 @@ class MultiHeadAttention(nn.Module):
     heads=(q, k, v): the number of distinct projections of each role (see the module docstring);
     None = (H, H, H). A role with n projections is one nn.Linear of n * D outputs, so a shared
     role (n = 1) is ONE C x D parameter: parameter counts, gradients and training keep it shared.
-    causal=True: query t reads keys 0..t only (a decoder). W^O is always C x C.
+    causal=True: query t reads keys 0..t only (a decoder). rope_theta: rotary position embeddings
+    with that base (mha/rotary.py): queries and keys are rotated by their position before the
+    scores, as in Llama-class decoders; None = no positions inside attention (BERT adds them to
+    the tokens before layer 0). W^O is always C x C.
     """
 
     def __init__(
@@ -150,6 +156,7 @@ class MultiHeadAttention(nn.Module):
         heads: tuple[int, int, int] | None = None,
         bias: bool = True,
         causal: bool = False,
+        rope_theta: float | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(n_heads, int) or n_heads < 1:
@@ -162,7 +169,7 @@ class MultiHeadAttention(nn.Module):
                 f"valid head counts for d_model={d_model} are {valid_head_counts(d_model)}"
             )
         self.role_heads = role_heads(n_heads, heads)
-        self.d_model, self.n_heads, self.causal = d_model, n_heads, causal
+        self.d_model, self.n_heads, self.causal, self.rope_theta = d_model, n_heads, causal, rope_theta
         self.d_head = d_model // n_heads
         q_width, k_width, v_width = (g * self.d_head for g in self.role_heads)
         self.q_proj = nn.Linear(d_model, q_width, bias=bias)
@@ -185,6 +192,13 @@ class MultiHeadAttention(nn.Module):
     def shared_roles(self) -> tuple[str, ...]:
         """The roles ("q", "k", "v") with one projection used by every head (none for H = 1)."""
         return tuple(r for r, g in zip(ROLES, self.role_heads) if g == 1 and self.n_heads > 1)
+
+    def with_heads(self, heads: tuple[int, int, int] | None, n_heads: int | None = None) -> MultiHeadAttention:
+        """A new module (new weights) with this one's width, bias, mask and positions, and the split
+        `heads` of `n_heads` heads (this module's count by default)."""
+        bias = self.q_proj.bias is not None
+        n = self.n_heads if n_heads is None else n_heads
+        return MultiHeadAttention(self.d_model, n, heads, bias=bias, causal=self.causal, rope_theta=self.rope_theta)
 
     def num_parameters(self) -> int:
         """Number of learned parameters (weights and biases)."""
@@ -215,7 +229,9 @@ class MultiHeadAttention(nn.Module):
         # 1. project: head i gets columns i*D:(i+1)*D of X W^Q (and of X W^K, X W^V); a role with
         #    n < H projections gives head i its group g = i // (H / n), columns g*D:(g+1)*D
         q, k, v = per_head(self.q_proj(x)), per_head(self.k_proj(x)), per_head(self.v_proj(x))
-        # 2. (positions would enter here: rotary embeddings rotate q and k; BERT adds them to x)
+        # 2. positions: rotary embeddings rotate q and k by their position (BERT added them to x instead)
+        if self.rope_theta is not None:
+            q, k = rotary.rotate(q, self.rope_theta), rotary.rotate(k, self.rope_theta)
         # 3. which keys each query may read: padding, and the future when causal
         mask = attention_mask_for(attention_mask, T, self.causal, x.device)
         # 4. scaled dot-product attention in every head at once
@@ -246,6 +262,8 @@ class MultiHeadAttention(nn.Module):
         needs = (w_t, x) if b is None else (w_t, b, x)  # frozen weights may still have trainable biases
         grad = torch.is_grad_enabled() and any(t.requires_grad for t in needs)
         q, k, v = self._project(x, w_t, b, grad)  # (B, q, T, D), (B, k, T, D), (B, v, T, D)
+        if self.rope_theta is not None:  # linear in q, so it commutes with the 1/sqrt(D) folded into W^Q
+            q, k = rotary.rotate(q, self.rope_theta), rotary.rotate(k, self.rope_theta)
         mask = attention_mask_for(attention_mask, T, self.causal, x.device)
         hq, hk, hv = self.role_heads
         grouped = hq == self.n_heads and hk == hv  # distinct, grouped-query or multi-query

@@ -60,7 +60,7 @@ def resplit(m: MultiHeadAttention, n_heads: int) -> MultiHeadAttention:
     """The same matrices as m, read as n_heads heads of C / n_heads (a copy)."""
     if m.projection != "distinct":
         raise ValueError("resplit reads distinct projections (every head its own W^Q, W^K, W^V)")
-    out = MultiHeadAttention(m.d_model, n_heads, bias=m.q_proj.bias is not None, causal=m.causal)
+    out = m.with_heads(None, n_heads)
     out.load_state_dict(m.state_dict())
     return out.eval().requires_grad_(False)
 

