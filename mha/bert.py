@@ -172,10 +172,15 @@ class BertRun:
     def n_layers(self) -> int:
         return self.attentions.shape[0]
 
-    def layer_input(self, layer: int) -> torch.Tensor:
-        """(1, T, C) the hidden states entering `layer`, as a new tensor (the run is not shared
-        with it: a cached run's arrays are read-only)."""
+    def layer_state(self, layer: int) -> torch.Tensor:
+        """(1, T, C) the hidden states entering `layer` (where run_layers(start=layer) resumes), as
+        a new tensor (the run is not shared with it: a cached run's arrays are read-only)."""
         return torch.tensor(self.hidden_states[layer]).unsqueeze(0)
+
+    def layer_input(self, layer: int) -> torch.Tensor:
+        """(1, T, C) what `layer`'s attention reads, a new tensor: in BERT the hidden states entering
+        the layer (a pre-norm decoder normalises them first: DecoderRun)."""
+        return self.layer_state(layer)
 
     @property
     def n_heads(self) -> int:

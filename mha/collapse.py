@@ -398,7 +398,7 @@ def whole_model_effect(bert: LoadedBert, run: BertRun, layers: Iterable[int], pa
         return _effect(old, old)
     replace = {i: _at(bert.scratch_layer(i), path) for i in layers}
     with torch.inference_mode():  # the layers before the first changed one are the run's own
-        states, _ = bert.run_layers(run.layer_input(layers[0]), replace=replace, start=layers[0])
+        states, _ = bert.run_layers(run.layer_state(layers[0]), replace=replace, start=layers[0])
     return _effect(states[-1][0].float().numpy(), old)
 
 

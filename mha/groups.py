@@ -8,13 +8,14 @@ divergence between two heads' maps for the pairs inside a group and for the pair
 groups of the same size (the baseline: a grouping that had nothing to do with the maps would sit
 in the middle of them).
 
-A causal map's first row has one key to read: every head gives it weight 1, so rows whose query
-has fewer than two keys are left out (they would pull every pair towards 0).
+A causal map's first row has one key to read: every head gives it weight 1, so that row is left
+out (it would pull every pair towards 0).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +27,8 @@ def groups_of(n_heads: int, kv_heads: int) -> np.ndarray:
     """(H,) the K/V group each query head reads: head h reads group h // (H / G)."""
     if n_heads % kv_heads:
         raise ValueError(f"{kv_heads} K/V heads do not divide {n_heads} query heads")
+    if not 1 < kv_heads < n_heads:
+        raise ValueError(f"within and across need 2 or more groups of 2 or more heads: {kv_heads} of {n_heads}")
     return np.arange(n_heads) // (n_heads // kv_heads)
 
 
@@ -40,6 +43,8 @@ def layer_diversity(attentions: np.ndarray, causal: bool = True) -> np.ndarray:
     """(L, H, T, T) attention of one text -> (L, H, H) head diversity (JS, nats), mean over the
     queries that read at least two keys (all of them when not causal)."""
     first = 1 if causal else 0
+    if attentions.shape[-1] - first < 1:
+        raise ValueError("a text of one token has no row to compare")
     return np.stack([metrics.head_diversity(a[:, first:, :]) for a in attentions])
 
 
@@ -64,6 +69,9 @@ class GroupDiversity:
 def partitions(n_heads: int, kv_heads: int) -> list[np.ndarray]:
     """Every way to cut n_heads heads into kv_heads unlabelled groups of equal size, as (H,) group ids."""
     size = n_heads // kv_heads
+    count = math.factorial(n_heads) // (math.factorial(size) ** kv_heads * math.factorial(kv_heads))
+    if count > 100_000:
+        raise ValueError(f"{count:,} partitions of {n_heads} heads into {kv_heads} groups: too many to rank against")
     out: list[np.ndarray] = []
 
     def cut(left: tuple[int, ...], labels: dict[int, int], g: int) -> None:

