@@ -9,9 +9,6 @@ altered projections go through `scratch_layer`, which copies the weights.
 
 from __future__ import annotations
 
-import copy
-import functools
-import hashlib
 import os
 import socket
 import threading
@@ -22,6 +19,7 @@ import numpy as np
 import torch
 
 from .attention import MultiHeadAttention
+from .loaded import LoadedModel, weights_digest  # noqa: F401  (weights_digest: re-exported)
 
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
@@ -191,32 +189,18 @@ class BertRun:
         return len(self.tokens)
 
 
-def weights_digest(model: torch.nn.Module) -> str:
-    """A SHA-256 of every weight of a torch module, by name: equal digests, bit-identical weights."""
-    h = hashlib.sha256()
-    for k, v in model.state_dict().items():
-        h.update(k.encode() + v.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()
-
-
-class LoadedBert:
+class LoadedBert(LoadedModel):
     """A Hugging Face BertModel (eager attention, eval mode) with its tokenizer. Read-only."""
 
+    family = "encoder"
+
     def __init__(self, name: str, model, tokenizer) -> None:
-        self.name, self.model, self.tokenizer = name, model, tokenizer
+        super().__init__(name, model, tokenizer)
         cfg = model.config
         self.n_layers: int = cfg.num_hidden_layers
         self.n_heads: int = cfg.num_attention_heads
         self.d_model: int = cfg.hidden_size
         self.max_length: int = min(cfg.max_position_embeddings, tokenizer.model_max_length or 10**9)
-        # the fast tokenizer keeps truncation settings in shared mutable state: one caller at a time
-        self._tokenizer_lock = threading.Lock()
-        self._templates: dict[int, MultiHeadAttention] = {}  # scratch_layer's copies come from here
-
-    @functools.cached_property
-    def digest(self) -> str:
-        """weights_digest of the model, once (the model is read-only)."""
-        return weights_digest(self.model)
 
     def encode(self, text: str, text_b: str | None = None) -> tuple[dict, int]:
         """Tokenize (truncating to the model's maximum); returns (encoding, tokens dropped)."""
@@ -268,60 +252,17 @@ class LoadedBert:
             input_ids=ids,
         )
 
-    def encode_with(self, run: BertRun, **changes) -> np.ndarray:
-        """attend_with's hidden states only (L + 1, T, C): changes are replace= and head_mask=."""
-        return self.attend_with(run, **changes)[0]
-
-    @torch.inference_mode()
-    def attend_with(
-        self,
-        run: BertRun,
-        replace: dict[int, MultiHeadAttention] | None = None,
-        head_mask: torch.Tensor | np.ndarray | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """BERT's forward pass on run's tokens, layer by layer, with the self-attention of the
-        layers in `replace` computed by the given from-scratch modules instead, and the heads
-        where head_mask (L, H) is 0 removed (see run_layers).
-
-        Returns (hidden states (L + 1, T, C), attention of every head (L, H, T, T)); with no
-        change they equal run.hidden_states and run.attentions.
-        """
+    def _embed(self, run: BertRun) -> torch.Tensor:
         ids = torch.tensor([run.input_ids])  # (1, T)
         types = torch.tensor([run.segment_ids])  # (1, T)
-        h = self.model.embeddings(input_ids=ids, token_type_ids=types)  # (1, T, C)
-        mask = None if head_mask is None else torch.as_tensor(head_mask, dtype=torch.float32)
-        states, attentions = self.run_layers(h, replace=replace, head_mask=mask)
-        hidden = torch.cat([h, *states]).float().numpy()  # (L+1, T, C)
-        return hidden, torch.cat(attentions).float().numpy()  # (L, H, T, T)
+        return self.model.embeddings(input_ids=ids, token_type_ids=types)  # (1, T, C)
 
-    def run_layers(
-        self,
-        h: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        replace: dict[int, MultiHeadAttention] | None = None,
-        head_mask: torch.Tensor | None = None,
-        start: int = 0,
-    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """BERT's layers start..L-1 on hidden states h (B, T, C) entering layer `start`.
-
-        Self-attention is computed by the from-scratch modules (layer i's real weights, or
-        replace[i]); head_mask (..., L, H) gates each head's output before W^O (0 removes it).
-        Reads the model's sub-modules (embeddings, W^O's LayerNorm, feed-forward) without
-        changing them or adding hooks, so other users of the shared model are unaffected.
-        Returns (hidden states after each layer (B, T, C), attention of each layer (B, H, T, T)).
-        """
-        replace = replace or {}
-        states, attentions = [], []
-        for i in range(start, self.n_layers):
-            layer = self.model.encoder.layer[i]
-            attn = replace.get(i) or self._template(i)
-            gate = None if head_mask is None else head_mask[..., i, :]  # (H,) or (B, H)
-            dense, weights = attn(h, attention_mask, gate)  # (B, T, C): concat(heads) W^O + b, before residual
-            a = layer.attention.output.LayerNorm(dense + h)  # residual + LayerNorm
-            h = layer.output(layer.intermediate(a), a)  # feed-forward, residual + LayerNorm
-            states.append(h)
-            attentions.append(weights)
-        return states, attentions
+    def _layer(self, i, h, attn, mask, gate) -> tuple[torch.Tensor, torch.Tensor]:
+        """Post-norm: attention, residual + LayerNorm, feed-forward, residual + LayerNorm."""
+        layer = self.model.encoder.layer[i]
+        dense, weights = attn(h, mask, gate)  # (B, T, C): concat(heads) W^O + b, before residual
+        a = layer.attention.output.LayerNorm(dense + h)  # residual + LayerNorm
+        return layer.output(layer.intermediate(a), a), weights  # feed-forward, residual + LayerNorm
 
     @torch.inference_mode()
     def layer_inputs(self, texts: list[str], layer: int, batch: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
@@ -350,37 +291,12 @@ class LoadedBert:
         mask = torch.cat([torch.nn.functional.pad(m, (0, T - m.shape[1])) for m in masks])  # (N, T)
         return x.clone(), mask.clone()  # ordinary tensors, usable outside inference mode
 
-    def scratch_layer(self, layer: int) -> MultiHeadAttention:
-        """A from-scratch MultiHeadAttention holding copies of layer `layer`'s real weights.
+    def _new_layer(self) -> MultiHeadAttention:
+        return MultiHeadAttention(self.d_model, self.n_heads, bias=True)
 
-        Feeding it hidden_states[layer] reproduces BERT's attention in that layer and the
-        attention sub-layer's output (attention.output.dense, before residual and LayerNorm).
-        """
-        template = self._template(layer)
-        with torch.inference_mode(False):
-            return copy.deepcopy(template)
-
-    def _template(self, layer: int) -> MultiHeadAttention:
-        """The module scratch_layer copies, built once per layer: read-only (run_layers uses it)."""
-        if not 0 <= layer < self.n_layers:
-            raise ValueError(f"layer must be in 0..{self.n_layers - 1}, got {layer}")
-        template = self._templates.get(layer)
-        if template is None:
-            att = self.model.encoder.layer[layer].attention
-            with torch.inference_mode(False):  # ordinary tensors, even when called in inference mode
-                template = MultiHeadAttention(self.d_model, self.n_heads, bias=True)
-            with torch.inference_mode(False), torch.no_grad():
-                for ours, theirs in [
-                    (template.q_proj, att.self.query),
-                    (template.k_proj, att.self.key),
-                    (template.v_proj, att.self.value),
-                    (template.out_proj, att.output.dense),
-                ]:
-                    ours.weight.copy_(theirs.weight)
-                    ours.bias.copy_(theirs.bias)
-            template.eval().requires_grad_(False)
-            self._templates[layer] = template
-        return template
+    def _projections(self, layer: int) -> tuple:
+        att = self.model.encoder.layer[layer].attention
+        return att.self.query, att.self.key, att.self.value, att.output.dense
 
 
 def save_random_bert(path: str | os.PathLike, layers: int, heads: int, width: int, seed: int = 0) -> str:

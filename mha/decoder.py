@@ -13,16 +13,14 @@ loaded model is shared by every session: nothing here modifies it.
 
 from __future__ import annotations
 
-import copy
-import functools
-import threading
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from .attention import MultiHeadAttention
-from .bert import BertRun, weights_digest
+from .bert import BertRun
+from .loaded import LoadedModel
 
 
 @dataclass
@@ -39,13 +37,13 @@ class DecoderRun(BertRun):
         return torch.tensor(self.attention_inputs[layer]).unsqueeze(0)
 
 
-class LoadedDecoder:
+class LoadedDecoder(LoadedModel):
     """A Hugging Face LlamaForCausalLM (eager attention, eval mode) with its tokenizer. Read-only."""
 
     family = "decoder"
 
     def __init__(self, name: str, model, tokenizer, max_length: int = 512) -> None:
-        self.name, self.model, self.tokenizer = name, model, tokenizer
+        super().__init__(name, model, tokenizer)
         cfg = model.config
         self.n_layers: int = cfg.num_hidden_layers
         self.n_heads: int = cfg.num_attention_heads
@@ -58,12 +56,6 @@ class LoadedDecoder:
             raise ValueError(f"{name}: the head size must be hidden_size / num_attention_heads")
         self.rope_theta: float = float(rope["rope_theta"])
         self.max_length: int = min(cfg.max_position_embeddings, max_length)
-        self._tokenizer_lock = threading.Lock()
-        self._templates: dict[int, MultiHeadAttention] = {}
-
-    @functools.cached_property
-    def digest(self) -> str:
-        return weights_digest(self.model)
 
     def encode(self, text: str) -> tuple[torch.Tensor, list[int | None], int]:
         """(input ids (1, T), the word of each token, tokens dropped past max_length)."""
@@ -105,47 +97,15 @@ class LoadedDecoder:
             attention_inputs=np.ascontiguousarray(torch.cat(inputs).float().numpy()),  # (L, T, C)
         )
 
-    @torch.inference_mode()
-    def attend_with(
-        self,
-        run: BertRun,
-        replace: dict[int, MultiHeadAttention] | None = None,
-        head_mask: torch.Tensor | np.ndarray | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The decoder on run's tokens with the attention of the layers in `replace` computed by the
-        given modules and the heads where head_mask (L, H) is 0 removed. Returns (hidden states
-        (L + 1, T, C), attention (L, H, T, T)); with no change they equal the run's to float
-        precision (the run's attentions are the model's own)."""
-        h = self.model.model.embed_tokens(torch.tensor([run.input_ids]))  # (1, T, C)
-        mask = None if head_mask is None else torch.as_tensor(head_mask, dtype=torch.float32)
-        states, attentions = self.run_layers(h, replace=replace, head_mask=mask)
-        return torch.cat([h, *states]).float().numpy(), torch.cat(attentions).float().numpy()
+    def _embed(self, run: BertRun) -> torch.Tensor:
+        return self.model.model.embed_tokens(torch.tensor([run.input_ids]))  # (1, T, C)
 
-    def encode_with(self, run: BertRun, **changes) -> np.ndarray:
-        return self.attend_with(run, **changes)[0]
-
-    def run_layers(
-        self,
-        h: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        replace: dict[int, MultiHeadAttention] | None = None,
-        head_mask: torch.Tensor | None = None,
-        start: int = 0,
-    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """Layers start..L-1 on hidden states h (B, T, C), attention from scratch (see LoadedBert)."""
-        replace = replace or {}
-        states, attentions = [], []
-        for i in range(start, self.n_layers):
-            layer = self.model.model.layers[i]
-            attn = replace.get(i) or self._template(i)
-            gate = None if head_mask is None else head_mask[..., i, :]
-            x = layer.input_layernorm(h)
-            out, weights = attn(x, attention_mask, gate)  # (B, T, C), (B, H, T, T)
-            a = h + out
-            h = a + layer.mlp(layer.post_attention_layernorm(a))
-            states.append(h)
-            attentions.append(weights)
-        return states, attentions
+    def _layer(self, i, h, attn, mask, gate) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pre-norm: h + attention(RMSNorm(h)), then + MLP(RMSNorm(.))."""
+        layer = self.model.model.layers[i]
+        out, weights = attn(layer.input_layernorm(h), mask, gate)  # (B, T, C), (B, H, T, T)
+        a = h + out
+        return a + layer.mlp(layer.post_attention_layernorm(a)), weights
 
     @torch.inference_mode()
     def next_token_loss(
@@ -172,45 +132,15 @@ class LoadedDecoder:
             raise ValueError("no text has two tokens: nothing to predict")
         return total / count
 
-    def scratch_layer(self, layer: int) -> MultiHeadAttention:
-        """A from-scratch MultiHeadAttention (heads=(H, G, G), causal, rotary) with copies of layer
-        `layer`'s real weights: fed run.layer_input(layer), it reproduces the layer's attention."""
-        template = self._template(layer)
-        with torch.inference_mode(False):
-            return copy.deepcopy(template)
+    def _new_layer(self) -> MultiHeadAttention:
+        """heads=(H, G, G): a K/V group is one projection; causal; rotary."""
+        H, G = self.n_heads, self.kv_heads
+        bias = self.model.model.layers[0].self_attn.q_proj.bias is not None
+        return MultiHeadAttention(self.d_model, H, (H, G, G), bias=bias, causal=True, rope_theta=self.rope_theta)
 
-    def _template(self, layer: int) -> MultiHeadAttention:
-        if not 0 <= layer < self.n_layers:
-            raise ValueError(f"layer must be in 0..{self.n_layers - 1}, got {layer}")
-        template = self._templates.get(layer)
-        if template is None:
-            att = self.model.model.layers[layer].self_attn
-            H, G = self.n_heads, self.kv_heads
-            with torch.inference_mode(False):
-                template = MultiHeadAttention(
-                    self.d_model,
-                    H,
-                    (H, G, G),
-                    bias=att.q_proj.bias is not None,
-                    causal=True,
-                    rope_theta=self.rope_theta,
-                )
-            with torch.inference_mode(False), torch.no_grad():
-                for ours, theirs in [
-                    (template.q_proj, att.q_proj),
-                    (template.k_proj, att.k_proj),
-                    (template.v_proj, att.v_proj),
-                    (template.out_proj, att.o_proj),
-                ]:
-                    ours.weight.copy_(theirs.weight)
-                    if ours.bias is not None:
-                        if theirs.bias is not None:
-                            ours.bias.copy_(theirs.bias)
-                        else:
-                            ours.bias.zero_()
-            template.eval().requires_grad_(False)
-            self._templates[layer] = template
-        return template
+    def _projections(self, layer: int) -> tuple:
+        att = self.model.model.layers[layer].self_attn
+        return att.q_proj, att.k_proj, att.v_proj, att.o_proj
 
 
 def save_random_llama(path, layers: int = 2, heads: int = 6, kv_heads: int = 2, width: int = 48, seed: int = 0) -> str:

@@ -1,0 +1,141 @@
+"""What every loaded model family shares (mha/bert.py, mha/decoder.py): a read-only Hugging Face
+model whose attention layers are rebuilt from scratch on copies of their weights.
+
+A family says how its layers are shaped (`_new_layer`: the MultiHeadAttention structure) and where
+its attention weights are (`_projections`: W^Q, W^K, W^V and W^O as nn.Linear); this class builds
+each layer's template once (run_layers reads it, never changes it) and hands out copies.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+import threading
+
+import numpy as np
+import torch
+from torch import nn
+
+from .attention import MultiHeadAttention
+
+
+def weights_digest(model: torch.nn.Module) -> str:
+    """A SHA-256 of every weight of a torch module, by name: equal digests, bit-identical weights."""
+    h = hashlib.sha256()
+    for k, v in model.state_dict().items():
+        h.update(k.encode() + v.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+class LoadedModel:
+    """A Hugging Face model (eager attention, eval mode) with its tokenizer, shared and read-only."""
+
+    n_layers: int
+    n_heads: int
+    d_model: int
+
+    def __init__(self, name: str, model, tokenizer) -> None:
+        self.name, self.model, self.tokenizer = name, model, tokenizer
+        # the fast tokenizer keeps truncation settings in shared mutable state: one caller at a time
+        self._tokenizer_lock = threading.Lock()
+        self._templates: dict[int, MultiHeadAttention] = {}  # scratch_layer's copies come from here
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """weights_digest of the model, once (the model is read-only)."""
+        return weights_digest(self.model)
+
+    @torch.inference_mode()
+    def attend_with(
+        self,
+        run,
+        replace: dict[int, MultiHeadAttention] | None = None,
+        head_mask: torch.Tensor | np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The model's forward pass on run's tokens, layer by layer, with the attention of the
+        layers in `replace` computed by the given from-scratch modules instead, and the heads
+        where head_mask (L, H) is 0 removed (see run_layers).
+
+        Returns (hidden states (L + 1, T, C), attention of every head (L, H, T, T)); with no
+        change they equal run.hidden_states and run.attentions (to float precision).
+        """
+        h = self._embed(run)  # (1, T, C)
+        mask = None if head_mask is None else torch.as_tensor(head_mask, dtype=torch.float32)
+        states, attentions = self.run_layers(h, replace=replace, head_mask=mask)
+        hidden = torch.cat([h, *states]).float().numpy()  # (L+1, T, C)
+        return hidden, torch.cat(attentions).float().numpy()  # (L, H, T, T)
+
+    def run_layers(
+        self,
+        h: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        replace: dict[int, MultiHeadAttention] | None = None,
+        head_mask: torch.Tensor | None = None,
+        start: int = 0,
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """The layers start..L-1 on hidden states h (B, T, C) entering layer `start`.
+
+        Attention is computed by the from-scratch modules (layer i's real weights, or replace[i]);
+        head_mask (..., L, H) gates each head's output before W^O (0 removes it). Reads the
+        model's sub-modules (norms, feed-forward) without changing them or adding hooks, so other
+        users of the shared model are unaffected. Returns (hidden states after each layer
+        (B, T, C), attention of each layer (B, H, T, T)).
+        """
+        replace = replace or {}
+        states, attentions = [], []
+        for i in range(start, self.n_layers):
+            attn = replace.get(i) or self._template(i)
+            gate = None if head_mask is None else head_mask[..., i, :]  # (H,) or (B, H)
+            h, weights = self._layer(i, h, attn, attention_mask, gate)
+            states.append(h)
+            attentions.append(weights)
+        return states, attentions
+
+    def _embed(self, run) -> torch.Tensor:
+        """(1, T, C) the hidden states entering layer 0 for run's tokens."""
+        raise NotImplementedError
+
+    def _layer(
+        self, i: int, h: torch.Tensor, attn: MultiHeadAttention, mask: torch.Tensor | None, gate: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer i on h (B, T, C) with `attn` as its attention: (the layer's output, attention weights)."""
+        raise NotImplementedError
+
+    def encode_with(self, run, **changes) -> np.ndarray:
+        """attend_with's hidden states only (L + 1, T, C): changes are replace= and head_mask=."""
+        return self.attend_with(run, **changes)[0]
+
+    def scratch_layer(self, layer: int) -> MultiHeadAttention:
+        """A from-scratch MultiHeadAttention holding copies of layer `layer`'s real weights: fed
+        run.layer_input(layer), it reproduces the layer's attention and the attention sub-layer's
+        output (W^O applied, before the residual)."""
+        template = self._template(layer)
+        with torch.inference_mode(False):
+            return copy.deepcopy(template)
+
+    def _new_layer(self) -> MultiHeadAttention:
+        """A layer of this family's structure, weights not set yet."""
+        raise NotImplementedError
+
+    def _projections(self, layer: int) -> tuple[nn.Linear, nn.Linear, nn.Linear, nn.Linear]:
+        """The model's own W^Q, W^K, W^V and W^O of `layer`."""
+        raise NotImplementedError
+
+    def _template(self, layer: int) -> MultiHeadAttention:
+        """The module scratch_layer copies, built once per layer: read-only (run_layers uses it)."""
+        if not 0 <= layer < self.n_layers:
+            raise ValueError(f"layer must be in 0..{self.n_layers - 1}, got {layer}")
+        template = self._templates.get(layer)
+        if template is None:
+            with torch.inference_mode(False):  # ordinary tensors, even when called in inference mode
+                template = self._new_layer()
+            ours = (template.q_proj, template.k_proj, template.v_proj, template.out_proj)
+            with torch.inference_mode(False), torch.no_grad():
+                for mine, theirs in zip(ours, self._projections(layer)):
+                    mine.weight.copy_(theirs.weight)
+                    if mine.bias is not None:
+                        mine.bias.copy_(theirs.bias) if theirs.bias is not None else mine.bias.zero_()
+            template.eval().requires_grad_(False)
+            self._templates[layer] = template
+        return template
