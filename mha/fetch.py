@@ -126,6 +126,7 @@ def _convert(gguf: Path, progress: Progress) -> Path:
     try:
         model.save_pretrained(partial)
         tokenizer.save_pretrained(partial)
+        partial.chmod(0o755)  # mkdtemp made it private; a shared cache is read by other users
     except Exception:
         shutil.rmtree(partial, ignore_errors=True)
         raise

