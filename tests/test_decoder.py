@@ -156,3 +156,25 @@ def test_the_school_image_bakes_the_decoder_in():
     fetch_at = steps.index("python -m mha.fetch")
     assert steps.index("pip install --no-deps .") < fetch_at < steps.index("USER app")  # mha installed, as root
     assert f"chmod -R a+rX {cache}" in steps  # readable by the app's user
+
+
+def test_the_decoder_layer_converts_down_the_ladder(small):
+    """From the real structure (H, G, G) = (6, 2, 2): to multi-query (6, 1, 1) by mean-pooling the
+    K/V groups (Ainslie et al. 2023), and to one shared Q/K/V; the converted layers keep the causal
+    mask and the rotary positions, and a pooled K/V is one projection."""
+    from mha import collapse, ladder
+
+    layer = small.scratch_layer(1)
+    mqa = ladder.group_kv(layer, 1)
+    D = small.d_model // small.n_heads
+    assert mqa.role_heads == (6, 1, 1) and mqa.k_proj.weight.shape == (D, small.d_model)
+    assert mqa.causal and mqa.rope_theta == small.rope_theta
+    groups = layer.k_proj.weight.reshape(2, D, -1)  # (G, D, C): the two K groups
+    torch.testing.assert_close(mqa.k_proj.weight, groups.mean(0))  # their mean
+    one = collapse.group_heads(layer, (1, 1, 1))
+    run = small.attend(TEXT)
+    with torch.inference_mode():
+        w_mqa = mqa(run.layer_input(1))[1][0]  # (H, T, T)
+        w_one = one(run.layer_input(1))[1][0]
+    assert torch.all(w_one == w_one[0]) and not torch.allclose(w_mqa[0], w_mqa[1])  # one map; MQA keeps its queries
+    assert torch.all(w_mqa.triu(1) == 0)  # still causal
