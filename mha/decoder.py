@@ -74,12 +74,14 @@ class LoadedDecoder(LoadedModel):
         (text_b) is read after the first, in one sequence."""
         full = text if not (text_b and text_b.strip()) else f"{text} {text_b}"
         ids, words, dropped = self.encode(full)
-        out = self.model.model(input_ids=ids, output_attentions=True)
+        out = self.model.model(input_ids=ids, output_attentions=True, output_hidden_states=True)
         if not out.attentions:
             raise RuntimeError("the model returned no attentions: load it with attn_implementation='eager'")
-        h = self.model.model.embed_tokens(ids)  # (1, T, C)
-        states, _ = self.run_layers(h)  # the from-scratch layers (tests: equal to the model's own)
-        states = [h, *states]
+        # the model's own states entering layers 0..L-1; its last one is after the final norm, so the
+        # last layer's output before it is that one layer again (from scratch), not the whole stack
+        states = list(out.hidden_states[:-1])  # L of (1, T, C)
+        last = self.n_layers - 1
+        states.append(self._layer(last, states[last], self._template(last), None, None)[0])
         inputs = [layer.input_layernorm(x) for layer, x in zip(self.model.model.layers, states)]  # (1, T, C) each
         with self._tokenizer_lock:
             tokens = [self.tokenizer.decode([i]) for i in ids[0].tolist()]

@@ -71,10 +71,11 @@ def test_small_decoder_hidden_states_through_every_scratch_layer(small):
     with torch.inference_mode():
         out = small.model.model(input_ids=torch.tensor([run.input_ids]), output_hidden_states=True)
     theirs = torch.stack(out.hidden_states)[:, 0].numpy()  # the last one after the final RMSNorm
+    hidden, attentions = small.attend_with(run)  # through every from-scratch layer
+    np.testing.assert_allclose(hidden[:-1], theirs[:-1], atol=1e-4)
     np.testing.assert_allclose(run.hidden_states[:-1], theirs[:-1], atol=1e-4)
     final = small.model.model.norm(torch.tensor(run.hidden_states[-1]))
     np.testing.assert_allclose(final.numpy(), theirs[-1], atol=1e-4)
-    hidden, attentions = small.attend_with(run)
     np.testing.assert_allclose(hidden, run.hidden_states, atol=1e-5)
     np.testing.assert_allclose(attentions, run.attentions, atol=1e-6)
     with torch.inference_mode():  # resuming at a layer starts from the raw state, not the normed input
@@ -109,7 +110,8 @@ def test_the_real_decoder_matches_its_own_attention_in_every_layer(smol):
     with torch.inference_mode():
         out = smol.model(input_ids=torch.tensor([run.input_ids]), output_hidden_states=True)
     theirs = torch.stack(out.hidden_states)[:, 0].numpy()  # the last after the final RMSNorm
-    differ = np.abs(run.hidden_states[:-1] - theirs[:-1]).max(axis=(1, 2))  # (L,)
+    ours = smol.attend_with(run)[0]  # (L + 1, T, C) through every from-scratch layer
+    differ = np.abs(ours[:-1] - theirs[:-1]).max(axis=(1, 2))  # (L,)
     assert np.all(differ / np.abs(theirs[:-1]).max(axis=(1, 2)) < 1e-4)  # hidden states reach 2e4 here
     assert smol.tokenizer.decode([int(out.logits[0, -1].argmax())]) == " Paris"
     from mha.subspaces import pool_sentences
