@@ -14,7 +14,7 @@ inp = ui.inputs()
 run = ui.run_or_stop(inp)
 m = ui.cached_measures(inp)
 hover = atlas.hover_text(m)
-MEASURES = [*atlas.SHARES, "entropy", "entropy / ln T", "confidence"] + (
+MEASURES = [*atlas.shares(m), "entropy", "entropy / ln T", "confidence"] + (
     ["within sentence"] if "within sentence" in m else []
 )
 
@@ -24,15 +24,27 @@ zmax = atlas.uniform_entropy(run.n_tokens) if measure == "entropy" else 1.0
 ui.chart(
     plots.atlas.atlas_heatmap(m[measure], hover, f"{measure} (hover a head for all its measures)", zmax=zmax),
 )
-st.caption(
-    "Shares are the mean weight a query puts on those keys ('previous' = key j = i - 1, 'next' = "
-    "j = i + 1; punctuation = the tokens '.' and ',' as in Clark et al. 2019). "
-    f"Entropy in nats, from 0 (one key) to ln T = {atlas.uniform_entropy(run.n_tokens):.2f} (uniform). "
-    "Confidence = mean largest weight on a token other than [CLS] and [SEP] (Voita et al. 2019 leave out the "
-    "end-of-sentence token, where heads park attention; BERT's heads park on [CLS] as well, so both are left "
-    "out). Patterns are the app's own rule after "
-    f"Kovaleva et al. 2019, thresholds {atlas.PATTERN_THRESHOLDS}."
-)
+if run.causal:
+    st.caption(
+        "Shares are the mean weight a query puts on those keys ('previous' = key j = i - 1; punctuation = the tokens "
+        "'.' and ',' as in Clark et al. 2019). The model is causal: a query reads only itself and the tokens before "
+        "it, so there is no 'next', and the first token, which can read only itself, is left out of every mean. "
+        "Entropy in nats; 'entropy / ln T' divides each query's entropy by the most it can have, ln of the number "
+        "of keys it can read (1 = uniform over them). Confidence = mean largest weight on a token other than the "
+        "first (Voita et al. 2019 leave out the token where heads park attention; here that is the first token, "
+        "an attention sink: Xiao et al. 2024). Patterns are the app's own rule after Kovaleva et al. 2019, with "
+        f"'vertical' meaning the first token; thresholds {atlas.PATTERN_THRESHOLDS}."
+    )
+else:
+    st.caption(
+        "Shares are the mean weight a query puts on those keys ('previous' = key j = i - 1, 'next' = "
+        "j = i + 1; punctuation = the tokens '.' and ',' as in Clark et al. 2019). "
+        f"Entropy in nats, from 0 (one key) to ln T = {atlas.uniform_entropy(run.n_tokens):.2f} (uniform). "
+        "Confidence = mean largest weight on a token other than [CLS] and [SEP] (Voita et al. 2019 leave out the "
+        "end-of-sentence token, where heads park attention; BERT's heads park on [CLS] as well, so both are left "
+        "out). Patterns are the app's own rule after "
+        f"Kovaleva et al. 2019, thresholds {atlas.PATTERN_THRESHOLDS}."
+    )
 layer, head = ui.layer_head(run)
 st.info(atlas.describe(m, m["pattern"][layer, head], layer, head, run.n_tokens), icon=":material/psychology:")
 ui.chart(
@@ -42,9 +54,20 @@ ui.chart(
 st.subheader("Link finder: which heads connect two tokens?")
 st.markdown("As in the original paper's figure of heads linking *making* to *difficult*, ranked over all heads.")
 f1, f2, f3 = st.columns([2, 2, 1])
-q = ui.token_picker("From (query)", run.tokens, atlas.find_token(run.tokens, "making", 1), "link_q", f1)
-k = ui.token_picker("To (key)", run.tokens, atlas.find_token(run.tokens, "difficult", run.n_tokens - 2), "link_k", f2)
+if run.causal:  # a query reads only keys before it: the later word asks, the earlier one is read
+    q = ui.token_picker("From (query)", run.tokens, run.n_tokens - 1, "link_q", f1)
+    k = ui.token_picker("To (key)", run.tokens, 1, "link_k", f2)
+else:
+    q = ui.token_picker("From (query)", run.tokens, atlas.find_token(run.tokens, "making", 1), "link_q", f1)
+    k = ui.token_picker(
+        "To (key)", run.tokens, atlas.find_token(run.tokens, "difficult", run.n_tokens - 2), "link_k", f2
+    )
 both = ui.setting_widget("toggle", "Either direction", "link_both", f3)
+if run.causal and k > q and not both:
+    st.info(
+        "The model is causal: a query reads only itself and the tokens before it, so every head gives a later "
+        "key 0. Pick a key at or before the query, or turn on *Either direction*."
+    )
 ranking = atlas.link_ranking(run.attentions, q, k, both)
 st.dataframe(
     [{"layer": l, "head": h, "weight": round(w, 4), "pattern": m["pattern"][l, h]} for l, h, w in ranking[:10]],
@@ -110,4 +133,11 @@ st.caption(
 st.download_button(
     "Measures of every head (.csv)", atlas.to_csv(m), file_name="head_measures.csv", mime="text/csv", on_click="ignore"
 )
-ui.words("[CLS] and [SEP]", "attention patterns", "attention rollout", "value-weighted attention", "nats")
+ui.words(
+    "[CLS] and [SEP]",
+    "first token",
+    "causal mask" if run.causal else "attention patterns",
+    "attention rollout",
+    "value-weighted attention",
+    "nats",
+)

@@ -1,23 +1,49 @@
-"""BERT heads: every layer x head of the real model; one head large; where one token attends."""
+"""Attention heads: every layer x head of the real model; one head large; where one token attends."""
 
 import streamlit as st
 
 import ui
-from mha import export, plots, views
+from mha import export, plots, sinks, views
+from mha.groups import group_ranges
 
-st.title("BERT heads")
-run = ui.run_or_stop(ui.inputs())
+st.title("Attention heads")
+inp, run, model = ui.page_start()
+causal = model.family == "decoder"
+groups = model.kv_groups if model.kv_groups < model.n_heads else None
 st.caption(
     f"{run.model_name}: {run.n_layers} layers x {run.n_heads} heads, {run.n_tokens} tokens. "
     "Row = the token that attends (query), column = the token it reads (key); each row sums to 1."
+    + (
+        " A decoder is causal: a token reads only itself and the tokens before it, so every map is a lower "
+        "triangle (the first token can read only itself)."
+        if causal
+        else ""
+    )
+    + (
+        f" Its {run.n_heads} query heads share {groups} keys and values (grouped-query attention, Ainslie et al. "
+        f"2023): heads {group_ranges(run.n_heads, groups)} "
+        "each read one K/V group, named beside each head."
+        if groups
+        else ""
+    )
 )
 
 st.subheader("The whole model at a glance")
-ui.chart(plots.heads.model_view(run.attentions))
+ui.chart(plots.heads.model_view(run.attentions, groups=groups))
+park = sinks.sink_share(run.attentions, run.sinks, causal)
+sink_words = f"{run.sink_name}, “{run.tokens[0].strip() or run.tokens[0]}”" if causal else run.sink_name
 st.caption(
     "Each tile is one head (long inputs are averaged into at most "
     f"{plots.heads.TILE} x {plots.heads.TILE} cells per tile). Look for vertical stripes (everyone reads "
-    "[CLS] or [SEP]), diagonals (the previous or next token) and blocks (Kovaleva et al. 2019)."
+    f"{sink_words}), diagonals (the previous{'' if causal else ' or next'} token) and blocks (Kovaleva et al. 2019). "
+    + (
+        f"On this text the heads put {park.mean:.0%} of their weight on {sink_words}, averaged over every head and "
+        f"the {park.queries} queries that could read another token; {park.heads_over(0.5)} of "
+        f"{run.n_layers * run.n_heads} heads put more than half there"
+        + (" (an attention sink: Xiao et al. 2024)." if causal else " (Clark et al. 2019).")
+        if park.queries
+        else ""
+    )
 )
 
 st.subheader("One head, large")
@@ -25,7 +51,13 @@ layer, head = ui.layer_head(run)
 pair = 1 in run.segment_ids
 o1, o2, o3 = st.columns(3)
 hide = ui.setting_widget(
-    "toggle", "Hide [CLS]/[SEP]", "heads_hide", o1, help="Drops them and renormalises each row to sum to 1."
+    "toggle",
+    "Hide the first token" if causal else "Hide [CLS]/[SEP]",
+    "heads_hide",
+    o1,
+    help="Drops it and renormalises each row to sum to 1."
+    if causal
+    else "Drops them and renormalises each row to sum to 1.",
 )
 merge = ui.setting_widget(
     "toggle",
@@ -41,13 +73,15 @@ block = ui.setting_widget(
     o3,
     options=views.BLOCKS,
     disabled=not pair,
-    help="Type a second sentence in the sidebar to compare A and B.",
+    help="A decoder reads one sequence: a second sentence follows the first."
+    if causal
+    else "Type a second sentence in the sidebar to compare A and B.",
 )
 att, labels, segments = views.view(
-    run.attentions[layer], run.tokens, run.word_ids, run.segment_ids, hide, merge
+    run.attentions[layer], run.tokens, run.word_ids, run.segment_ids, hide, merge, run.sinks
 )  # (H, T', T')
 if hide:
-    st.caption("[CLS] and [SEP] hidden: rows renormalised over the remaining tokens.")
+    st.caption(f"{run.sink_name.capitalize()} hidden: rows renormalised over the remaining tokens.")
 one = att[head]
 q_labels = k_labels = labels
 if pair and block:
@@ -67,7 +101,7 @@ with c2:
         default=[head],
         follows=head,
         options=range(run.n_heads),
-        format_func=lambda h: f"head {h}",
+        format_func=lambda h: plots.heads.head_names(run.n_heads, groups)[h],
         max_selections=6,
     )
     ui.chart(plots.heads.line_view(att[others or [head]], labels, others or [head]))
@@ -103,4 +137,4 @@ st.caption(
     "CSV is long format: layer, head, query, query_token, key, key_token, weight. "
     "Every chart also has a PNG download in its toolbar."
 )
-ui.words("[CLS] and [SEP]")
+ui.words("[CLS] and [SEP]" if not causal else "First token", *(["Causal mask", "Multi-query"] if causal else []))

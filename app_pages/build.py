@@ -6,19 +6,31 @@ import ui
 from mha import MultiHeadAttention, collapse, lesson, plots
 from mha.attention import valid_head_counts
 from mha.build import PERMUTED, build_stages
+from mha.groups import group_ranges
 
 MAX_SHOWN = 64  # token rows drawn per matrix; the computation always uses all tokens
 
 st.title("Build multi-head attention from scratch")
 inp, run, model = ui.page_start()
 C, H_model = model.d_model, model.n_heads
+who, G = model.who, model.kv_groups
+grouped = G < H_model
 
 c1, c2, c3, c4 = st.columns([1.4, 1, 1, 1])
 SOURCES = {"BERT layer": "bert", "Random (seeded)": "random"}  # shown -> build_stages' weights
-about = "Real weights from a BERT layer, or a fresh random initialisation."
-source = ui.setting_widget("radio", "Weights", "build_source", c1, options=SOURCES, horizontal=True, help=about)
+about = f"Real weights from a {who} layer, or a fresh random initialisation."
+source = ui.setting_widget(
+    "radio",
+    "Weights",
+    "build_source",
+    c1,
+    options=SOURCES,
+    horizontal=True,
+    help=about,
+    format_func=lambda o: o.replace("BERT", who),
+)
 layer, _ = ui.layer_head(run, container=c2, head=False)
-choices = [h for h in valid_head_counts(C) if h <= 48]
+choices = [H_model] if grouped else [h for h in valid_head_counts(C) if h <= 48]  # K/V groups fix the count
 H = ui.setting_widget(
     "selectbox",
     "Number of heads H",
@@ -27,7 +39,9 @@ H = ui.setting_widget(
     default=H_model,
     follows=inp.model,
     options=choices,
-    help=f"Only divisors of $d_{{model}}$ = {C} split it evenly into heads of $d_k = d_{{model}} / H$.",
+    help=f"{who}'s {H_model} query heads share {G} K/V projections: the groups fix the head count here."
+    if grouped
+    else f"Only divisors of $d_{{model}}$ = {C} split it evenly into heads of $d_k = d_{{model}} / H$.",
 )
 head = ui.setting_widget(
     "selectbox", "Head to follow", "build_follow", c4, options=range(H), format_func=lambda h: f"head {h}"
@@ -59,12 +73,18 @@ if T > MAX_SHOWN:
 
 if s.parity is not None:
     st.success(
-        f"Parity check: max |from-scratch - BERT| attention weight in layer {layer} = {lesson.small(s.parity)}",
+        f"Parity check: max |from-scratch - {who}| attention weight in layer {layer} = {lesson.small(s.parity)}"
+        + (" (causal mask, rotary positions and K/V groups included)" if grouped or model.family == "decoder" else ""),
         icon=":material/check_circle:",
     )
 else:
     st.info(
-        f"Parity with BERT is checked with BERT's own weights, H = {H_model}, distinct projections and scaling on.",
+        f"Parity with {who} is checked with {who}'s own weights, H = {H_model}, its own projections and scaling on"
+        + (
+            ", in the sentence's own order (shuffled, a decoder's weights are not only reordered)."
+            if model.family == "decoder"
+            else "."
+        ),
         icon=":material/info:",
     )
 
@@ -72,13 +92,18 @@ else:
 lo, hi = head * D, (head + 1) * D
 
 st.header(f"0. Input X ({T} x {C})")
-st.markdown(f"BERT's hidden states entering layer {layer}: one {C}-dimensional vector per token.")
+st.markdown(
+    f"{who}'s hidden states entering layer {layer}, "
+    + ("RMS-normalised as its attention reads them" if model.family == "decoder" else "as its attention reads them")
+    + f": one {C}-dimensional vector per token."
+)
 ui.chart(plots.build.matrix_heatmap(tr.x[0, :MAX_SHOWN], shown, "X"))
 m1, m2, m3 = st.columns(3)  # under the first picture: it stays on a projector's first screen
 m1.metric(r"$d_{model}$ / heads $h$ / $d_k$", f"{C} / {H} / {D}")
-n_dist = MultiHeadAttention.parameter_count(C, H)
-n_shared = MultiHeadAttention.parameter_count(C, H, (1, 1, 1))
-m2.metric("Parameters, distinct", f"{n_dist:,}")
+bias = model.scratch_layer(layer).q_proj.bias is not None
+n_dist = MultiHeadAttention.parameter_count(C, H, (H, G, G) if grouped else None, bias)
+n_shared = MultiHeadAttention.parameter_count(C, H, (1, 1, 1), bias)
+m2.metric(f"Parameters, {G} K/V groups" if grouped else "Parameters, distinct", f"{n_dist:,}")
 m3.metric("Parameters, shared", f"{n_shared:,}", delta=f"{n_shared - n_dist:,}", delta_color="off")
 
 st.header(f"1. Project: $Q_i, K_i, V_i$ ({T} x {D} per head)")
@@ -99,6 +124,33 @@ ui.chart(
         boundaries=[h * D for h in range(1, H)],
     ),
 )
+
+if grouped and not shared:
+    st.markdown(
+        f"$K$ and $V$ have only {G} projections of width {D} ({G * D} columns, not {C}): heads "
+        f"{group_ranges(H, G)} each read one of them (grouped-query attention, Ainslie et al. 2023). Head {head} "
+        f"reads K/V group {head // (H // G)}."
+    )
+if s.unrotated is not None:
+    st.header("1b. Positions: rotate $q$ and $k$ (RoPE)")
+    moved = float(abs(tr.weights[0, head] - s.unrotated[head]).sum(-1).max() / 2)
+    st.markdown(
+        f"{who} adds no position vector to the tokens. Instead each query and key is rotated, pair of coordinates "
+        f"by pair, by an angle proportional to its position (Su et al. 2021, *RoFormer*), so $q \\cdot k$ depends on "
+        f"how far apart two tokens are. Without the rotation head {head}'s weights would be the map on the right; "
+        f"the rotation moves up to {moved:.0%} of a query's weight (the largest total variation over the queries)."
+    )
+    r1, r2 = st.columns(2)
+    ui.chart(
+        plots.heads.attention_heatmap(tr.weights[0, head, :MAX_SHOWN, :MAX_SHOWN], shown, f"Head {head}: with RoPE"),
+        container=r1,
+    )
+    ui.chart(
+        plots.heads.attention_heatmap(
+            s.unrotated[head, :MAX_SHOWN, :MAX_SHOWN], shown, f"Head {head}: without the rotation"
+        ),
+        container=r2,
+    )
 
 st.header(f"2. Scores $Q_i K_i^\\top$ ({T} x {T}) and the softmax")
 s1, s2, s3 = st.columns(3)
@@ -122,6 +174,12 @@ st.markdown(
     "$d_k$ is large (Vaswani et al. 2017, section 3.2.1). A head whose scaled scores still spread widely saturates "
     "anyway: that is what it learned. "
     + ("" if scale else "**Scaling is off**: watch the largest weight per row approach 1.")
+    + (
+        " The causal mask sets every score of a later key to $-\\infty$ before the softmax: each row spreads its "
+        "weight over itself and the tokens before it, and the map is a lower triangle."
+        if model.family == "decoder"
+        else ""
+    )
 )
 ui.chart(
     plots.heads.attention_heatmap(
@@ -132,7 +190,11 @@ ui.chart(
 )
 
 st.header(f"3. All {H} heads at once")
-ui.chart(plots.heads.head_grid(tr.weights[0], f"Attention weights of all {H} heads"))
+ui.chart(
+    plots.heads.head_grid(
+        tr.weights[0], f"Attention weights of all {H} heads", groups=G if grouped and not shared else None
+    )
+)
 if shared:
     st.warning(
         f"Shared projections: every head computes the same map (max difference between heads "
@@ -174,15 +236,35 @@ ui.chart(
 )
 
 st.header(f"5. Mix with $W^O$ ({C} x {C}) -> output ({T} x {C})")
-ui.chart(plots.build.matrix_heatmap(tr.output[0, :MAX_SHOWN], shown, "Output = Concat W<sup>O</sup> + b"))
+ui.chart(
+    plots.build.matrix_heatmap(
+        tr.output[0, :MAX_SHOWN], shown, "Output = Concat W<sup>O</sup>" + (" + b" if bias else "")
+    )
+)
 
-if s.shuffle_error is not None:
+if s.order_errors is not None:
+    e = s.order_errors
+    st.info(
+        f"Shuffled input: {who}'s layer does **not** only reorder its outputs (max difference "
+        f"{lesson.small(e['as the model has it'])}). Without its causal mask it still differs by "
+        f"{lesson.small(e['without the causal mask'])}: the rotary positions sit inside $q \\cdot k$. Without the mask "
+        f"and the rotation the same weights only reorder (max difference "
+        f"{lesson.small(e['without the mask and the rotary positions'])}): attention itself has no sense of order; "
+        "positions enter where the model puts them (next lesson: positional encodings).",
+        icon=":material/shuffle:",
+    )
+elif s.shuffle_error is not None:
     st.info(
         f"Shuffled input: every token's output is the same as before, only reordered "
-        f"(max difference {lesson.small(s.shuffle_error)}). Attention alone ignores word order; BERT adds learned "
+        f"(max difference {lesson.small(s.shuffle_error)}). Attention alone ignores word order; {who} adds learned "
         "position embeddings before layer 0 to know it (next lesson: positional encodings)."
         if s.shuffle_error < PERMUTED
         else f"Shuffled input: the outputs differ from the reordered ones by up to {lesson.small(s.shuffle_error)}.",
         icon=":material/shuffle:",
     )
-ui.words("head width", "subspace overlap", "effective number of heads")
+ui.words(
+    "head width",
+    "subspace overlap",
+    "effective number of heads",
+    *(("causal mask", "rotary position embeddings", "multi-query") if model.family == "decoder" else ()),
+)

@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from mha import bert, check, collapse, lesson, metrics, plots
+from mha import bert, check, collapse, lesson, metrics, plots, yardstick
 
 st.title("Shared Q/K/V: watch the heads collapse")
 st.markdown(
@@ -14,6 +14,7 @@ st.markdown(
 )
 inp, run, model = ui.page_start()
 C, H, T = model.d_model, model.n_heads, run.n_tokens
+who, stick = model.who, yardstick.for_family(model.family)
 D = C // H
 layer, _ = ui.layer_head(run, head=False)
 
@@ -45,20 +46,20 @@ p1, p2, p3, p4 = st.columns(4)
 p1.metric(
     f"Head diversity (mean JS) at alpha = {alpha:.2f}",
     f"{summary['head diversity (JS)']:.3f}",
-    delta=f"{summary['head diversity (JS)'] - before['head diversity (JS)']:+.3f} vs BERT's "
+    delta=f"{summary['head diversity (JS)'] - before['head diversity (JS)']:+.3f} vs {who}'s "
     f"{before['head diversity (JS)']:.3f}",
     delta_color="off",
 )
 p2.metric(
     f"Subspace overlap of $W^{first_role.upper()}$",
     f"{summary[overlap_key]:.2f}",
-    delta=f"{summary[overlap_key] - before[overlap_key]:+.2f} vs BERT's {before[overlap_key]:.2f}",
+    delta=f"{summary[overlap_key] - before[overlap_key]:+.2f} vs {who}'s {before[overlap_key]:.2f}",
     delta_color="off",
 )
 p3.metric(
     "Effective number of heads",
     f"{now.effective_heads:.1f}",
-    delta=f"{now.effective_heads - before['effective number of heads']:+.1f} vs BERT's "
+    delta=f"{now.effective_heads - before['effective number of heads']:+.1f} vs {who}'s "
     f"{before['effective number of heads']:.1f}",
     delta_color="off",
     help=f"How many different outputs the heads write: the effective rank (Roy & Vetterli 2007) of the {H} heads' "
@@ -75,13 +76,13 @@ p4.metric(
 )
 
 g1, g2 = st.columns(2)
-ui.chart(plots.heads.head_grid(run.attentions[layer], f"Layer {layer}: BERT's own {H} heads"), container=g1)
+ui.chart(plots.heads.head_grid(run.attentions[layer], f"Layer {layer}: {who}'s own {H} heads"), container=g1)
 ui.chart(plots.heads.head_grid(now.weights, f"Layer {layer} at alpha = {alpha:.2f}"), container=g2)
 st.caption(
     f"How sharp the maps are: the scaled scores $q \\cdot k / \\sqrt{{d_k}}$ of a query spread over its keys by "
-    f"{before['score spread']:.2f} on average in BERT's heads (standard deviation, mean over queries and heads) and "
+    f"{before['score spread']:.2f} on average in {who}'s heads (standard deviation, mean over queries and heads) and "
     f"by {summary['score spread']:.2f} here; the mean entropy of a map is {before['entropy / ln T']:.2f} of "
-    f"$\\ln T$ for BERT's heads and {summary['entropy / ln T']:.2f} here (1 = uniform)."
+    f"$\\ln T$ for {who}'s heads and {summary['entropy / ln T']:.2f} here (1 = uniform)."
 )
 if path.source == "mean" and ans.flat and {"q", "k"} & set(roles):
     ratios = collapse.norm_ratios(model.scratch_layer(layer))
@@ -89,7 +90,7 @@ if path.source == "mean" and ans.flat and {"q", "k"} & set(roles):
     st.warning(
         f"**The plain mean flattens the maps.** The mean of {H} slices is shorter than one slice (a slice is "
         f"{shrink} times as long, about $\\sqrt{{{H}}}$ = {H**0.5:.1f} for unrelated slices), so every score "
-        f"shrinks: at alpha = 1 the spread is {ans.spread_shared:.2f} against {ans.spread_bert:.2f} for BERT's heads, "
+        f"shrinks: at alpha = 1 the spread is {ans.spread_shared:.2f} against {ans.spread_bert:.2f} for {who}'s heads, "
         f"and the one map left is nearly uniform (entropy {ans.entropy_shared:.2f} of $\\ln T$). That comes from "
         "averaging, not from sharing: the **rescaled mean** (the default) shares one projection just as much and "
         "keeps a slice's length."
@@ -134,7 +135,7 @@ layers = (layer,) if scope == "this layer" else tuple(range(run.n_layers))
 with st.spinner("Running the whole model with shared projections..."):
     effect = ui.cached_whole_model(inp, layers, path)
     effect_shared = effect if alpha == 1.0 else ui.cached_whole_model(inp, layers, path.at(1.0))
-with st.spinner("Scoring the model on sentence similarity..."):
+with st.spinner(f"Scoring the model on its task: {stick.name}..."):
     task_now = ui.cached_task_shared(inp.model, layers, path)
     task_shared = task_now if alpha == 1.0 else ui.cached_task_shared(inp.model, layers, path.at(1.0))
     task_base = ui.cached_task(inp.model)
@@ -142,70 +143,77 @@ with st.spinner("Scoring the model on sentence similarity..."):
     every = tuple(range(run.n_layers))
     task_none = ui.cached_task_without(inp.model, every)
 removed, none_left = ui.cached_removal(inp, layers), ui.cached_removal(inp, every)
+cosine = "sentence embedding cosine" if model.family == "encoder" else "mean token cosine"  # a decoder pools nothing
 e1, e2, e3, e4 = st.columns(4)
 _, now_low, now_high = ui.cached_task_change(inp.model, "bert", "shared", layers, path)
 e1.metric(
-    "Task: Spearman on the bundled pairs",
-    f"{task_now.spearman:.3f}",
-    delta=f"{round(task_now.spearman, 3) - round(task_base.spearman, 3):+.3f} vs BERT's {task_base.spearman:.3f}",
+    f"Task: {stick.name}",
+    stick.fmt(task_now.value),
+    delta=f"{float(stick.fmt(task_now.value)) - float(stick.fmt(task_base.value)):+.3f} vs {who}'s "
+    f"{stick.fmt(task_base.value)}",
     delta_color="off",
-    help=f"90% bootstrap interval of the change over the {len(task_now.gold)} pairs: {now_low:+.3f} to "
-    f"{now_high:+.3f}" + (" (it includes 0: within the noise of these pairs)." if now_low <= 0 <= now_high else "."),
+    help=f"90% bootstrap interval of the change over the {task_now.n} {stick.items}: {now_low:+.3f} to "
+    f"{now_high:+.3f}" + (" (it includes 0: within the noise of this set)." if now_low <= 0 <= now_high else "."),
 )
-e2.metric("Sentence embedding cosine to BERT", f"{effect['sentence embedding cosine']:.3f}")
+if model.family == "encoder":
+    e2.metric(f"Sentence embedding cosine to {who}", f"{effect['sentence embedding cosine']:.3f}")
+else:
+    e2.metric(
+        "Perplexity", f"{task_now.perplexity:.1f}", delta=f"{who}'s own: {task_base.perplexity:.1f}", delta_color="off"
+    )
 e3.metric("Mean token cosine", f"{effect['mean token cosine']:.3f}")
 e4.metric("Worst token cosine", f"{effect['min token cosine']:.3f}")
 st.dataframe(
     [
         {
             "": f"{names} pulled to alpha = {alpha:.2f} in {scope}",
-            "Spearman": round(task_now.spearman, 3),
-            "sentence embedding cosine": round(effect["sentence embedding cosine"], 3),
+            stick.short: round(task_now.value, 3),
+            cosine: round(effect[cosine], 3),
         },
         {
             "": f"baseline: every head of {scope} removed",
-            "Spearman": round(task_removed.spearman, 3),
-            "sentence embedding cosine": round(removed["sentence embedding cosine"], 3),
+            stick.short: round(task_removed.value, 3),
+            cosine: round(removed[cosine], 3),
         },
         {
             "": "baseline: every head of the model removed",
-            "Spearman": round(task_none.spearman, 3),
-            "sentence embedding cosine": round(none_left["sentence embedding cosine"], 3),
+            stick.short: round(task_none.value, 3),
+            cosine: round(none_left[cosine], 3),
         },
     ],
     hide_index=True,
 )
 st.caption(
-    "The cosines say how far the representation moved; the task says whether the model still does its job: rank "
-    "the bundled sentence pairs by similarity (Spearman's rho against graded similarity). The baselines are measured "
-    "the same way with heads removed (each head's output zeroed before $W^O$): a change is worth something only "
-    "where it beats doing without the attention. A cosine near 1 can still hide a real loss."
+    f"The cosines say how far the representation of your sentence moved; the task says whether the model still does "
+    f"its job: {stick.what}. The baselines are measured the same way with heads removed (each head's output zeroed "
+    "before $W^O$): a change is worth something only where it beats doing without the attention. A cosine near 1 "
+    "can still hide a real loss."
 )
 
 st.subheader("The answer, in numbers: alpha = 1")
 overlaps = ", ".join(
-    f"$W^{r.upper()}$ {ans.overlap_shared[r]:.2f} (BERT: {ans.overlap_bert[r]:.2f})" for r in "qkv" if r in roles
+    f"$W^{r.upper()}$ {ans.overlap_shared[r]:.2f} ({who}: {ans.overlap_bert[r]:.2f})" for r in "qkv" if r in roles
 )
 maps = (
     f"compute the same attention: {ans.maps_shared} distinct map instead of {ans.maps_bert}, mean divergence "
-    f"{lesson.small(ans.diversity_shared)} between heads against {ans.diversity_bert:.3f} for BERT's own"
+    f"{lesson.small(ans.diversity_shared)} between heads against {ans.diversity_bert:.3f} for {who}'s own"
     if ans.maps_shared == 1
     else f"still attend differently: {ans.maps_shared} distinct maps of {H}, mean divergence "
-    f"{ans.diversity_shared:.3f} between heads against {ans.diversity_bert:.3f} for BERT's own"
+    f"{ans.diversity_shared:.3f} between heads against {ans.diversity_bert:.3f} for {who}'s own"
 )
 outputs = (
     f"Every head now writes the same output: the effective number of heads falls from {ans.heads_bert:.1f} to "
     f"{ans.heads_shared:.1f}. "
     if ans.heads_shared < 1.05
-    else f"The effective number of heads is {ans.heads_shared:.1f} (BERT: {ans.heads_bert:.1f}). "
+    else f"The effective number of heads is {ans.heads_shared:.1f} ({who}: {ans.heads_bert:.1f}). "
 )
 sharp = (
-    f"The map left has score spread {ans.spread_shared:.2f} (BERT's heads: {ans.spread_bert:.2f} on average) and "
-    f"entropy {ans.entropy_shared:.2f} of $\\ln T$ (BERT's: {ans.entropy_bert:.2f})"
+    f"The map left has score spread {ans.spread_shared:.2f} ({who}'s heads: {ans.spread_bert:.2f} on average) and "
+    f"entropy {ans.entropy_shared:.2f} of $\\ln T$ ({who}'s: {ans.entropy_bert:.2f})"
     + (
         ": it is nearly flat because the plain mean is short, not because it is shared. "
         if ans.flat and path.source == "mean"
-        else ": it is much flatter than BERT's heads. "
+        else f": it is much flatter than {who}'s heads. "
         if ans.flat
         else ". "
     )
@@ -230,22 +238,23 @@ st.markdown(
         if ans.maps_shared == 1
         else "and the heads still differ where their projections do. "
     )
-    + f"Shared in {scope}, it moves the sentence embedding to cosine "
-    f"{effect_shared['sentence embedding cosine']:.3f} of the original, and the model's Spearman on "
-    + ("its own task " if inp.model == bert.DEFAULT_MODEL else "the bundled model's task (sentence similarity) ")
-    + f"from {task_base.spearman:.3f} to {task_shared.spearman:.3f}; with every head of {scope} removed instead it is "
-    f"{task_removed.spearman:.3f}. Against that baseline sharing scores {diff:+.3f} (90% bootstrap interval over the "
-    f"{len(task_shared.gold)} pairs: {low:+.3f} to {high:+.3f}): "
+    + f"Shared in {scope}, it moves the {cosine} to {effect_shared[cosine]:.3f} of the original, and the "
     + (
-        f"better than removing the attention of {scope}."
-        if low > 0
-        else f"worse than removing the attention of {scope} altogether."
-        if high < 0
-        else f"on these pairs it cannot be told apart from removing the attention of {scope} altogether."
+        f"model's {stick.short} on its own task "
+        if stick is yardstick.NEXT_TOKEN or inp.model == bert.DEFAULT_MODEL
+        else f"model's {stick.short} on the bundled model's task (sentence similarity) "
     )
+    + f"from {stick.fmt(task_base.value)} to {stick.fmt(task_shared.value)}; with every head of {scope} removed "
+    f"instead it is {stick.fmt(task_removed.value)}. Against that baseline sharing changes it by {diff:+.3f} (90% "
+    f"bootstrap interval over the {task_shared.n} {stick.items}: {low:+.3f} to {high:+.3f}): "
+    + {
+        1: f"better than removing the attention of {scope}.",
+        -1: f"worse than removing the attention of {scope} altogether.",
+        0: f"on this set it cannot be told apart from removing the attention of {scope} altogether.",
+    }[stick.verdict(low, high)]
     + (
-        " Nor can these pairs tell removing that attention from BERT itself (change "
-        f"{task_removed.spearman - task_base.spearman:+.3f}, interval {gone_low:+.3f} to {gone_high:+.3f}): on this "
+        f" Nor can this set tell removing that attention from {who} itself (change "
+        f"{task_removed.value - task_base.value:+.3f}, interval {gone_low:+.3f} to {gone_high:+.3f}): on this "
         f"yardstick the attention of {scope} makes no measurable difference, so the task cannot show what sharing "
         "costs there; the cosines and the head measures above can."
         if blind
@@ -267,4 +276,5 @@ ui.words(
     "effective number of heads",
     "score spread",
     "mean pooling",
+    "next-token loss",
 )

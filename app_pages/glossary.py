@@ -10,7 +10,8 @@ st.markdown(
     "The words the lesson and the tool pages use, in one notation: $d_{model}$ the width of a token vector, "
     "$h$ (or H) the number of heads, $d_k = d_{model} / h$ the width of one head, $T$ the number of tokens."
 )
-for term in glossary.TERMS:
+family = ui.model(ui.inputs()).family
+for term in (t for t in glossary.TERMS if t.applies(family)):
     st.subheader(term.name, anchor=term.anchor)
     st.markdown(term.text)
 ui.show_notices()

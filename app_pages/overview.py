@@ -10,8 +10,9 @@ ui.show_notices()
 inp = ui.inputs()
 model = ui.model(inp)
 run = ui.current_run(inp)
-C, H = model.d_model, model.n_heads
+C, H, G = model.d_model, model.n_heads, model.kv_groups
 D = C // H
+causal = model.family == "decoder"
 T = run.n_tokens if run is not None else 16
 st.markdown(
     f"One attention head gives every token **one** weighted average over the sentence, so it must "
@@ -19,14 +20,28 @@ st.markdown(
     f"(Vaswani et al. 2017, *Attention Is All You Need*) runs **{H} heads** side by side in "
     f"**{model.name}** ($d_{{model}}$ = {C}, so each head works in $d_k = d_{{model}} / h$ = {D} dimensions), "
     f"shown here for your {T}-token input."
+    + (
+        f" {model.name} is a decoder: it predicts the next token, each token reads only itself and the tokens "
+        f"before it (a causal mask), and its {H} query heads share {G} keys and values (grouped-query attention)."
+        if causal
+        else ""
+    )
 )
-ui.diagram(diagram.stages_dot(T, C, H), diagram.stages_text(T, C, H))
+groups = G if causal else None  # a decoder's K/V groups (and its causal mask) are drawn
+ui.diagram(diagram.stages_dot(T, C, H, groups=groups), diagram.stages_text(T, C, H, groups))
 STAGES = [
     (
         "1. Project, per head",
-        f"Each head i has its own $W_i^Q, W_i^K, W_i^V$ ({C} x {D}). They are different lenses: each maps the "
-        f"{C}-dimensional token vectors into its own {D}-dimensional subspace. In practice one {C} x {C} "
-        f"matrix is applied and its output split into {H} slices.",
+        (
+            f"Each head i has its own $W_i^Q$ ({C} x {D}); $W^K$ and $W^V$ come in {G} projections, one per group of "
+            f"{H // G} heads. Each head still maps the {C}-dimensional token vectors into its own {D}-dimensional "
+            f"query subspace. In practice one {C} x {C} matrix makes every query and one {C} x {G * D} matrix every "
+            "key, their outputs split into slices."
+            if G < H
+            else f"Each head i has its own $W_i^Q, W_i^K, W_i^V$ ({C} x {D}). They are different lenses: each maps the "
+            f"{C}-dimensional token vectors into its own {D}-dimensional subspace. In practice one {C} x {C} "
+            f"matrix is applied and its output split into {H} slices."
+        ),
         "app_pages/build.py",
         "See the slices on your sentence",
         ":material/build:",
@@ -35,9 +50,9 @@ STAGES = [
         "2. Attend, in parallel",
         f"Every head computes $\\mathrm{{softmax}}(Q_i K_i^\\top / \\sqrt{{{D}}})\\, V_i$ at the same time: "
         f"a {T} x {T} map of where each token reads, and a {T} x {D} output. Different heads learn different "
-        "relations: the previous word, the separator, a verb's object.",
+        f"relations: the previous word, {'the first token' if causal else 'the separator'}, a verb's object.",
         "app_pages/bert_heads.py",
-        "Inspect every head of the real BERT",
+        f"Inspect every head of the real {model.who}",
         ":material/grid_view:",
     ),
     (
@@ -62,4 +77,4 @@ st.caption(
     "Attention weights show where a head reads, not why the model decides what it decides "
     "(Jain & Wallace 2019; Wiegreffe & Pinter 2019)."
 )
-ui.words("head width", "the bundled model")
+ui.words("head width", "the bundled model", "the decoder")

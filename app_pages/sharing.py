@@ -3,7 +3,8 @@
 import streamlit as st
 
 import ui
-from mha import collapse, ladder, lesson, plots, uptrain
+from mha import collapse, groups, ladder, lesson, plots, subspaces, uptrain
+from mha.groups import group_ranges
 
 POOLINGS = ("mean-pooled", "scale restored")  # a rung to uptrain starts from the plain mean, or rescaled
 
@@ -14,7 +15,7 @@ st.markdown(
     "2019) gives every head one K and one V; **grouped-query attention** (Ainslie et al. 2023) gives "
     "each group of heads its own K and V. Each head keeps its own $W_i^Q$, so each head can still attend "
     "in its own way, while a decoder caches far fewer keys and values per token. Below, one layer of the "
-    "real BERT is converted rung by rung (each group's heads mean-pooled into one projection, as Ainslie "
+    "real model is converted rung by rung (each group's heads mean-pooled into one projection, as Ainslie "
     "et al. do for K and V; a shared projection is one matrix, not equal copies) and measured on your sentence. "
     "The mean of several slices is shorter than one slice (about $1/\\sqrt{g}$ for $g$ unrelated ones), which "
     "shrinks every score, so each rung is also converted with its pooled projections rescaled to their group's "
@@ -22,8 +23,16 @@ st.markdown(
     "sharing itself does. Neither is a trained layer."
 )
 inp, run, model = ui.page_start()
-H, C = model.n_heads, model.d_model
+H, C, G, who = model.n_heads, model.d_model, model.kv_groups, model.who
 D = C // H
+emb = "sentence cosine" if model.family == "encoder" else "final-state cosine"  # both: the mean of the last states
+if G < H:
+    st.info(
+        f"{who} is already a grouped-query model: its {H} query heads share {G} K/V projections (GQA-{G}, heads "
+        f"{group_ranges(H, G)}). Mean-pooling cannot split a group again, so its ladder starts at GQA-{G} and goes "
+        "down to multi-query attention and a shared Q.",
+        icon=":material/share:",
+    )
 layer, _ = ui.layer_head(run, head=False)
 
 with st.spinner("Converting the layer rung by rung..."):
@@ -40,8 +49,8 @@ table = [
         "K/V cache per token, fp16 (whole model, as a decoder)": f"{m.kv_cache / 1024:.1f} KiB",
         "head diversity (JS), mean-pooled": float(f"{m.diversity:.3g}"),
         "head diversity (JS), scale restored": float(f"{r.diversity:.3g}"),
-        "sentence cosine, mean-pooled": round(m.sentence_cosine, 3),
-        "sentence cosine, scale restored": round(r.sentence_cosine, 3),
+        f"{emb}, mean-pooled": round(m.sentence_cosine, 3),
+        f"{emb}, scale restored": round(r.sentence_cosine, 3),
         "layer output cosine, mean-pooled": round(m.layer_cosine, 3),
         "layer output cosine, scale restored": round(r.layer_cosine, 3),
         "attention drift (JS), mean-pooled": round(m.drift, 3),
@@ -52,8 +61,8 @@ table += [
     {
         "rung": name,
         "shared across heads": "(baseline)",
-        "sentence cosine, mean-pooled": round(cos, 3),
-        "sentence cosine, scale restored": round(cos, 3),
+        f"{emb}, mean-pooled": round(cos, 3),
+        f"{emb}, scale restored": round(cos, 3),
         "layer output cosine, mean-pooled": round(layer_cos, 3) if layer_cos is not None else None,
         "layer output cosine, scale restored": round(layer_cos, 3) if layer_cos is not None else None,
     }
@@ -63,14 +72,16 @@ table += [
     )
 ]
 st.dataframe(table, hide_index=True)
-ui.chart(plots.ladder.ladder_chart(measured, rescaled, base))
+ui.chart(plots.ladder.ladder_chart(measured, rescaled, base, emb, who))
 st.caption(
     "Projections: how many distinct $W^Q$, $W^K$, $W^V$ the layer has (each $d_{model} \\times d_k$); head $i$ "
     "reads its group's. Mean-pooled: each group's slices averaged (Ainslie et al. 2023); scale restored: that mean "
-    "made as long as the group's typical slice. Drift: Jensen-Shannon divergence between a head's new and BERT's "
+    f"made as long as the group's typical slice. Drift: Jensen-Shannon divergence between a head's new and {who}'s "
     "own attention, averaged over heads and tokens. Head diversity: the mean divergence between the rung's heads "
     "(Clark et al. 2019's distance; 0 = every head the same map). Cosines: the attention sub-layer's output per "
-    "token, and the whole model's sentence embedding (mean pooling), against BERT's own. Baselines: the same "
+    "token, and the mean of the whole model's last hidden states"
+    + (" (the sentence embedding: mean pooling)" if model.family == "encoder" else "")
+    + f", against {who}'s own. Baselines: the same "
     "measures with every head of the layer, or of the model, removed (outputs zeroed before $W^O$). No training "
     "yet: the rows show the bare conversion."
 )
@@ -84,7 +95,7 @@ beat = [
 if beat:
     st.warning(
         f"On your sentence, converted without training, {', '.join(beat)} {'keeps' if len(beat) == 1 else 'keep'} "
-        "no more of the sentence embedding "
+        f"no more of the {'sentence embedding' if model.family == 'encoder' else 'mean final state'} "
         f"than removing layer {layer}'s attention altogether (cosine {base.sentence_cosine:.3f}): a bare conversion "
         "is not yet a working layer. Uptraining (below) is what makes one."
     )
@@ -96,11 +107,11 @@ if H > 1:
     bert_div = measured[0].diversity
     identical = [m for m in measured if m.diversity < collapse.SAME_TOLERANCE]
     share_qk = [m for m in measured if m.rung.same_attention]
-    mqa, q_only, qk = by_heads[(H, 1, 1)], by_heads[(1, H, H)], by_heads[(1, 1, H)]
-    mqa_s, q_only_s = by_heads_scaled[(H, 1, 1)], by_heads_scaled[(1, H, H)]
+    mqa, q_only, qk = by_heads[(H, 1, 1)], by_heads[(1, G, G)], by_heads[(1, 1, G)]
+    mqa_s, q_only_s = by_heads_scaled[(H, 1, 1)], by_heads_scaled[(1, G, G)]
     exact = {m.rung.name for m in identical} == {m.rung.name for m in share_qk}
     st.markdown(
-        f"On your sentence, BERT's {H} heads in layer {layer} differ by {bert_div:.3f} (mean JS). Sharing **K and "
+        f"On your sentence, {who}'s {H} heads in layer {layer} differ by {bert_div:.3f} (mean JS). Sharing **K and "
         f"V** (MQA) leaves {mqa_s.diversity:.3f} ({mqa_s.diversity / bert_div:.0%} of it) when the pooled K and V keep "
         f"a slice's length, and {mqa.diversity:.3f} ({mqa.diversity / bert_div:.0%}) with the plain mean; sharing **Q "
         f"alone** leaves {q_only_s.diversity:.3f} ({q_only_s.diversity / bert_div:.0%}), or {q_only.diversity:.3f} "
@@ -129,7 +140,7 @@ if H > 1:
         ),
         container=g1,
     )
-    qk_s = by_heads_scaled[(1, 1, H)]
+    qk_s = by_heads_scaled[(1, 1, G)]
     ui.chart(
         plots.heads.head_grid(
             ladder.rung_attention(model, run, layer, qk_s.rung),
@@ -139,6 +150,31 @@ if H > 1:
     )
 else:
     st.info("This model has one head per layer: there is nothing to share between heads.")
+
+if 1 < G < H:
+    st.subheader("Do heads that share one K and V still attend differently?")
+    one = groups.layer_diversity(run.attentions[layer : layer + 1])[0]  # (H, H)
+    mine_within, mine_across = groups.pair_means(one, groups.groups_of(H, G))
+    with st.spinner(f"Running the {len(subspaces.pool_sentences())} bundled sentences (once)..."):
+        study = ui.cached_group_diversity(inp.model)
+    low = int((study.rank <= 0.05).sum())
+    st.markdown(
+        f"Two query heads of one group read the same keys and values: only their own $W_i^Q$ can set them apart. On "
+        f"your sentence, in layer {layer}, two heads of one group differ by {mine_within:.3f} (mean JS, nats) and two "
+        f"heads of different groups by {mine_across:.3f}. Over the {study.texts} bundled sentences, heads of one "
+        f"group are more alike than heads of two groups in {study.layers_more_alike} of {model.n_layers} layers "
+        f"(mean over layers {study.within.mean():.3f} against {study.across.mean():.3f}): within a group they still "
+        f"differ, by {study.within.mean() / study.across.mean():.0%} of the difference across groups. Among all "
+        f"{study.n_partitions} ways to cut {H} heads into {G} groups of {H // G}, the model's own grouping is in the "
+        f"most alike 5% in {low} layers ({0.05 * model.n_layers:.1f} expected if the grouping had nothing to do with "
+        f"the maps; median rank {study.median_rank:.2f}, where 0.5 would be an ordinary cut)."
+    )
+    ui.chart(plots.ladder.group_chart(study.within, study.across, study.rank, study.texts))
+    st.caption(
+        "A query that can read only itself (a causal map's first row) is left out: every head gives it weight 1. "
+        "Rank: the share of all equal-size partitions of the heads whose same-group pairs are at least as alike as "
+        "the model's (small: the model's groups are unusually alike)."
+    )
 
 st.subheader("K/V cache per token, if these were decoders")
 shapes = {f"{inp.model} ({model.n_layers} x {H} x {D})": (model.n_layers, H, D), **ladder.REFERENCE_MODELS}
@@ -153,14 +189,14 @@ st.subheader("A short uptraining")
 converted = [m.layer_cosine for m in measured[1:]]
 st.markdown(
     (
-        f"Mean-pooling alone moves the layer: on your sentence its output's cosine to BERT's own is "
+        f"Mean-pooling alone moves the layer: on your sentence its output's cosine to {who}'s own is "
         f"{min(converted):.2f} to {max(converted):.2f} across the rungs above. "
         if converted
         else ""
     )
     + f"Removing the layer's attention altogether gives {base.layer_cosine:.2f}. "
     + "Ainslie et al. then continue training the converted model (5 % of the original pre-training). Here, "
-    "much smaller: one layer is fitted to reproduce BERT's own layer output on "
+    f"much smaller: one layer is fitted to reproduce {who}'s own layer output on "
     f"{len(uptrain.generated_sentences()):,} generated sentences (Adam, lr {uptrain.UPTRAIN_LR:g} with cosine "
     f"decay, batches of {uptrain.UPTRAIN_BATCH}), then measured on the bundled hand-written sentences it never "
     "saw. The converted layer keeps its structure while it trains: a shared projection is one matrix, so every "
@@ -237,7 +273,7 @@ st.dataframe(
             "layer's attention removed": None,
         },
         {
-            "": f"sentence cosine, {n_held} held-out sentences (mean)",
+            "": f"{emb}, {n_held} held-out sentences (mean)",
             "converted": round(outcome.held_out_before, 3),
             "uptrained": round(outcome.held_out_after, 3),
             "layer's attention removed": round(outcome.removed_cosine, 3),
@@ -249,7 +285,7 @@ st.dataframe(
             "layer's attention removed": None,
         },
         {
-            "": "sentence cosine, your sentence",
+            "": f"{emb}, your sentence",
             "converted": round(before.sentence_cosine, 3),
             "uptrained": round(after.sentence_cosine, 3),
             "layer's attention removed": round(base.sentence_cosine, 3),
@@ -275,7 +311,7 @@ st.caption(
     f"{rung.name} ({' / '.join(str(g) for g in rung.heads)} projections of Q, K, V, {rung.pooling}), layer {layer}, "
     f"{steps:,} steps in {outcome.fit.seconds:.0f} s. On the {n_held} held-out sentences the relative error of the "
     f"layer's output went from {outcome.error_before:.3f} (converted) to {outcome.error_after:.3f} (uptrained) and the "
-    f"mean sentence cosine from {outcome.held_out_before:.3f} to {outcome.held_out_after:.3f}; with the layer's "
+    f"mean {emb} from {outcome.held_out_before:.3f} to {outcome.held_out_after:.3f}; with the layer's "
     f"attention removed it is {outcome.removed_cosine:.3f}. On the sentences it was fitted on the error went from "
     f"{outcome.fit.before:.3f} to {outcome.fit.after:.3f}"
     + (
@@ -299,7 +335,7 @@ done = [(r, o) for r, o in done if o is not None]
 if len(done) > 1:
     st.markdown(
         f"**Every rung uptrained so far with these settings** (layer {layer}, {rung.pooling}, {steps:,} steps, seed "
-        f"{seed}; held-out sentence cosine with the layer's attention removed: {outcome.removed_cosine:.3f}):"
+        f"{seed}; held-out {emb} with the layer's attention removed: {outcome.removed_cosine:.3f}):"
     )
     st.dataframe(
         [
@@ -307,8 +343,8 @@ if len(done) > 1:
                 "rung": r.name,
                 "held-out relative error, converted": round(o.error_before, 3),
                 "held-out relative error, uptrained": round(o.error_after, 3),
-                "held-out sentence cosine, converted": round(o.held_out_before, 3),
-                "held-out sentence cosine, uptrained": round(o.held_out_after, 3),
+                f"held-out {emb}, converted": round(o.held_out_before, 3),
+                f"held-out {emb}, uptrained": round(o.held_out_after, 3),
                 "held-out head diversity, converted": float(f"{o.diversity_before:.3g}"),
                 "held-out head diversity, uptrained": float(f"{o.diversity_after:.3g}"),
                 "fitted relative error, uptrained": round(o.fit.after, 3),

@@ -5,6 +5,7 @@ import streamlit as st
 
 import ui
 from mha import atlas, collapse, lesson, plots, subspaces
+from mha.groups import group_ranges
 
 st.title("Subspaces: each head's own view of your sentence")
 st.markdown(
@@ -15,7 +16,7 @@ st.markdown(
     r"picture keeps as much of the head's scaled scores $Q_i K_i^\top / \sqrt{d_k}$ as two dimensions can."
 )
 inp, run, model = ui.page_start()
-H = model.n_heads
+H, who, causal = model.n_heads, model.who, model.family == "decoder"
 c1, c2 = st.columns(2)  # one row: the panels start on the first screen of a 1280 x 720 projector
 layer, _ = ui.layer_head(run, container=c1, head=False)
 token = ui.token_picker(
@@ -50,7 +51,20 @@ st.caption(
     "score (keys are centred first, which the softmax does not notice); 1 = exact. The grey cross marks 0 on both "
     "axes. Each panel has its own scale, so a weak head looks as large as a strong one: its **spread** (the standard "
     "deviation of the head's real scaled scores over the keys, mean over queries) says how strong it is. Near 0 the "
-    f"head's map is flat; BERT's own heads in this layer spread {own.spread.min():.2f} to {own.spread.max():.2f}."
+    f"head's map is flat; {who}'s own heads in this layer spread {own.spread.min():.2f} to {own.spread.max():.2f}."
+    + (
+        f" {who} is causal: a query meets only the keys at or before it, so the fidelity counts only those pairs "
+        "(the picture is fitted to every pair). Its queries and keys are rotated by position (RoPE) before they meet: "
+        "the points are the rotated ones, as the scores use them."
+        if causal
+        else ""
+    )
+    + (
+        f" Heads {group_ranges(H, model.kv_groups)} share one key projection per group: their key points come from "
+        "one $W^K$, their query points from their own $W_i^Q$."
+        if model.kv_groups < H
+        else ""
+    )
 )
 spread = subspaces.max_map_difference(maps)
 if {"q", "k"} <= set(path.roles) and path.alpha == 1.0:
@@ -101,11 +115,12 @@ if ui.setting_widget("toggle", f"Show your sentence among {len(subspaces.pool_se
             pool_maps.keys,
             pool_maps.fidelity,
             pool.tokens,
-            subspaces.token_kinds(pool.tokens),
+            subspaces.token_kinds(pool.tokens, pool.position if causal else None),
             pool.position,
             own,
-            f"Layer {layer} (BERT's own weights): your sentence (large) and "
+            f"Layer {layer} ({who}'s own weights): your sentence (large) and "
             f"{pool.sentence.max()} bundled ones, {len(pool.tokens)} tokens",
+            special="first tokens" if causal else "[CLS], [SEP]",
         ),
         key="subspaces_pool",
     )
@@ -113,10 +128,13 @@ if ui.setting_widget("toggle", f"Show your sentence among {len(subspaces.pool_se
         "As AttentionViz does for a corpus: the same picture over many sentences shows what a head's space is "
         "organised by. The picture is fitted to every query-key pair of the pool, also to pairs from different "
         "sentences that no softmax compares; the **fidelity** in each panel counts only the pairs within a sentence "
-        "(the share of their scores' energy the picture keeps). "
-        "Words are coloured by where they sit in their sentence (start to end); [CLS]/[SEP] and "
-        "punctuation have their own colours. A head whose words fan out by colour reads position; one that "
-        "gathers the separators apart treats them as a place to park attention."
+        + ("whose key is at or before its query " if causal else "")
+        + "(the share of their scores' energy the picture keeps). "
+        + "Words are coloured by where they sit in their sentence (start to end); "
+        + ("each sentence's first token" if causal else "[CLS]/[SEP]")
+        + " and punctuation have their own colours. A head whose words fan out by colour reads position; one that "
+        + ("gathers the first tokens apart" if causal else "gathers the separators apart")
+        + " treats them as a place to park attention."
     )
 
 st.subheader("The weights themselves")
@@ -137,7 +155,9 @@ C, D = model.d_model, model.d_model // H
 st.caption(
     f"Left: each head's $W_i^Q {{W_i^K}}^\\top$ ({C} x {C}) has at most $d_k$ = {D} directions. Right: stacked side by "
     f"side, the {H} heads' $W^Q$ need {spectra.energy_rank('query')} of {C} directions for 90 % of their "
-    f"energy, $W^K$ {spectra.energy_rank('key')} (a random matrix: {spectra.energy_rank('reference')}). The fair "
+    f"energy, $W^K$ {spectra.energy_rank('key')}"
+    + (f" (its {model.kv_groups} K/V groups' projections: {model.kv_groups * D} rows)" if model.kv_groups < H else "")
+    + f" (a random {H * D} x {C} matrix: {spectra.energy_rank('reference')}). The fair "
     "comparison keeps each head's own singular values and points them in random directions: "
     f"{spectra.energy_rank('query_rotated')} for $W^Q$, {spectra.energy_rank('key_rotated')} for $W^K$. "
     + (
@@ -147,8 +167,21 @@ st.caption(
         else "The real stacks need no fewer: no sign here that the heads share directions beyond their uneven spectra "
     )
     + "(Cordonnier et al. 2020, *Multi-Head Attention: Collaborate Instead of Concatenate*, found them shared)."
+    + (
+        " With rotary positions a rotation by the two tokens' distance sits between $W_i^Q$ and $W^K$: the product "
+        "is the score matrix of two tokens at the same position."
+        if causal
+        else ""
+    )
 )
 st.page_link(
     "app_pages/collapse.py", label="The same sharing, measured: the collapse page", icon=":material/call_merge:"
 )
-ui.words("representation subspace", "fidelity", "score spread", "alpha", "subspace overlap")
+ui.words(
+    "representation subspace",
+    "fidelity",
+    "score spread",
+    "alpha",
+    "subspace overlap",
+    *(("rotary position embeddings", "causal mask") if causal else ()),
+)

@@ -78,7 +78,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--page", default="bert_heads")
-    parser.add_argument("--title", default="BERT heads")
+    parser.add_argument("--title", default="Attention heads")
     parser.add_argument("--tokens", type=int, default=0, help="a text of this many tokens (default: a short sentence)")
     args = parser.parse_args()
     text = sentence(args.tokens, 1) if args.tokens else TEXT

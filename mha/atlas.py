@@ -91,8 +91,11 @@ def positional(att: np.ndarray, min_share: float = POSITIONAL_MIN) -> tuple[np.n
     return counts.max(-1) / T >= min_share, counts.argmax(-1) - T
 
 
+SINK_KEYS = ("to [CLS]", "to [SEP]", "to the first token")  # where heads park attention, by family
+
+
 def head_measures(
-    attentions: np.ndarray, tokens: list[str], segment_ids: list[int] | None = None
+    attentions: np.ndarray, tokens: list[str], segment_ids: list[int] | None = None, causal: bool = False
 ) -> dict[str, np.ndarray]:
     """Every per-head measure, each (L, H), in one dict (Clark et al. 2019; Voita et al. 2019).
 
@@ -101,7 +104,14 @@ def head_measures(
     and on the next token (these two over the queries that have one, so a head that always reads
     the previous token scores 1, not (T - 1) / T). "entropy / ln T" is the entropy over its maximum for the length, so
     that sentences of different lengths compare (in [0, 1]).
+
+    causal (a decoder): query i reads keys 0..i only. The first query, which can read nothing but
+    itself, is left out of every mean; the sink is the first token ("to the first token", no
+    [CLS] or [SEP]); there is no next token to read; and a row's entropy is divided by the most it
+    can have, ln(i + 1), before the mean ("entropy / ln T" with T the keys the query can read).
     """
+    if causal:
+        return _causal_measures(np.asarray(attentions, dtype=np.float32), tokens)
     att = np.asarray(attentions, dtype=np.float32)
     toks = np.array(tokens)
     out = {
@@ -125,6 +135,41 @@ def head_measures(
     return out
 
 
+def _causal_measures(att: np.ndarray, tokens: list[str]) -> dict[str, np.ndarray]:
+    """head_measures for a causal map (see there): every mean over the queries 1..T-1."""
+    T = att.shape[-1]
+    if T < 2:
+        raise ValueError("a causal map of one token has no query that could read another")
+    rows = att[..., 1:, :]  # (L, H, T-1, T): the queries that can read another token
+    toks = np.array(tokens)
+    first = np.zeros(T, dtype=bool)
+    first[0] = True
+    row_entropy = -(rows * np.log(np.clip(rows, 1e-12, 1.0))).sum(-1)  # (L, H, T-1)
+    out = {
+        "to the first token": rows[..., 0].mean(-1),
+        "to punctuation": _mean_share(rows, np.isin(toks, PUNCTUATION)),
+        "to itself": np.diagonal(att, axis1=-2, axis2=-1)[..., 1:].mean(-1),
+        "to previous": offset_share(att, -1),
+        "entropy": row_entropy.mean(-1),
+        "entropy / ln T": (row_entropy / np.log(np.arange(2, T + 1))).mean(-1),
+        "confidence": confidence(rows, ~first),
+    }
+    flag, offset = positional(att)
+    out["positional"] = flag
+    out["argmax offset"] = offset
+    return out
+
+
+def sink_share(m: dict[str, np.ndarray]) -> np.ndarray:
+    """(L, H) each head's share on the tokens heads park on: [CLS] and [SEP], or a decoder's first token."""
+    return sum(m[k] for k in SINK_KEYS if k in m)
+
+
+def shares(m: dict[str, np.ndarray]) -> list[str]:
+    """The share measures of m ("to ..."), in order."""
+    return [k for k in m if k.startswith("to ")]
+
+
 def pattern_labels(m: dict[str, np.ndarray], n_tokens: int, th: dict[str, float] = PATTERN_THRESHOLDS) -> np.ndarray:
     """A Kovaleva et al. 2019-style pattern per head from its measures -> (L, H) str.
 
@@ -134,8 +179,8 @@ def pattern_labels(m: dict[str, np.ndarray], n_tokens: int, th: dict[str, float]
     that short inputs are not all labelled by chance.
     """
     uniform = 2.0 / max(n_tokens, 1)  # the share of two keys under uniform attention
-    vertical = m["to [CLS]"] + m["to [SEP]"]
-    diagonal = m["to previous"] + m["to next"]
+    vertical = sink_share(m)
+    diagonal = m["to previous"] + m.get("to next", 0.0)
 
     def strong(share: np.ndarray, threshold: float) -> np.ndarray:
         return (share >= threshold) & (share >= 2 * uniform)
@@ -196,6 +241,7 @@ def describe(m: dict[str, np.ndarray], label: str, layer: int, head: int, n_toke
     where = {
         "to [CLS]": "the [CLS] token",
         "to [SEP]": "the [SEP] token",
+        "to the first token": "the first token",
         "to punctuation": "punctuation (every mark together)",
         "to itself": "itself",
         "to previous": "the previous token",
@@ -211,8 +257,13 @@ def describe(m: dict[str, np.ndarray], label: str, layer: int, head: int, n_toke
             else "spreads its attention"
         )
         text = (
-            f"Layer {layer}, head {head} ({label}): {spread}; of [CLS], [SEP], punctuation, itself and its "
-            f"neighbours, the most goes to {where} ({share:.0%})"
+            f"Layer {layer}, head {head} ({label}): {spread}; of "
+            + (
+                "the first token, punctuation, itself and the previous token"
+                if "to next" not in m
+                else "[CLS], [SEP], punctuation, itself and its neighbours"
+            )
+            + f", the most goes to {where} ({share:.0%})"
         )
     if bool(m["positional"][layer, head]):
         text += f"; positional (offset {int(m['argmax offset'][layer, head]):+d})"
@@ -258,7 +309,7 @@ SHARES = ("to [CLS]", "to [SEP]", "to punctuation", "to itself", "to previous", 
 
 def measures(run: BertRun) -> dict[str, np.ndarray]:
     """Every per-head measure of a run, each (L, H), plus "pattern" labels (L, H)."""
-    m = head_measures(run.attentions, run.tokens, run.segment_ids)
+    m = head_measures(run.attentions, run.tokens, run.segment_ids, run.causal)
     m["pattern"] = pattern_labels(m, run.n_tokens)
     return m
 
@@ -271,7 +322,7 @@ def hover_text(m: dict[str, np.ndarray]) -> list[list[str]]:
         row = []
         for h in range(H):
             lines = [f"<b>layer {l}, head {h}</b>: {m['pattern'][l, h]}"]
-            lines += [f"{k}: {m[k][l, h]:.0%}" for k in SHARES]
+            lines += [f"{k}: {m[k][l, h]:.0%}" for k in shares(m)]
             lines += [
                 f"entropy: {m['entropy'][l, h]:.2f} nats ({m['entropy / ln T'][l, h]:.0%} of ln T)",
                 f"confidence: {m['confidence'][l, h]:.2f}",

@@ -24,6 +24,7 @@ from .loaded import LoadedModel, weights_digest  # noqa: F401  (weights_digest: 
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+DECODER_MODEL = "SmolLM2-135M-Instruct"
 LOCAL_MODEL = "local"
 LOCAL_ENV = "MHA_MODEL_DIR"  # a directory holding a BERT (config.json, weights, tokenizer)
 HUB_HOST = "huggingface.co"
@@ -54,9 +55,14 @@ class ModelSpec:
     """One entry of the allow-list."""
 
     name: str
-    source: str  # "bundled" | "hub" | "local"
+    source: str  # "bundled" | "hub" | "local" | "decoder" (fetched once: mha/fetch.py)
     description: str
     hub_id: str | None = None
+
+    @property
+    def family(self) -> str:
+        """ "encoder" (BERT) or "decoder" (a Llama-class causal LM)."""
+        return "decoder" if self.source == "decoder" else "encoder"
 
 
 REGISTRY: dict[str, ModelSpec] = {
@@ -82,6 +88,14 @@ REGISTRY: dict[str, ModelSpec] = {
         "hub",
         "12 layers x 12 heads, width 768, 178M, 104 languages; download ~710 MB",
         "google-bert/bert-base-multilingual-cased",
+    ),
+    DECODER_MODEL: ModelSpec(
+        DECODER_MODEL,
+        "decoder",
+        "a Llama-class decoder (causal, next-token prediction): 30 layers, 9 query heads sharing 3 K/V heads "
+        "(grouped-query attention), width 576, rotary positions, 135M parameters; the first use fetches a "
+        "93 MB package once and converts it (about half a minute)",
+        "HuggingFaceTB/SmolLM2-135M-Instruct",
     ),
 }
 
@@ -179,6 +193,24 @@ class BertRun:
         """(1, T, C) what `layer`'s attention reads, a new tensor: in BERT the hidden states entering
         the layer (a pre-norm decoder normalises them first: DecoderRun)."""
         return self.layer_state(layer)
+
+    @property
+    def sinks(self) -> list[int]:
+        """The positions of the tokens heads park attention on when they have nothing to read:
+        BERT's [CLS] and [SEP] (a decoder's first token: DecoderRun)."""
+        from .views import SPECIAL
+
+        return [i for i, t in enumerate(self.tokens) if t in SPECIAL]
+
+    @property
+    def sink_name(self) -> str:
+        """Those tokens in words."""
+        return "[CLS] and [SEP]"
+
+    @property
+    def causal(self) -> bool:
+        """Whether query i reads only keys 0..i (a decoder's run): BERT reads every token."""
+        return False
 
     @property
     def n_heads(self) -> int:
@@ -329,6 +361,8 @@ def load_bert(name: str | None = None) -> LoadedBert:
     seconds) for a Hub model that is neither cached nor downloadable here.
     """
     spec, where = _resolve(name)
+    if spec.family != "encoder":
+        raise ValueError(f"{spec.name} is not a BERT: load it with mha.models.load_model")
     from transformers import AutoModel, AutoTokenizer
     from transformers.utils import logging as hf_logging
 

@@ -6,6 +6,7 @@ Everything is computed on copies of the weights; the cached model is never modif
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -31,6 +32,9 @@ class Stages:
     parity: max |from-scratch - BERT| attention weight, when comparable (BERT's weights, BERT's
         head count, distinct projections, scaling on), else None.
     shuffle_error: max |output(shuffled) - output reordered| when shuffled, else None.
+    order_errors: for a module with a causal mask or rotary positions, when shuffled: the same
+        error with the module as it is, without its causal mask, and without mask and rotary
+        positions (where the positions enter), else None.
     head_spread: max |weights of head h - weights of head 0| over all heads.
     measures: the collapse measures (head diversity, overlaps, effective number of heads, ...).
     score_std, scaled_std, max_weight: per head (H,): the spread of Q_i K_i^T and of the scaled
@@ -48,6 +52,8 @@ class Stages:
     score_std: np.ndarray
     scaled_std: np.ndarray
     max_weight: np.ndarray
+    order_errors: dict[str, float] | None = None
+    unrotated: np.ndarray | None = None  # (H, T, T) the weights without the rotary positions, if the module has them
 
     @property
     def q_heads_side_by_side(self) -> np.ndarray:
@@ -65,11 +71,12 @@ def resplit(m: MultiHeadAttention, n_heads: int) -> MultiHeadAttention:
     return out.eval().requires_grad_(False)
 
 
-def random_module(d_model: int, n_heads: int, seed: int) -> MultiHeadAttention:
+def random_module(d_model: int, n_heads: int, seed: int, like: MultiHeadAttention | None = None) -> MultiHeadAttention:
     """A module with PyTorch's default nn.Linear init, U(-1/sqrt(C), 1/sqrt(C)) for every weight
-    and bias, drawn from its own generator (the global RNG is shared by every session)."""
+    and bias, drawn from its own generator (the global RNG is shared by every session); with the
+    structure of `like` (K/V groups, causal mask, rotary positions) if given."""
     g = torch.Generator().manual_seed(seed)
-    m = MultiHeadAttention(d_model, n_heads)
+    m = MultiHeadAttention(d_model, n_heads) if like is None else like.with_heads(like.role_heads)
     bound = d_model**-0.5  # every projection here has fan_in = C
     with torch.no_grad():
         for p in m.parameters():
@@ -88,7 +95,8 @@ def build_module(
         if n_heads != m.n_heads:
             m = resplit(m, n_heads)
     elif weights == "random":
-        m = random_module(bert.d_model, n_heads, seed)
+        like = bert.scratch_layer(layer) if n_heads == bert.n_heads else None  # the model's own structure
+        m = random_module(bert.d_model, n_heads, seed, like)
     else:
         raise ValueError(f"weights must be 'bert' or 'random', got {weights!r}")
     return collapse.shared_module(m) if shared else m
@@ -116,13 +124,28 @@ def build_stages(
     perm = np.random.default_rng(seed).permutation(T) if shuffle else np.arange(T)
     with torch.inference_mode():
         tr = _numpy_trace(m.trace(x[:, perm], scale=scale))
-        shuffle_error = None
+        shuffle_error, order_errors = None, None
         if shuffle:
-            plain = m.trace(x, scale=scale).output[0].numpy()  # (T, C) in sentence order
-            shuffle_error = float(np.abs(tr.output[0] - plain[perm]).max())
+            shuffle_error = _shuffle_error(m, x, perm, scale)
+            if m.causal or m.rope_theta is not None:
+                order_errors = {"as the model has it": shuffle_error}
+                for name, changes in (
+                    ("without the causal mask", {"causal": False}),
+                    ("without the mask and the rotary positions", {"causal": False, "rope_theta": None}),
+                ):
+                    variant = copy.copy(m)
+                    variant.__dict__.update(changes)
+                    order_errors[name] = _shuffle_error(variant, x, perm, scale)
     w = tr.weights[0]  # (H, T, T)
+    unrotated = None
+    if m.rope_theta is not None:
+        plain = copy.copy(m)
+        plain.rope_theta = None
+        with torch.inference_mode():
+            unrotated = plain.trace(x[:, perm], scale=scale).weights[0].numpy()  # (H, T, T)
     parity = None
-    if weights == "bert" and n_heads == bert.n_heads and not shared and scale:
+    order_free = not (m.causal or m.rope_theta is not None)  # shuffled, the model's own weights are only permuted
+    if weights == "bert" and n_heads == bert.n_heads and not shared and scale and (order_free or not shuffle):
         bert_w = run.attentions[layer][:, perm][:, :, perm]  # BERT's own weights, same token order
         parity = float(np.abs(w - bert_w).max())
     return Stages(
@@ -136,4 +159,13 @@ def build_stages(
         score_std=metrics.score_spread(tr.scores[0]),
         scaled_std=metrics.score_spread(tr.scaled[0]),
         max_weight=w.max(-1).mean(-1),
+        order_errors=order_errors,
+        unrotated=unrotated,
     )
+
+
+def _shuffle_error(m: MultiHeadAttention, x: torch.Tensor, perm: np.ndarray, scale: bool) -> float:
+    """max |m(x in the order perm) - m(x) reordered by perm|: 0 when m only permutes."""
+    shuffled = m.trace(x[:, perm], scale=scale).output[0].numpy()  # (T, C)
+    plain = m.trace(x, scale=scale).output[0].numpy()  # (T, C) in sentence order
+    return float(np.abs(shuffled - plain[perm]).max())

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .attention import ROLES, MultiHeadAttention
+from .attention import ROLES
 from .collapse import SAME_WEIGHTS, CollapsePath, Source
 
 
@@ -90,16 +90,15 @@ def answer(
     bert: Mapping[str, float], shared: Mapping[str, float], d_model: int, n_heads: int, path: CollapsePath
 ) -> Answer:
     """The answer from the measures at alpha = 0 (`bert`) and alpha = 1 (`shared`) on path's
-    source and roles, and the parameters of a layer with path.roles shared."""
+    source and roles, with the parameters each of the two modules has."""
     if not (bert["alpha"] == 0.0 and shared["alpha"] == 1.0):
         raise ValueError("the answer needs the path's two ends, alpha = 0 and alpha = 1")
-    heads = tuple(1 if r in path.roles else n_heads for r in ROLES)
     return Answer(
         roles=path.roles,
         source=path.source,
         n_heads=n_heads,
         bert=dict(bert),
         shared=dict(shared),
-        params_distinct=MultiHeadAttention.parameter_count(d_model, n_heads),
-        params_shared=MultiHeadAttention.parameter_count(d_model, n_heads, heads),
+        params_distinct=int(bert["parameters"]),  # the modules' own counts: the model's structure (bias or not,
+        params_shared=int(shared["parameters"]),  # K/V groups) at alpha = 0, the shared one at alpha = 1
     )

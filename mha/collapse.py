@@ -12,9 +12,12 @@ cached BERT it came from) is never modified.
   uniform: "the heads are identical" and "the one head left is flat" would be mixed up. The
   rescaled mean keeps a slice's norm (sqrt of the mean of the slices' squared Frobenius norms),
   so the one head left attends about as sharply as BERT's own heads.
+- A model whose K and V already come in groups (grouped-query attention: heads=(H, G, G)) starts
+  the path from that structure: a K/V group's projection is pulled as one, and a role not shared
+  keeps its groups.
 - `interpolate(m, alpha, ...)`: the continuous path W_i(alpha) = (1 - alpha) W_i + alpha W_shared
-  for every head i, as a distinct-mode module (alpha = 0: m itself; every head still has its
-  own weights, equal ones at alpha = 1).
+  for every head i (every group, for grouped K/V), in the module's own structure (alpha = 0: m
+  itself; every head still has its own weights, equal ones at alpha = 1).
 - `CollapsePath(alpha, source, roles)`: one point on that path, the settings of the collapse page
   passed whole; `module_at(m, path)` is its module: interpolate below 1, shared_module at 1,
   where sharing really removes parameters.
@@ -95,9 +98,10 @@ def source_label(source: Source) -> str:
     return {"scaled": "rescaled mean", "mean": "plain mean"}.get(source, f"head {source}")  # type: ignore[arg-type]
 
 
-def _head_slices(w: torch.Tensor, H: int) -> torch.Tensor:
-    """(C_out, ...) weight or bias of a distinct projection -> (H, D, ...) per-head slices."""
-    return w.reshape(H, w.shape[0] // H, *w.shape[1:])  # (H, D, C) or (H, D)
+def _head_slices(w: torch.Tensor, n: int) -> torch.Tensor:
+    """(C_out, ...) weight or bias of a role's n projections -> (n, D, ...) their slices (n = H for
+    distinct heads, G for K/V groups)."""
+    return w.reshape(n, w.shape[0] // n, *w.shape[1:])  # (n, D, C) or (n, D)
 
 
 def _group_norm_ratios(groups: torch.Tensor) -> torch.Tensor:
@@ -115,29 +119,35 @@ def norm_ratio(weight: torch.Tensor, H: int) -> float:
 
 
 def norm_ratios(m: MultiHeadAttention) -> dict[str, float]:
-    """norm_ratio of each of m's distinct projections, by role."""
-    return {r: norm_ratio(getattr(m, f"{r}_proj").weight, m.n_heads) for r in ROLES}
+    """norm_ratio of each of m's roles over its own projections (H distinct heads, or G K/V groups)."""
+    return {r: norm_ratio(getattr(m, f"{r}_proj").weight, n) for r, n in zip(ROLES, m.role_heads)}
 
 
-def shared_slice(w: torch.Tensor, H: int, source: Source = DEFAULT_SOURCE, scale: float = 1.0) -> torch.Tensor:
-    """The one slice every head will use: head `source`'s rows, or the mean over heads times
-    `scale` (for source "scaled", norm_ratio of the projection's weight, applied to its bias too)."""
-    slices = _head_slices(w, H)
+def shared_slice(
+    w: torch.Tensor, H: int, source: Source = DEFAULT_SOURCE, scale: float = 1.0, n: int | None = None
+) -> torch.Tensor:
+    """The one slice every head will use: the rows head `source` reads, or the mean of the role's
+    n projections (n = H unless K/V come in groups) times `scale` (for source "scaled", norm_ratio
+    of the projection's weight, applied to its bias too)."""
+    n = n or H
+    slices = _head_slices(w, n)
     if source in POOLED:
         return slices.mean(0) * scale
     if not isinstance(source, int) or not 0 <= source < H:
         raise ValueError(f"source must be one of {POOLED} or a head index in 0..{H - 1}, got {source!r}")
-    return slices[source]
+    return slices[source // (H // n)]  # the projection of head source's group
 
 
-def _scale(proj: torch.nn.Linear, H: int, source: Source) -> float:
-    """The factor on a pooled slice of `proj`: norm_ratio for "scaled", else 1."""
-    return norm_ratio(proj.weight, H) if source == "scaled" else 1.0
+def _scale(proj: torch.nn.Linear, n: int, source: Source) -> float:
+    """The factor on a pooled slice of `proj` (n projections): norm_ratio for "scaled", else 1."""
+    return norm_ratio(proj.weight, n) if source == "scaled" else 1.0
 
 
 def _check(m: MultiHeadAttention) -> None:
-    if m.role_heads != (m.n_heads,) * 3:
-        raise ValueError("start from a module with distinct projections (every head its own W^Q, W^K, W^V)")
+    """The path starts from a model's own structure: distinct Q (every head its own W^Q) and K/V
+    either distinct or in groups (grouped-query attention), never from one already shared."""
+    if m.role_heads[0] != m.n_heads or (m.n_heads > 1 and 1 in m.role_heads[1:]):
+        raise ValueError("start from a module whose W^Q is per head and whose K/V are per head or in groups")
 
 
 def shared_module(
@@ -150,7 +160,7 @@ def shared_module(
     roles = _roles(roles)
     H = m.n_heads
     bias = m.q_proj.bias is not None
-    heads = tuple(1 if r in roles else H for r in ROLES)
+    heads = tuple(1 if r in roles else n for r, n in zip(ROLES, m.role_heads))
     if source in POOLED:  # the mean of every head's slice: all heads pooled into one
         return group_heads(m, heads, rescale=source == "scaled")
     with torch.inference_mode(False), torch.no_grad():  # ordinary tensors, no autograd
@@ -160,9 +170,10 @@ def shared_module(
             if role not in roles:
                 dst.load_state_dict(src.state_dict())
                 continue
-            dst.weight.copy_(shared_slice(src.weight, H, source))
+            n = m.role_heads[ROLES.index(role)]
+            dst.weight.copy_(shared_slice(src.weight, H, source, n=n))
             if bias:
-                dst.bias.copy_(shared_slice(src.bias, H, source))  # a head's own slice: no rescaling
+                dst.bias.copy_(shared_slice(src.bias, H, source, n=n))  # a head's own slice: no rescaling
         s.out_proj.load_state_dict(m.out_proj.state_dict())
     return s.eval().requires_grad_(False)
 
@@ -236,14 +247,14 @@ def _interpolate_in_place(
     H = m.n_heads
     with torch.inference_mode(False), torch.no_grad():  # ordinary tensors, no autograd
         for role in roles:
-            proj = getattr(m, f"{role}_proj")
-            scale = _scale(proj, H, source)  # from the weight before it is pulled
+            proj, n = getattr(m, f"{role}_proj"), m.role_heads[ROLES.index(role)]
+            scale = _scale(proj, n, source)  # from the weight before it is pulled
             for name in ("weight", "bias"):
                 w = getattr(proj, name)
                 if w is None:
                     continue
-                per_head = _head_slices(w, H)  # (H, D, ...)
-                target = shared_slice(w, H, source, scale).expand_as(per_head)
+                per_head = _head_slices(w, n)  # (n, D, ...): one slice per projection of the role
+                target = shared_slice(w, H, source, scale, n).expand_as(per_head)
                 w.copy_(((1 - alpha) * per_head + alpha * target).reshape(w.shape))
     return m.eval().requires_grad_(False)
 

@@ -36,6 +36,20 @@ class DecoderRun(BertRun):
         """(1, T, C) what layer `layer`'s attention reads (RMSNorm of the hidden state), a new tensor."""
         return torch.tensor(self.attention_inputs[layer]).unsqueeze(0)
 
+    @property
+    def sinks(self) -> list[int]:
+        """The first token: every query can see it, and many heads park attention there (an
+        attention sink, Xiao et al. 2024). This tokenizer adds no start token: it is the first word."""
+        return [0]
+
+    @property
+    def sink_name(self) -> str:
+        return "the first token"
+
+    @property
+    def causal(self) -> bool:
+        return True
+
 
 class LoadedDecoder(LoadedModel):
     """A Hugging Face LlamaForCausalLM (eager attention, eval mode) with its tokenizer. Read-only."""
@@ -98,6 +112,28 @@ class LoadedDecoder(LoadedModel):
             input_ids=ids[0].tolist(),
             attention_inputs=np.ascontiguousarray(torch.cat(inputs).float().numpy()),  # (L, T, C)
         )
+
+    @torch.inference_mode()
+    def layer_inputs(self, texts: list[str], layer: int, batch: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+        """What layer `layer`'s attention reads (RMSNorm of the hidden state) for many texts,
+        right-padded: (x (N, T, C) float32, mask (N, T) long, 1 = token). With a causal mask no
+        real token reads a pad after it, so padding changes no real token's states."""
+        if not 0 <= layer < self.n_layers:
+            raise ValueError(f"layer must be in 0..{self.n_layers - 1}, got {layer}")
+        states, masks = [], []
+        for start in range(0, len(texts), batch):
+            with self._tokenizer_lock:
+                ids = [self.tokenizer(t)["input_ids"][: self.max_length] for t in texts[start : start + batch]]
+            t = max(len(i) for i in ids)
+            padded = torch.tensor([i + [0] * (t - len(i)) for i in ids])  # (b, t)
+            mask = torch.tensor([[1] * len(i) + [0] * (t - len(i)) for i in ids])  # (b, t)
+            h = self.model.model(input_ids=padded, output_hidden_states=True).hidden_states[layer]  # (b, t, C)
+            states.append(self.model.model.layers[layer].input_layernorm(h).float())
+            masks.append(mask)
+        T = max(s.shape[1] for s in states)
+        x = torch.cat([torch.nn.functional.pad(s, (0, 0, 0, T - s.shape[1])) for s in states])  # (N, T, C)
+        mask = torch.cat([torch.nn.functional.pad(m, (0, T - m.shape[1])) for m in masks])  # (N, T)
+        return x.clone(), mask.clone()  # ordinary tensors, usable outside inference mode
 
     def _embed(self, run: BertRun) -> torch.Tensor:
         return self.model.model.embed_tokens(torch.tensor([run.input_ids]))  # (1, T, C)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 
-def stages_dot(T: int, C: int, H: int, shared: bool = False) -> str:
+def stages_dot(T: int, C: int, H: int, shared: bool = False, groups: int | None = None) -> str:
     """DOT source: X (T x C) -> per-head Q_i, K_i, V_i (T x D) -> attention per head -> concat -> W^O.
 
     Shows head 0 and an ellipsis for the others (narrow enough for a phone); D = C / H. `shared`
-    draws one W^Q, W^K, W^V for all.
+    draws one W^Q, W^K, W^V for all; `groups` (fewer than H) draws K and V shared by groups of heads
+    (grouped-query attention) and a causal mask.
     """
     if H < 1 or C % H:
         raise ValueError(f"C={C} must be divisible by H={H}")
@@ -24,7 +25,14 @@ def stages_dot(T: int, C: int, H: int, shared: bool = False) -> str:
         '  subgraph cluster_1 { label="1. project (per head)"; color="#88CCEE";',
     ]
     for i in shown:
-        w = "W^Q, W^K, W^V (shared)" if shared else f"W_{i}^Q, W_{i}^K, W_{i}^V"
+        grouped = groups is not None and groups < H
+        w = (
+            "W^Q, W^K, W^V (shared)"
+            if shared
+            else f"W_{i}^Q; W^K, W^V of group {i // (H // groups)}\\n(one per {H // groups} heads)"
+            if grouped
+            else f"W_{i}^Q, W_{i}^K, W_{i}^V"
+        )
         lines.append(
             f'    P{i} [label="{w}\\n{C} x {D} each\\n-> Q_{i}, K_{i}, V_{i}\\n{T} x {D} each", fillcolor="#d6eef8"];'
         )
@@ -33,7 +41,7 @@ def stages_dot(T: int, C: int, H: int, shared: bool = False) -> str:
     lines += ["  }", '  subgraph cluster_2 { label="2. attend (all heads in parallel)"; color="#DDCC77";']
     for i in shown:
         lines.append(
-            f'    A{i} [label="head {i}\\nsoftmax(Q_{i} K_{i}^T\\n/ sqrt({D})) times V_{i}'
+            f'    A{i} [label="head {i}\\nsoftmax(Q_{i} K_{i}^T\\n/ sqrt({D}){" + causal mask" if groups else ""}) times V_{i}'
             f'\\nweights {T} x {T}\\n-> out {T} x {D}", fillcolor="#f6f0d6"];'
         )
     if H > 1:
@@ -54,13 +62,20 @@ def stages_dot(T: int, C: int, H: int, shared: bool = False) -> str:
     return "\n".join(lines)
 
 
-def stages_text(T: int, C: int, H: int) -> str:
-    """The diagram in words (its text alternative), with the same shapes."""
+def stages_text(T: int, C: int, H: int, groups: int | None = None) -> str:
+    """The diagram in words (its text alternative), with the same shapes (`groups`: as stages_dot)."""
     D = C // H
+    grouped = groups is not None and groups < H
+    own = (
+        f"own W_i^Q and its group's W^K and W^V (one of {groups}, each shared by {H // groups} heads; {C} x {D} each)"
+        if grouped
+        else f"own W_i^Q, W_i^K and W_i^V ({C} x {D} each)"
+    )
+    mask = " with a causal mask (a token reads only itself and the tokens before it)" if groups else ""
     return (
         f"X, the token vectors ({T} x {C}), goes to each of the {H} heads. 1. Project: head i multiplies X by its "
-        f"own W_i^Q, W_i^K and W_i^V ({C} x {D} each) to get Q_i, K_i and V_i ({T} x {D} each). 2. Attend: every "
-        f"head computes softmax(Q_i K_i^T / sqrt({D})), a {T} x {T} grid of weights, times V_i: an output of "
+        f"{own} to get Q_i, K_i and V_i ({T} x {D} each). 2. Attend: every "
+        f"head computes softmax(Q_i K_i^T / sqrt({D})){mask}, a {T} x {T} grid of weights, times V_i: an output of "
         f"{T} x {D}. 3. Concatenate the {H} outputs side by side ({T} x ({H} x {D}) = {T} x {C}) and multiply by W^O "
         f"({C} x {C}): the output, {T} x {C}."
     )

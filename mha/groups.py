@@ -32,6 +32,12 @@ def groups_of(n_heads: int, kv_heads: int) -> np.ndarray:
     return np.arange(n_heads) // (n_heads // kv_heads)
 
 
+def group_ranges(n_heads: int, kv_heads: int) -> str:
+    """The heads of each K/V group in words: "0-2, 3-5, 6-8" for 9 heads in 3 groups."""
+    size = n_heads // kv_heads
+    return ", ".join(f"{g * size}-{(g + 1) * size - 1}" for g in range(kv_heads))
+
+
 def pair_means(diversity: np.ndarray, group: np.ndarray) -> tuple[float, float]:
     """(mean over same-group pairs, mean over cross-group pairs) of an (H, H) divergence matrix."""
     i, j = np.triu_indices(len(group), 1)
@@ -59,6 +65,10 @@ class GroupDiversity:
     rank: np.ndarray
     n_partitions: int
     texts: int
+
+    @property
+    def median_rank(self) -> float:
+        return float(np.median(self.rank))
 
     @property
     def layers_more_alike(self) -> int:

@@ -80,25 +80,28 @@ class Rung:
         et al. 2023 do for K and V)."""
         return layer if layer.role_heads == self.heads else group_heads(layer, self.heads, self.rescale)
 
-    def parameter_count(self, d_model: int) -> int:
-        """Parameters of a layer of this structure (bias included)."""
-        return MultiHeadAttention.parameter_count(d_model, self.n_heads, heads=self.heads)
+    def parameter_count(self, d_model: int, bias: bool = True) -> int:
+        """Parameters of a layer of this structure."""
+        return MultiHeadAttention.parameter_count(d_model, self.n_heads, heads=self.heads, bias=bias)
 
 
-def rungs(n_heads: int, rescale: bool = False) -> list[Rung]:
-    """MHA, GQA with every proper divisor G of H (largest first), MQA, then shared Q/K/V; and,
-    as contrasts, Q and K shared with V per head, and Q alone shared (pooled projections
-    rescaled to their groups' norm if `rescale`)."""
+def rungs(n_heads: int, rescale: bool = False, kv_heads: int | None = None) -> list[Rung]:
+    """The model's own structure first: MHA, or GQA-G for a model whose K/V already come in
+    kv_heads groups (pooling cannot split a group again, so the ladder starts there); then GQA
+    with every proper divisor g of G (largest first), MQA, shared Q/K/V; and, as contrasts, Q and
+    K shared with V as the model has it, and Q alone shared (pooled projections rescaled to their
+    groups' norm if `rescale`)."""
     H = n_heads
-    groups = [g for g in range(H - 1, 1, -1) if H % g == 0]
-    rungs = [Rung("MHA", (H, H, H), H)]
+    G = H if kv_heads is None else kv_heads
+    groups = [g for g in range(G - 1, 1, -1) if G % g == 0]
+    rungs = [Rung("MHA", (H, H, H), H) if G == H else Rung(f"GQA-{G}", (H, G, G), H)]
     rungs += [Rung(f"GQA-{g}", (H, g, g), H, rescale) for g in groups]
     if H > 1:
+        rungs += [Rung("MQA", (H, 1, 1), H, rescale)] if G > 1 else []
         rungs += [
-            Rung("MQA", (H, 1, 1), H, rescale),
             Rung("shared Q/K/V", (1, 1, 1), H, rescale),
-            Rung("shared Q, K", (1, 1, H), H, rescale),
-            Rung("shared Q", (1, H, H), H, rescale),
+            Rung("shared Q, K", (1, 1, G), H, rescale),
+            Rung("shared Q", (1, G, G), H, rescale),
         ]
     return rungs
 

@@ -69,22 +69,34 @@ FUNCTION_WORDS = frozenset(
 )
 
 
-def query_rule(tokens: list[str]) -> tuple[int, str]:
+def parking_words(run: BertRun) -> str:
+    """The tokens step 1 leaves out, where heads park attention, in words."""
+    return f"{run.sink_name} and punctuation" if run.causal else "[CLS], [SEP] and punctuation"
+
+
+def query_rule(tokens: list[str], causal: bool = False) -> tuple[int, str]:
     """Step 1's query token and the rule that chose it: the first personal pronoun (what it refers
     to is a link a head must make), else the first content word (a whole word, not a function
-    word). Raises ValueError if the sentence has neither."""
+    word); in a causal model, which reads only the tokens before a query, the last of them, so the
+    query has the most to read. Raises ValueError if the sentence has neither."""
     kinds = subspaces.token_kinds(tokens)
+    if causal:
+        kinds = ["special" if i == 0 else k for i, k in enumerate(kinds)]  # the first token is the sink
     whole = [
         i
         for i, (t, kind) in enumerate(zip(tokens, kinds))
         if kind == "word" and not t.startswith("##") and not (i + 1 < len(tokens) and tokens[i + 1].startswith("##"))
     ]
-    for i in whole:
-        if tokens[i].lower() in PRONOUNS:
-            return i, "the first pronoun in your sentence"
-    for i in whole:
-        if tokens[i].lower() not in FUNCTION_WORDS and any(c.isalpha() for c in tokens[i]):
-            return i, "the first content word in your sentence (not a function word such as “the” or “was”)"
+    order, which = (whole[::-1], "last") if causal else (whole, "first")
+    for i in order:
+        if tokens[i].strip().lower() in PRONOUNS:
+            return i, f"the {which} pronoun in your sentence"
+    for i in order:
+        if tokens[i].strip().lower() not in FUNCTION_WORDS and any(c.isalpha() for c in tokens[i]):
+            return i, (
+                f"the {which} content word in your sentence (not a function word such as “the” or “was”)"
+                + ("; the model is causal, so a later word has more tokens before it to read" if causal else "")
+            )
     raise ValueError("the sentence needs a whole word that is not a function word")
 
 
@@ -145,13 +157,13 @@ class QueryRows:
     compromise: np.ndarray
     specialist: float
 
-    def caption(self, tokens: list[str]) -> str:
+    def caption(self, tokens: list[str], parking: str = "[CLS], [SEP] and punctuation") -> str:
         """What the picture shows, from its numbers: how much the best compromise keeps for the
         weakest target against the specialists, or that every head agrees."""
         k = len(self.keys)
         read = (
             "Each row is one head's weights for this token (they sum to 1); colour: a cell's weight, number: the "
-            "same in % (none under 5 %). Left out when finding where a head sends it: [CLS], [SEP] and punctuation, "
+            f"same in % (none under 5 %). Left out when finding where a head sends it: {parking}, "
             "where heads park attention (step 5). "
         )
         if k < 2:
@@ -177,6 +189,7 @@ def one_query(run: BertRun, query: int) -> OneQuery:
     if not 0 <= query < run.n_tokens:
         raise ValueError(f"query must be a token position 0..{run.n_tokens - 1}, got {query}")
     own = np.array([kind == "word" for kind in subspaces.token_kinds(run.tokens)])
+    own[run.sinks] = False  # where heads park attention: [CLS]/[SEP], or a decoder's first token
     row = np.where(own, run.attentions[:, :, query], -1.0)  # (L, H, T), parking keys never on top
     top = row.argmax(-1)  # (L, H)
     weight = np.take_along_axis(row, top[..., None], -1)[..., 0]
@@ -208,8 +221,8 @@ def spread_question(run: BertRun, q: OneQuery) -> Choice:
         f"{with_word} of the {total} heads {'gives' if with_word == 1 else 'give'} one word of the sentence more "
         f"than half of {word}'s weight, and those are {n} different word{'' if n == 1 else 's'}"
         + (f" (the strongest head for each: {listed}{', ...' if n > 6 else ''})" if n else "")
-        + f". {q.parked} {'head puts' if q.parked == 1 else 'heads put'} more than half on [CLS], [SEP] and "
-        f"punctuation (on average the {total} heads give them {float(q.parking.mean()):.0%} of its weight)"
+        + f". {q.parked} {'head puts' if q.parked == 1 else 'heads put'} more than half on {parking_words(run)} "
+        f"(on average the {total} heads give them {float(q.parking.mean()):.0%} of its weight)"
         + (f"; the other {rest} give no single token more than half." if rest else ".")
     )
     return Choice(SPREAD_OPTIONS, answer, why)
@@ -258,7 +271,7 @@ def previous_token_question(run: BertRun) -> tuple[Choice, tuple[int, int], tupl
     reads [CLS] and [SEP] most, for the page to show."""
     m = atlas.measures(run)
     prev = m["to previous"]
-    special = m["to [CLS]"] + m["to [SEP]"]
+    special = atlas.sink_share(m)
     best = tuple(int(i) for i in np.unravel_index(int(np.argmax(prev)), prev.shape))
     vertical = tuple(int(i) for i in np.unravel_index(int(np.argmax(special)), special.shape))
     ranked = [tuple(int(i) for i in np.unravel_index(int(k), prev.shape)) for k in np.argsort(prev, axis=None)]
@@ -270,7 +283,8 @@ def previous_token_question(run: BertRun) -> tuple[Choice, tuple[int, int], tupl
         f"{_head(best)} puts {share(prev[best])} of a token's attention on the token just before it, on average over "
         "the tokens that have one "
         f"(Clark et al. 2019 found such heads in BERT too). {_head(vertical)} sends {share(special[vertical])} "
-        "to [CLS] and [SEP] instead: a place to park attention when there is nothing to read."
+        f"to {run.sink_name} instead: a place to park attention when there is nothing to read"
+        + (" (an attention sink, Xiao et al. 2024)." if run.causal else ".")
     )
     return Choice(options, options.index(_head(best)), why), best, vertical
 
@@ -344,14 +358,28 @@ def which_roles_question(
 
 
 def shuffle_question(bert: LoadedBert, run: BertRun, layer: int, seed: int = 1) -> tuple[Choice, float]:
-    """Step 7: shuffle the words (no position information): is each token's output the same,
-    only reordered? Answered by build_stages' shuffle check on BERT's real layer."""
+    """Step 7: shuffle the rows of a layer's input: is each token's output the same, only
+    reordered? Answered by build_stages' shuffle check on the real layer: yes for BERT's
+    attention, no for a decoder's, whose causal mask and rotary positions see the order (the
+    feedback then says how much of that each of them makes)."""
     s = build.build_stages(bert, run, layer, bert.n_heads, shuffle=True, seed=seed)
     options = ("The same outputs, only in the new order", "Different outputs: attention notices the order")
-    why = (
-        f"Largest difference after undoing the shuffle: {small(s.shuffle_error)}. Attention only compares vectors "
-        "with each other, so it cannot see where a token stands. The sentence's own word order reaches BERT "
-        "another way: it adds a learned position embedding to every token before layer 0, so reordering the words "
-        "themselves does change its outputs; the next lesson, positional encodings, shows how."
-    )
+    if s.order_errors is not None:
+        e = s.order_errors
+        why = (
+            f"Largest difference after undoing the shuffle: {small(e['as the model has it'])}. This layer sees the "
+            f"order: its causal mask lets a token read only the tokens before it, and its rotary positions turn q and "
+            f"k by their place before they meet (Su et al. 2021). Without the mask it still differs by "
+            f"{small(e['without the causal mask'])}; without the mask and the rotation the same weights only reorder "
+            f"(largest difference {small(e['without the mask and the rotary positions'])}): the dot product itself "
+            "knows no positions. BERT adds a position vector to each token before layer 0 instead; where positions "
+            "enter is the next lesson, positional encodings."
+        )
+    else:
+        why = (
+            f"Largest difference after undoing the shuffle: {small(s.shuffle_error)}. Attention only compares vectors "
+            "with each other, so it cannot see where a token stands. The sentence's own word order reaches BERT "
+            "another way: it adds a learned position embedding to every token before layer 0, so reordering the words "
+            "themselves does change its outputs; the next lesson, positional encodings, shows how."
+        )
     return Choice(options, 0 if s.shuffle_error < build.PERMUTED else 1, why), s.shuffle_error

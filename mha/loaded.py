@@ -34,6 +34,17 @@ class LoadedModel:
     n_layers: int
     n_heads: int
     d_model: int
+    family: str  # "encoder" (BERT) or "decoder"
+
+    @property
+    def who(self) -> str:
+        """The model in one word, for a page's sentence: "BERT", or the decoder's name up to its first hyphen."""
+        return "BERT" if self.family == "encoder" else self.name.split("-")[0] or "the decoder"
+
+    @property
+    def kv_groups(self) -> int:
+        """How many K/V projections a layer has: n_heads unless K and V come in groups."""
+        return getattr(self, "kv_heads", self.n_heads)
 
     def __init__(self, name: str, model, tokenizer) -> None:
         self.name, self.model, self.tokenizer = name, model, tokenizer

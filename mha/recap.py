@@ -9,12 +9,14 @@ from .lesson import small
 
 if TYPE_CHECKING:
     from .check import Answer
+    from .groups import GroupDiversity
     from .ladder import Baselines, RungMeasures, UptrainOutcome
 
 
-def sharing(ans: Answer, layer: int) -> str:
-    """What one shared W^Q, W^K, W^V did to layer `layer`: identical heads (or not, said with the
-    measured difference), diversity, subspace overlaps, effective heads, the map left, parameters."""
+def sharing(ans: Answer, layer: int, who: str = "BERT") -> str:
+    """What one shared W^Q, W^K, W^V did to layer `layer` of model `who`: identical heads (or not,
+    said with the measured difference), diversity, subspace overlaps, effective heads, the map
+    left, parameters."""
     copies = ans.heads_shared < 1.05
     if ans.identical:
         opening = (
@@ -29,14 +31,14 @@ def sharing(ans: Answer, layer: int) -> str:
         )
     key = "subspace overlap W^{}".format  # every role's overlap, whichever roles the path shares
     overlaps = ", ".join(f"{ans.bert[key(r)]:.2f} → {ans.shared[key(r)]:.2f}" for r in "QKV")
-    flatter = ", much flatter than BERT's heads" if ans.flat else ""
+    flatter = f", much flatter than {who}'s heads" if ans.flat else ""
     worth = ", and buys nothing with them: the heads write the same thing." if ans.identical and copies else "."
     return (
         f"{opening}. The heads' subspaces overlap {overlaps} ($W^Q, W^K, W^V$; 1 = one subspace), and the effective "
         f"number of heads goes from {ans.heads_bert:.1f} to {ans.heads_shared:.1f}"
         + (f": {ans.n_heads} copies of one head" if copies else "")
-        + f"; the map left has score spread {ans.spread_shared:.2f} (BERT's heads: {ans.spread_bert:.2f}) and entropy "
-        f"{ans.entropy_shared:.2f} of $\\ln T$ (BERT's: {ans.entropy_bert:.2f}){flatter}. Sharing saves "
+        + f"; the map left has score spread {ans.spread_shared:.2f} ({who}'s heads: {ans.spread_bert:.2f}) and entropy "
+        f"{ans.entropy_shared:.2f} of $\\ln T$ ({who}'s: {ans.entropy_bert:.2f}){flatter}. Sharing saves "
         f"{ans.params_saved:,.0f} of the layer's {ans.params_distinct:,.0f} parameters{worth}"
     )
 
@@ -76,4 +78,32 @@ def uptrained(o: UptrainOutcome | None) -> str:
         f"After uptraining on this server ({o.rung.name}, {o.rung.pooling}, layer {o.layer} alone, "
         f"{len(o.fit.losses):,} steps), {o.held_out_sentences} held-out sentences keep a cosine of "
         f"{o.held_out_before:.3f} → {o.held_out_after:.3f} (that layer's attention removed: {o.removed_cosine:.3f})."
+    )
+
+
+def grouped(
+    who: str,
+    n_heads: int,
+    kv_heads: int,
+    layer: int,
+    mine: tuple[float, float],
+    pool: GroupDiversity,
+    cache: tuple[int, int, int],
+) -> str:
+    """The real-world answer on a grouped-query model: what it shares (K and V in groups, never Q)
+    and that its heads still differ, measured: `mine` (within, across) on the learner's sentence in
+    `layer`, `pool` over the bundled sentences; `cache`: K/V bytes per token as it is, with a K and
+    V per head, and with one K and V (MQA)."""
+    within, across = mine
+    own, per_head, mqa = cache
+    return (
+        f"**What today's decoders answer.** {who} shares $W^K$ and $W^V$, never $W^Q$: its {n_heads} query heads "
+        f"read {kv_heads} keys and values, one per group of {n_heads // kv_heads} (grouped-query attention, Ainslie "
+        f"et al. 2023; Llama-class models do the same). Its heads still differ, measured: on your sentence in layer "
+        f"{layer}, two heads of one group differ by {within:.3f} (mean JS, nats) and two heads of different groups by "
+        f"{across:.3f}; over the {pool.texts} bundled sentences, heads of one group are more alike in "
+        f"{pool.layers_more_alike} of {len(pool.within)} layers, yet keep "
+        f"{pool.within.mean() / pool.across.mean():.0%} of the difference across groups. What the sharing buys is "
+        f"memory: the K/V cache that generation reads for every new token is {own:,} bytes per token (fp16), against "
+        f"{per_head:,} with a K and V per head and {mqa:,} with one for all (multi-query, Shazeer 2019)."
     )

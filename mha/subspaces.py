@@ -101,14 +101,18 @@ def _rank2(q: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]
     return (u * root).astype(np.float32), (v * root).astype(np.float32), fidelity
 
 
-def head_maps(spaces: HeadSpaces, weights: np.ndarray | None = None) -> HeadMaps:
-    """The 2-D picture of every head (see the module doc); weights are passed through."""
+def head_maps(spaces: HeadSpaces, weights: np.ndarray | None = None, causal: bool = False) -> HeadMaps:
+    """The 2-D picture of every head (see the module doc); weights are passed through. With
+    `causal`, the fidelity counts only the pairs a causal softmax uses (a query and the keys up to
+    it: within_fidelity); the picture is still the best fit to every pair."""
     H, T, D = spaces.queries.shape
     scale = 1.0 / math.sqrt(D)
     qs, ks, fid = np.empty((H, T, 2), np.float32), np.empty((H, T, 2), np.float32), np.empty(H)
     for h in range(H):
         keys = spaces.keys[h] - spaces.keys[h].mean(0)  # free for the softmax: one shift per row
         qs[h], ks[h], fid[h] = _rank2(spaces.queries[h] * scale, keys)
+        if causal:
+            fid[h] = within_fidelity(spaces.queries[h] * scale, keys, qs[h], ks[h], np.zeros(T), causal=True)
     scaled = (spaces.queries * scale) @ spaces.keys.transpose(0, 2, 1)  # (H, T, T)
     return HeadMaps(qs, ks, fid, weights, metrics.score_spread(scaled))
 
@@ -119,7 +123,7 @@ def layer_maps(bert: LoadedBert, run: BertRun, layer: int, path: CollapsePath = 
     the model's own heads)."""
     m = module_at(bert.scratch_layer(layer), path)
     spaces, weights = _spaces_and_weights(m, run.layer_input(layer)[0].numpy())  # (T, C): what the attention reads
-    return head_maps(spaces, weights)
+    return head_maps(spaces, weights, m.causal)
 
 
 def align(points: np.ndarray, previous: np.ndarray) -> np.ndarray:
@@ -191,15 +195,18 @@ class WeightSpectra:
 
 
 def weight_spectra(module: MultiHeadAttention) -> WeightSpectra:
-    """The singular values of a distinct-mode module's query and key projections (see WeightSpectra)."""
-    if module.projection != "distinct":
-        raise ValueError("weight spectra need distinct projections (a shared module has one head)")
+    """The singular values of a module's query and key projections (see WeightSpectra): every head
+    its own W^Q, and its own W^K or its group's (grouped-query attention)."""
     H, D = module.n_heads, module.d_head
+    _, G, _ = module.role_heads
+    if module.role_heads[0] != H or G == 1 < H:
+        raise ValueError("weight spectra need a W^Q per head and W^K per head or per group (not shared)")
     wq = module.q_proj.weight.detach().double().numpy()  # (H*D, C): head i owns rows i*D:(i+1)*D
-    wk = module.k_proj.weight.detach().double().numpy()
+    wk = module.k_proj.weight.detach().double().numpy()  # (G*D, C): group g owns rows g*D:(g+1)*D
     per_head = np.empty((H, D))
     for h in range(H):
-        a, b = wq[h * D : (h + 1) * D].T, wk[h * D : (h + 1) * D].T  # (C, D): W_i^Q, W_i^K
+        g = h // (H // G)  # the K projection head h reads
+        a, b = wq[h * D : (h + 1) * D].T, wk[g * D : (g + 1) * D].T  # (C, D): W_i^Q, W_g^K
         _, r_a = np.linalg.qr(a)
         _, r_b = np.linalg.qr(b)
         per_head[h] = np.linalg.svd(r_a @ r_b.T, compute_uv=False)  # those of W_i^Q W_i^K^T
@@ -211,7 +218,7 @@ def weight_spectra(module: MultiHeadAttention) -> WeightSpectra:
         np.linalg.svd(wk, compute_uv=False),
         reference,
         rotated_stack(wq, H, rng),
-        rotated_stack(wk, H, rng),
+        rotated_stack(wk, G, rng),
     )
 
 
@@ -243,7 +250,8 @@ class Pool:
 
     queries, keys: (H, N, D); keys are centred per sentence (free for each sentence's softmax).
     tokens: N token strings; sentence: (N,) which sentence each came from; position: (N,) the
-    token's position in its sentence divided by the sentence's length (0 = [CLS]).
+    token's position in its sentence divided by the sentence's length (0 = its first token);
+    causal: whether a query reads only the keys up to it (a decoder).
     """
 
     queries: np.ndarray
@@ -251,6 +259,7 @@ class Pool:
     tokens: list[str]
     sentence: np.ndarray
     position: np.ndarray
+    causal: bool = False
 
 
 def pool_spaces(bert: LoadedBert, runs: list[BertRun], layer: int) -> Pool:
@@ -264,7 +273,7 @@ def pool_spaces(bert: LoadedBert, runs: list[BertRun], layer: int) -> Pool:
         tokens += run.tokens
         sentence += [n] * run.n_tokens
         position += list(np.arange(run.n_tokens) / max(run.n_tokens - 1, 1))
-    return Pool(np.concatenate(qs, 1), np.concatenate(ks, 1), tokens, np.array(sentence), np.array(position))
+    return Pool(np.concatenate(qs, 1), np.concatenate(ks, 1), tokens, np.array(sentence), np.array(position), m.causal)
 
 
 def pool_maps(p: Pool) -> HeadMaps:
@@ -276,33 +285,38 @@ def pool_maps(p: Pool) -> HeadMaps:
     qs, ks, fid = np.empty((H, N, 2), np.float32), np.empty((H, N, 2), np.float32), np.empty(H)
     for h in range(H):
         qs[h], ks[h], _ = _rank2(p.queries[h] * scale, p.keys[h])
-        fid[h] = within_fidelity(p.queries[h] * scale, p.keys[h], qs[h], ks[h], p.sentence)
+        fid[h] = within_fidelity(p.queries[h] * scale, p.keys[h], qs[h], ks[h], p.sentence, p.causal)
     return HeadMaps(qs, ks, fid)
 
 
-def within_fidelity(q: np.ndarray, k: np.ndarray, q2: np.ndarray, k2: np.ndarray, sentence: np.ndarray) -> float:
+def within_fidelity(
+    q: np.ndarray, k: np.ndarray, q2: np.ndarray, k2: np.ndarray, sentence: np.ndarray, causal: bool = False
+) -> float:
     """1 - sum_n ||S_n - P_n||^2 / sum_n ||S_n||^2 over the sentences n of a pool: S_n = q_n k_n^T
     are the scores within sentence n (q (N, D), k (N, D), scaled and centred), P_n = q2_n k2_n^T
     the picture's dot products (q2, k2 (N, 2)). Pairs of tokens from different sentences, which no
     softmax compares, do not count. For one sentence it equals the fidelity of its own picture
-    when the picture is that sentence's best rank-2 fit."""
+    when the picture is that sentence's best rank-2 fit. With `causal`, only the pairs of a query
+    and a key at or before it count (what a causal softmax compares)."""
     residual = energy = 0.0
     for n in np.unique(sentence):
         i = sentence == n
         s = q[i].astype(np.float64) @ k[i].astype(np.float64).T  # (T_n, T_n)
-        residual += float(((s - q2[i].astype(np.float64) @ k2[i].astype(np.float64).T) ** 2).sum())
-        energy += float((s**2).sum())
+        used = np.tril(np.ones_like(s, dtype=bool)) if causal else np.ones_like(s, dtype=bool)  # (T_n, T_n)
+        residual += float((((s - q2[i].astype(np.float64) @ k2[i].astype(np.float64).T) ** 2) * used).sum())
+        energy += float(((s**2) * used).sum())
     return 1.0 - residual / energy if energy > 0 else 1.0
 
 
-def token_kinds(tokens: list[str]) -> list[str]:
-    """'special' ([CLS], [SEP], [PAD]), 'punctuation' (no letter or digit) or 'word', per token."""
+def token_kinds(tokens: list[str], position: np.ndarray | None = None) -> list[str]:
+    """'special' ([CLS], [SEP], [PAD], or with `position` (N,) a decoder's first tokens, where it is
+    0), 'punctuation' (no letter or digit) or 'word', per token."""
     from .views import SPECIAL
 
     out = []
-    for t in tokens:
+    for n, t in enumerate(tokens):
         bare = t.removeprefix("##")
-        if t in SPECIAL:
+        if t in SPECIAL or (position is not None and position[n] == 0):
             out.append("special")
         elif bare and not any(c.isalnum() for c in bare):
             out.append("punctuation")

@@ -4,16 +4,14 @@ all-MiniLM-L6-v2 embeds a sentence as the mean of its last hidden states over th
 and two sentences are as similar as the cosine of their embeddings. On a set of pairs with a
 graded similarity the score is Spearman's rank correlation between cosine and grade.
 
-- Michel et al. 2019, "Are Sixteen Heads Really Better than One?": removing heads at test time
-  (a head's output is zeroed before W^O), and the gradient-based head importance
-  I_h = E_x |d loss(x) / d gate_h| with every gate at 1.
+- Michel et al. 2019, "Are Sixteen Heads Really Better than One?": heads removed at test time (output
+  zeroed before W^O), gradient importance I_h = E_x |d loss(x) / d gate_h| with every gate at 1.
 - Voita et al. 2019: most heads can be pruned with little loss.
 
 Everything runs through the from-scratch attention and the model's own feed-forward modules, on
 copies or read-only; the cached model is never modified. Shapes: N sentences, P pairs, T tokens,
 C = d_model, L layers, H heads. One cache beside the app's store (ui/store.py): `_STATES`, the
-bundled pairs' hidden states entering every layer, one per model (held weakly; 27 MB for the
-bundled model), so that a layer replaced at l runs only layers l.. again.
+bundled pairs' states entering every layer, per model (held weakly; 27 MB for the bundled model).
 """
 
 from __future__ import annotations
@@ -92,6 +90,9 @@ class TaskScore:
     spearman: float
     per_pair: np.ndarray  # (P,)
     gold: np.ndarray  # (P,)
+
+    value = property(lambda self: self.spearman, doc="The score the pages show; n: the pairs it is scored on.")
+    n = property(lambda self: len(self.gold))
 
 
 @dataclass

@@ -13,13 +13,17 @@ SPECIAL = ("[CLS]", "[SEP]", "[PAD]")
 BLOCKS = ("A->A", "A->B", "B->A", "B->B")
 
 
-def drop_special(att: np.ndarray, tokens: list[str]) -> tuple[np.ndarray, list[int]]:
-    """Remove [CLS]/[SEP] rows and columns and renormalise each row to sum to 1.
+def drop_special(
+    att: np.ndarray, tokens: list[str], positions: list[int] | None = None
+) -> tuple[np.ndarray, list[int]]:
+    """Remove the rows and columns of [CLS]/[SEP] (or of `positions`, e.g. a decoder's first
+    token) and renormalise each row to sum to 1.
 
     Returns (attention (..., T', T'), kept positions). A row whose whole mass was on special
     tokens becomes uniform over the kept tokens.
     """
-    keep = [i for i, t in enumerate(tokens) if t not in SPECIAL]
+    gone = set(positions) if positions is not None else {i for i, t in enumerate(tokens) if t in SPECIAL}
+    keep = [i for i in range(len(tokens)) if i not in gone]
     if not keep:
         raise ValueError("the input has only special tokens: nothing is left after hiding them")
     sub = att[..., keep, :][..., :, keep]  # (..., T', T')
@@ -82,14 +86,16 @@ def view(
     segment_ids: list[int],
     hide_special: bool = False,
     merge_words: bool = False,
+    sinks: list[int] | None = None,
 ) -> tuple[np.ndarray, list[str], list[int]]:
     """Apply the display options in order (hide specials, then merge pieces).
 
-    att: (..., T, T). Returns (attention (..., T', T'), labels, segment id of each unit).
+    att: (..., T, T); sinks: the positions hide_special drops (None: [CLS]/[SEP]).
+    Returns (attention (..., T', T'), labels, segment id of each unit).
     """
     tokens, word_ids, segment_ids = list(tokens), list(word_ids), list(segment_ids)
     if hide_special:
-        att, keep = drop_special(att, tokens)
+        att, keep = drop_special(att, tokens, sinks)
         tokens = [tokens[i] for i in keep]
         word_ids = [word_ids[i] for i in keep]
         segment_ids = [segment_ids[i] for i in keep]

@@ -531,7 +531,7 @@ def test_a_fresh_visit_draws_the_heads_page_from_a_small_payload(server, browser
     page, frames = livetest.fresh_page(browser)
     t0 = time.perf_counter()
     page.goto(url, wait_until="commit")
-    page.wait_for_selector("h1:has-text('BERT heads')", timeout=60_000)
+    page.wait_for_selector("h1:has-text('Attention heads')", timeout=60_000)
     title = time.perf_counter() - t0
     page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
     first_chart = time.perf_counter() - t0

@@ -126,10 +126,10 @@ def test_invalid_collapse_arguments_raise():
         collapse.interpolate(m, 0.5, roles=("x",))
     with pytest.raises(ValueError, match="source"):
         collapse.shared_module(m, 9)
-    with pytest.raises(ValueError, match="distinct"):
+    with pytest.raises(ValueError, match="per head"):
         collapse.shared_module(MultiHeadAttention(32, 4, (1, 1, 1)))
-    with pytest.raises(ValueError, match="distinct"):
-        collapse.interpolate(MultiHeadAttention(32, 4, (4, 2, 2)), 0.5)
+    with pytest.raises(ValueError, match="per head"):
+        collapse.interpolate(MultiHeadAttention(32, 4, (4, 1, 1)), 0.5)  # already multi-query: nothing to start from
     with pytest.raises(ValueError, match="alpha"):
         CollapsePath(1.5)
     with pytest.raises(ValueError, match="roles"):
@@ -233,7 +233,9 @@ def test_answer_numbers_and_csv(bert, run):
     assert a.diversity_bert == sweep[0]["head diversity (JS)"] > 0.05 and a.diversity_shared < 1e-9
     assert a.params_distinct == MultiHeadAttention.parameter_count(C, bert.n_heads)
     assert a.params_shared == MultiHeadAttention.parameter_count(C, bert.n_heads, (1, 1, 1))
-    kv = check.answer(sweep[0], sweep[-1], C, bert.n_heads, CollapsePath(roles=("k", "v")))
+    kv_path = CollapsePath(1.0, 0, ("k", "v"))
+    kv_sweep = collapse.alpha_sweep(bert, run, 2, kv_path, steps=2)
+    kv = check.answer(kv_sweep[0], kv_sweep[-1], C, bert.n_heads, kv_path)  # parameters: the modules' own
     assert set(kv.overlap_bert) == {"k", "v"}  # the overlap of what is shared, not of W^Q
     assert not kv.same_attention and not kv.one_head
     assert kv.params_saved == 2 * ((C * C + C) - (C * D + D))  # only W^K and W^V (and biases) shrink
@@ -282,3 +284,44 @@ def test_head_spread_reads_identical_heads_as_zero_and_distinct_ones_by_their_la
     assert metrics.head_spread(np.stack([sharp] * 4)) == 0.0
     flat = np.full((T, T), 1 / T)
     assert metrics.head_spread(np.stack([sharp, flat])) == pytest.approx(1 - 1 / T)
+
+
+def _expanded(m: MultiHeadAttention) -> MultiHeadAttention:
+    """A distinct-projection copy of a grouped-query module: each K/V group's rows repeated for
+    its heads (the same function, computed the way a distinct module computes it)."""
+    H, D = m.n_heads, m.d_head
+    out = m.with_heads(None)
+    with torch.no_grad():
+        out.q_proj.load_state_dict(m.q_proj.state_dict())
+        out.out_proj.load_state_dict(m.out_proj.state_dict())
+        for role in "kv":
+            src, dst = getattr(m, f"{role}_proj"), getattr(out, f"{role}_proj")
+            n = src.weight.shape[0] // D
+            dst.weight.copy_(src.weight.reshape(n, D, -1).repeat_interleave(H // n, 0).reshape(H * D, -1))
+            if src.bias is not None:
+                dst.bias.copy_(src.bias.reshape(n, D).repeat_interleave(H // n, 0).reshape(H * D))
+    return out.eval()
+
+
+@pytest.mark.parametrize("roles", [("q",), ("k", "v"), ("k", "q"), ("k", "q", "v")])
+@pytest.mark.parametrize("source", ["scaled", "mean", 4])
+def test_a_grouped_query_layer_collapses_like_its_distinct_expansion(roles, source):
+    """The path from a GQA layer (heads=(6, 2, 2), causal, rotary) works on its own structure, a K/V
+    group pulled as one; checked against the same path from the distinct layer that repeats each
+    group's K/V for its heads (independent: the distinct path is the one BERT takes)."""
+    torch.manual_seed(0)
+    gqa = MultiHeadAttention(48, 6, (6, 2, 2), bias=False, causal=True, rope_theta=10_000.0).eval()
+    x = torch.randn(1, 7, 48)
+    flat = _expanded(gqa)
+    with torch.no_grad():
+        torch.testing.assert_close(flat(x)[0], gqa(x)[0], atol=1e-5, rtol=0)  # the expansion is the same layer
+        for alpha in (0.0, 0.4, 1.0):
+            path = CollapsePath(alpha, source, roles)
+            ours, theirs = collapse.module_at(gqa, path), collapse.module_at(flat, path)
+            torch.testing.assert_close(ours(x)[1], theirs(x)[1], atol=1e-5, rtol=0)  # attention weights
+            torch.testing.assert_close(ours(x)[0], theirs(x)[0], atol=1e-5, rtol=0)  # outputs
+            if alpha == 1.0:  # structure: a shared role is one projection; the others keep theirs
+                assert ours.role_heads == tuple(1 if r in roles else n for r, n in zip("qkv", (6, 2, 2)))
+                assert ours.causal and ours.rope_theta == 10_000.0
+            else:
+                assert ours.role_heads == (6, 2, 2)

@@ -168,6 +168,9 @@ def charts(bert) -> dict[str, go.Figure]:
         "line_view": plots.heads.line_view(run.attentions[2, [1, 3]], run.tokens, [1, 3]),
         "token_focus": plots.heads.token_focus(run.attentions[:, 0], run.tokens, 2),
         "ladder_chart": plots.ladder.ladder_chart(rows, rows, base),
+        "group_chart": plots.ladder.group_chart(
+            np.array([0.1, 0.05, 0.08]), np.array([0.12, 0.09, 0.07]), np.array([0.04, 0.5, 0.9]), 50
+        ),
         "loss_curve": plots.ladder.loss_curve(list(np.geomspace(1, 0.01, 40)), "Relative error per step"),
         "query_rows": plots.lesson.query_rows(
             view.rows, [f"layer {a}, head {b}" for a, b in view.heads], run.tokens, "Rows"

@@ -140,8 +140,23 @@ def test_weight_spectra_against_scipy(bert):
     np.testing.assert_allclose(ws.key, scipy.linalg.svdvals(wk), rtol=1e-9)
     # BERT's heads share directions: fewer for 90 % of the energy than unrelated random ones
     assert ws.energy_rank("query") < ws.energy_rank("reference") and ws.energy_rank("key") < ws.energy_rank("reference")
-    with pytest.raises(ValueError, match="distinct"):
+    with pytest.raises(ValueError, match="per head"):
         subspaces.weight_spectra(MultiHeadAttention(32, 4, (1, 1, 1)))
+
+
+def test_weight_spectra_of_a_grouped_query_layer_read_each_heads_group():
+    """With K/V in groups, head i's product is W_i^Q times its group's W^K (scipy, slice by slice)."""
+    torch.manual_seed(1)
+    m = MultiHeadAttention(48, 6, (6, 2, 2), bias=False, causal=True, rope_theta=10_000.0)
+    ws = subspaces.weight_spectra(m)
+    D = m.d_head
+    wq, wk = m.q_proj.weight.double().detach().numpy(), m.k_proj.weight.double().detach().numpy()
+    for h in range(6):
+        g = h // 3
+        product = wq[h * D : (h + 1) * D].T @ wk[g * D : (g + 1) * D]  # (C, C)
+        np.testing.assert_allclose(ws.per_head[h], scipy.linalg.svdvals(product)[:D], rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(ws.key, scipy.linalg.svdvals(wk), rtol=1e-9)
+    assert ws.key.shape == (2 * D,)
 
 
 def test_the_rotated_baseline_tells_shared_directions_from_uneven_spectra():
@@ -224,5 +239,7 @@ def test_what_a_module_shares_is_read_from_its_structure():
     assert MultiHeadAttention(32, 4, heads=(1, 1, 4)).projection == "mixed"
     assert MultiHeadAttention(32, 4, (4, 2, 2)).projection == "mixed"
     assert MultiHeadAttention(32, 1).projection == "distinct"
-    with pytest.raises(ValueError, match="distinct projections"):
+    with pytest.raises(ValueError, match="W\\^Q per head"):
         subspaces.weight_spectra(MultiHeadAttention(32, 4, heads=(1, 1, 4)))
+    with pytest.raises(ValueError, match="W\\^Q per head"):
+        subspaces.weight_spectra(MultiHeadAttention(32, 4, heads=(4, 1, 1)))  # one K for every head: shared

@@ -21,8 +21,9 @@ from typing import Any
 
 import streamlit as st
 
-from mha import atlas, bert, collapse, ladder, pruning, subspaces, task, uptrain
+from mha import atlas, bert, collapse, groups, ladder, lm_task, models, pruning, subspaces, task, uptrain
 from mha.collapse import CollapsePath
+from mha.loaded import LoadedModel
 
 from . import server
 from .state import Inputs
@@ -30,10 +31,11 @@ from .store import SharedStore
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)
-def load_model(name: str) -> bert.LoadedBert:
-    """The shared, read-only model (one per process and name)."""
+def load_model(name: str, _progress: models.Progress | None = None) -> LoadedModel:
+    """The shared, read-only model (one per process and name); _progress(fraction, message) hears
+    how a first fetch goes (not part of the key)."""
     t0 = time.perf_counter()
-    model = bert.load_bert(name)
+    model = models.load_model(name, _progress)
     print(f"mha: loaded {name} in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     return model
 
@@ -162,7 +164,16 @@ def cached_ladder(inp: Inputs, layer: int, rescale: bool = False) -> list[ladder
     projections rescaled to their groups' norm if `rescale`)."""
     model = load_model(inp.model)
     run = cached_run(inp)
-    return [ladder.rung_measures(model, run, layer, rung) for rung in ladder.rungs(model.n_heads, rescale)]
+    every = ladder.rungs(model.n_heads, rescale, model.kv_groups)
+    return [ladder.rung_measures(model, run, layer, rung) for rung in every]
+
+
+@per_model
+def cached_group_diversity(model_name: str) -> groups.GroupDiversity:
+    """Within- and across-group head diversity of a grouped-query model over the bundled pool."""
+    model = load_model(model_name)
+    per_text = [groups.layer_diversity(r.attentions) for r in cached_pool_runs(model_name)]
+    return groups.group_diversity(per_text, model.n_heads, model.kv_groups)
 
 
 @per_sentence
@@ -184,10 +195,15 @@ def layer_inputs(model_name: str, layer: int) -> tuple:
 
 
 @per_model
-def cached_task(model_name: str, removed: tuple[tuple[int, int], ...] = ()) -> task.TaskScore:
-    """The model's Spearman on the bundled pairs with the `removed` (layer, head)s gone."""
+def cached_task(model_name: str, removed: tuple[tuple[int, int], ...] = ()) -> task.TaskScore | lm_task.LossScore:
+    """The model's score on its own task (yardstick.for_family) with the `removed` (layer, head)s gone."""
     model = load_model(model_name)
-    return task.evaluate(model, head_mask=task.head_mask(model, removed) if removed else None)
+    return _task_of(model).evaluate(model, head_mask=task.head_mask(model, removed) if removed else None)
+
+
+def _task_of(model: LoadedModel):
+    """The module of the model's own task: task (BERT's similarity) or lm_task (next token)."""
+    return lm_task if model.family == "decoder" else task
 
 
 def cached_task_without(model_name: str, layers: tuple[int, ...]) -> task.TaskScore:
@@ -212,7 +228,7 @@ def cached_task_change(
 ) -> tuple[float, float, float]:
     """task.paired_interval of the score `after` against `before` (_task_score's names): a
     bootstrap of 1,000 resamples, about 60 ms, computed once per model and setting, not per rerun."""
-    return task.paired_interval(
+    return _task_of(load_model(model_name)).paired_interval(
         _task_score(model_name, before, layers, path), _task_score(model_name, after, layers, path)
     )
 
@@ -221,7 +237,8 @@ def cached_task_change(
 def cached_task_shared(model_name: str, layers: tuple[int, ...], path: CollapsePath) -> task.TaskScore:
     """The model's Spearman on the bundled pairs with `layers` at a point of the path."""
     model = load_model(model_name)
-    return task.evaluate(model, replace={i: collapse.module_at(model.scratch_layer(i), path) for i in layers})
+    replace = {i: collapse.module_at(model.scratch_layer(i), path) for i in layers}
+    return _task_of(model).evaluate(model, replace=replace)
 
 
 def heads_study(model_name: str, progress: Callable[[int, int], None] | None = None) -> pruning.HeadsStudy:

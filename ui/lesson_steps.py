@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from mha import atlas, build, check, collapse, lesson, metrics, plots, recap, steps, subspaces
+from mha import atlas, build, check, collapse, groups, ladder, lesson, metrics, plots, recap, steps, subspaces
 from mha.bert import BertRun, LoadedBert
 from mha.diagram import stages_dot, stages_text
 
@@ -18,6 +18,7 @@ from .cache import (
     UPTRAINS,
     cached_baselines,
     cached_collapse,
+    cached_group_diversity,
     cached_ladder,
     cached_layer_maps,
     cached_measures,
@@ -41,7 +42,7 @@ class StepContext:
     def shape(self) -> steps.Shape:
         """T tokens, C = d_model, H heads, L layers (and D = d_k), the model's name."""
         m = self.model
-        return steps.Shape(self.run.n_tokens, m.d_model, m.n_heads, m.n_layers, self.inp.model)
+        return steps.Shape(self.run.n_tokens, m.d_model, m.n_heads, m.n_layers, self.inp.model, m.family, m.kv_groups)
 
     def tool(self, page: str, label: str, layer: int | None = None, head: int | None = None) -> None:
         """A link that opens a tool page with the same sentence, layer and head."""
@@ -54,7 +55,7 @@ class StepContext:
         return cached_collapse(self.inp, layer, path)
 
     def answer(self, layer: int) -> check.Answer:
-        """The check question on `layer`: BERT's heads against one shared W^Q, W^K, W^V."""
+        """The check question on `layer`: the model's heads against one shared W^Q, W^K, W^V."""
         path = collapse.CollapsePath()
         before, after = self.collapse_at(layer, path.at(0.0)), self.collapse_at(layer, path)
         return check.answer(before.summary(), after.summary(), self.model.d_model, self.model.n_heads, path)
@@ -68,7 +69,7 @@ def follow_one_token(c: StepContext) -> None:
     s = c.shape
     L, H = s.L, s.H
     try:
-        default, rule = lesson.query_rule(c.run.tokens)
+        default, rule = lesson.query_rule(c.run.tokens, c.run.causal)
     except ValueError as e:  # no content word: nothing to follow
         st.info(f"This step follows one word: {e}. Type a longer sentence, or press *Next*.")
         return
@@ -86,14 +87,15 @@ def follow_one_token(c: StepContext) -> None:
     answered = choice_question(
         f"{c.tag}-spread",
         f"Predict first: a head may give one word more than half of “{word}”'s weight. How many different words of "
-        f"your sentence get that from at least one of the {L * H} heads? ([CLS], [SEP] and punctuation, where heads "
-        "park attention, do not count as words.)",
+        f"your sentence get that from at least one of the {L * H} heads? ({lesson.parking_words(c.run).capitalize()}, "
+        "where heads park attention, do not count as words.)",
         q.options,
         q.answer,
         q.why,
         hint="Each head has its own $W_i^Q$ and $W_i^K$, so each scores the keys its own way; count the words that "
-        "get more than half of some head's weight. Many heads park this token's weight on [CLS], [SEP] or "
-        "punctuation instead, or spread it.",
+        f"get more than half of some head's weight. Many heads park this token's weight on "
+        f"{lesson.parking_words(c.run).replace(' and ', ' or ')} instead, or spread it."
+        + (" The model is causal: a token reads only itself and the words before it." if c.run.causal else ""),
         variant=str(query),
     )
     if answered is None:
@@ -105,7 +107,7 @@ def follow_one_token(c: StepContext) -> None:
         labels[-1] += " (best at all)"
         title = f"Where “{word}” looks, in {k} heads and the best compromise"
         chart(plots.lesson.query_rows(view.rows, labels, tokens, title))
-        st.caption(view.caption(tokens))
+        st.caption(view.caption(tokens, lesson.parking_words(c.run)))
     c.tool("app_pages/atlas.py", "Rank every head for any two words: the link finder", *one.targets[0][1:3])
 
 
@@ -124,7 +126,8 @@ def stages(c: StepContext) -> None:
     if answered is None:
         _hidden("Answer first: the diagram with every shape follows.")
     else:
-        diagram(stages_dot(T, C, H), stages_text(T, C, H))
+        groups = c.model.kv_groups if c.run.causal else None  # a decoder's K/V groups and causal mask, drawn
+        diagram(stages_dot(T, C, H, groups=groups), stages_text(T, C, H, groups))
     c.tool("app_pages/build.py", "See every stage on your sentence: Build it from scratch")
 
 
@@ -189,7 +192,8 @@ def concat(c: StepContext) -> None:
         built = build.build_stages(c.model, c.run, layer, H)
         shown = built.tokens[:64]
         if mixed:
-            chart(plots.build.matrix_heatmap(built.trace.output[0, :64], shown, "Output = Concat W<sup>O</sup> + b"))
+            plus = " + b" if c.model.scratch_layer(layer).out_proj.bias is not None else ""
+            chart(plots.build.matrix_heatmap(built.trace.output[0, :64], shown, "Output = Concat W<sup>O</sup>" + plus))
         else:
             slices = [h * D for h in range(1, H)]
             title = "Concat(head_1, ..., head_h)"
@@ -256,21 +260,22 @@ def _shared_layer(c: StepContext, layer: int, prediction: int) -> None:
     """Step 6 once predicted and shared: both grids, the measures, the verdict, then which roles."""
     ans = c.answer(layer)
     g1, g2 = st.columns(2)
-    chart(plots.heads.head_grid(c.run.attentions[layer], f"Layer {layer}: BERT's own heads"), container=g1)
+    who = c.model.who
+    chart(plots.heads.head_grid(c.run.attentions[layer], f"Layer {layer}: {who}'s own heads"), container=g1)
     shared_title = f"Layer {layer}: one shared W<sup>Q</sup>, W<sup>K</sup>, W<sup>V</sup>"
     chart(plots.heads.head_grid(c.collapse_at(layer, collapse.CollapsePath()).weights, shared_title), container=g2)
     k1, k2, k4, k3 = st.columns(4)
     k1.metric(
         "Head diversity (mean JS)",
         lesson.small(ans.diversity_shared),
-        delta=f"{ans.diversity_shared - ans.diversity_bert:+.3f} vs BERT's {ans.diversity_bert:.3f}",
+        delta=f"{ans.diversity_shared - ans.diversity_bert:+.3f} vs {who}'s {ans.diversity_bert:.3f}",
         delta_color="off",
     )
     k2.metric("Largest difference between heads", lesson.small(ans.difference_shared))
     k4.metric(
         "Effective number of heads",
         f"{ans.heads_shared:.1f}",
-        delta=f"{ans.heads_shared - ans.heads_bert:+.1f} vs BERT's {ans.heads_bert:.1f}",
+        delta=f"{ans.heads_shared - ans.heads_bert:+.1f} vs {who}'s {ans.heads_bert:.1f}",
         delta_color="off",
         help="The effective rank of the heads' outputs taken as one vector each (length 1): 1 when every head "
         "writes the same output, sharp or flat.",
@@ -279,6 +284,8 @@ def _shared_layer(c: StepContext, layer: int, prediction: int) -> None:
     right, text = lesson.prediction_feedback(prediction, ans)
     first_try(f"{c.tag}-predict", right)
     (st.success if right else st.error)(text)
+    if c.model.kv_groups < c.model.n_heads:
+        st.info(_grouped(c, layer), icon=":material/share:")
     st.markdown("**Deeper: which projections must differ for heads to differ?**")
     q, _div = lesson.which_roles_question(c.model, c.run, layer, lambda path: c.collapse_at(layer, path))
     roles_answered = choice_question(
@@ -320,6 +327,14 @@ def order(c: StepContext) -> None:
     )
     if answered is None:
         st.caption("The toggle unlocks once you have predicted.")
+    elif c.run.causal:
+        st.markdown(
+            f"Here the order is seen inside the layer: {c.model.who}'s causal mask lets each token read only the "
+            "tokens before it, and its rotary positions turn $q$ and $k$ by their place, so that $q \\cdot k$ "
+            "depends on the distance between two tokens (Su et al. 2021, *RoFormer*). Take both away and the same "
+            "weights only reorder the outputs: the dot product itself knows no positions. Where positions enter, "
+            "added to the tokens (BERT) or rotated into the scores (RoPE), is the next lesson: positional encodings."
+        )
     else:
         st.markdown(
             "Each token meets the same others in any order, so its output is the same, only moved: attention itself "
@@ -330,7 +345,12 @@ def order(c: StepContext) -> None:
     if shuffled and answered is not None:
         built = build.build_stages(c.model, c.run, layer, H, shuffle=True, seed=1)
         st.caption("Fed in this order: " + " ".join(plots.common.token_label(t) for t in built.tokens))
-        st.metric("Largest difference after undoing the shuffle", lesson.small(built.shuffle_error))
+        if built.order_errors is None:
+            st.metric("Largest difference after undoing the shuffle", lesson.small(built.shuffle_error))
+        else:
+            cols = st.columns(len(built.order_errors))
+            for col, (name, err) in zip(cols, built.order_errors.items()):
+                col.metric(f"Largest difference after undoing the shuffle, {name}", lesson.small(err))
     c.tool("app_pages/build.py", "Shuffle on any layer, with every stage: Build it from scratch", layer)
 
 
@@ -340,12 +360,14 @@ def recap_step(c: StepContext) -> None:
     ans = c.answer(layer)
     st.table(  # a table that wraps (a scrolling grid hid its last column on a phone)
         [
-            {"measure": k, "BERT's heads": lesson.number(b), "one shared W^Q, W^K, W^V": lesson.number(a)}
+            {"measure": k, f"{c.model.who}'s heads": lesson.number(b), "one shared W^Q, W^K, W^V": lesson.number(a)}
             for k, b, a in ans.table()
         ],
         hide_index=True,
     )
-    st.markdown(recap.sharing(ans, layer))
+    st.markdown(recap.sharing(ans, layer, c.model.who))
+    if c.model.kv_groups < c.model.n_heads:
+        st.markdown(_grouped(c, layer))
     plain = {r.rung.name: r for r in cached_ladder(c.inp, layer)}
     scaled = {r.rung.name: r for r in cached_ladder(c.inp, layer, True)}
     if "MQA" in plain and "MHA" in plain:
@@ -366,6 +388,16 @@ def recap_step(c: StepContext) -> None:
         ],
         hide_index=True,
     )
+
+
+def _grouped(c: StepContext, layer: int) -> str:
+    """recap.grouped for this sentence and layer: within- and across-group diversity, the pool's, the caches."""
+    m, H, G = c.model, c.model.n_heads, c.model.kv_groups
+    one = groups.layer_diversity(c.run.attentions[layer : layer + 1])[0]  # (H, H)
+    D = m.d_model // H
+    cache = tuple(ladder.kv_cache_bytes(m.n_layers, g, D) for g in (G, H, 1))
+    pool = cached_group_diversity(c.inp.model)
+    return recap.grouped(m.who, H, G, layer, groups.pair_means(one, groups.groups_of(H, G)), pool, cache)
 
 
 DRAW: dict[str, Callable[[StepContext], None]] = {

@@ -33,7 +33,7 @@ PAGES = (
     PageSpec("lesson.py", "Lesson", ":material/school:"),
     PageSpec("overview.py", "Overview", ":material/explore:"),
     PageSpec("build.py", "Build it from scratch", ":material/build:"),
-    PageSpec("bert_heads.py", "BERT heads", ":material/grid_view:"),
+    PageSpec("bert_heads.py", "Attention heads", ":material/grid_view:"),
     PageSpec("collapse.py", "Shared Q/K/V: collapse", ":material/call_merge:"),
     PageSpec("subspaces.py", "Subspaces", ":material/scatter_plot:"),
     PageSpec("sharing.py", "What may be shared", ":material/share:"),

@@ -56,7 +56,7 @@ def sidebar() -> Inputs:
         "model",
         container=sb,
         options=list(specs),
-        format_func=lambda n: f"{n} ({'bundled' if specs[n].source == 'bundled' else specs[n].source})",
+        format_func=lambda n: f"{n} ({_kind(specs[n])})",
         help="\n\n".join(f"**{s.name}**: {s.description}" for s in specs.values()),
     )
     sb.caption(specs[st.session_state["model"]].description)
@@ -68,21 +68,33 @@ def sidebar() -> Inputs:
     return ss["_inputs"]
 
 
+def _kind(spec: bert.ModelSpec) -> str:
+    """What the picker says of a model: "decoder", "bundled", "hub" or "local"."""
+    return "decoder" if spec.family == "decoder" else spec.source
+
+
 def ensure_model(inp: Inputs) -> Inputs:
-    """Load inp's model (with a progress message); one that cannot be loaded here falls back to
-    the bundled model with a message. Returns the Inputs naming the model that is loaded."""
+    """Load inp's model (with a progress message; the decoder's first use shows its fetch and
+    conversion as they go); one that cannot be loaded here falls back to the bundled model with
+    a message saying what failed and what to do. Returns the Inputs naming the model that is loaded."""
     try:
         if inp.model == bert.DEFAULT_MODEL:
             with st.spinner(f"Loading {inp.model} (first time only, a few seconds)..."):
                 load_model(inp.model)
         else:
-            with st.status(f"Loading {inp.model}...", expanded=False) as status:
-                load_model(inp.model)
-                status.update(label=f"{inp.model} loaded", state="complete")
+            with st.status(f"Loading {inp.model}...", expanded=True) as status:
+                bar = st.empty()
+
+                def progress(fraction: float, message: str) -> None:
+                    bar.progress(min(max(fraction, 0.0), 1.0), text=message)
+
+                load_model(inp.model, progress)
+                bar.empty()
+                status.update(label=f"{inp.model} loaded", state="complete", expanded=False)
         return inp
     except (bert.ModelUnavailableError, ValueError, OSError) as e:
         st.session_state["model"] = bert.DEFAULT_MODEL  # the picker follows on the next run
-        st.error(f"Could not load {inp.model}: {e}. Showing {bert.DEFAULT_MODEL} instead.")
+        st.error(f"Could not load {inp.model}: {str(e).rstrip('.')}. Showing {bert.DEFAULT_MODEL} instead.")
         inp = inp.with_model(bert.DEFAULT_MODEL)
         st.session_state["_inputs"] = inp
         load_model(inp.model)
@@ -256,7 +268,10 @@ def words(*terms: str) -> None:
     def term(name: str) -> glossary.Term:  # "head width" finds "Head width, $d_k$"
         return next(t for t in glossary.TERMS if t.name.lower().startswith(name.lower()))
 
-    found = [term(name) for name in terms]
+    from .state import inputs
+
+    family = model(inputs()).family
+    found = [t for t in map(term, terms) if t.applies(family)]  # a term of the other family's pages is left out
     with st.expander(f"The {len(found)} terms of this page", icon=":material/menu_book:"):
         st.markdown("\n\n".join(f"**{t.name}**: {t.text}" for t in found))
         st.page_link("app_pages/glossary.py", label="Every term: the glossary", icon=":material/menu_book:")

@@ -130,25 +130,42 @@ def tiled_heatmap(
     return fig
 
 
-def model_view(attentions: np.ndarray, tile: int = TILE) -> go.Figure:
-    """Every layer x head of a model (L, H, T, T) at a glance, one shared 0..1 colour scale."""
+def head_names(H: int, groups: int | None = None) -> list[str]:
+    """ "head h", with its K/V group when the heads share K and V in `groups` groups."""
+    if not groups or groups == H:
+        return [f"head {h}" for h in range(H)]
+    return [f"head {h} (K/V {h // (H // groups)})" for h in range(H)]
+
+
+def model_view(attentions: np.ndarray, tile: int = TILE, groups: int | None = None) -> go.Figure:
+    """Every layer x head of a model (L, H, T, T) at a glance, one shared 0..1 colour scale; with
+    `groups`, each head's column names the K/V group it reads."""
     L, H = attentions.shape[:2]
     return tiled_heatmap(
-        attentions, [f"layer {l}" for l in range(L)], [f"head {h}" for h in range(H)], "All layers x heads", tile
+        attentions, [f"layer {l}" for l in range(L)], head_names(H, groups), "All layers x heads", tile
     )
 
 
-def head_grid(weights: np.ndarray, title: str = "", cols: int = 6, tile: int = TILE) -> go.Figure:
-    """The H heads of one layer (H, T, T) as a grid of tiles, `cols` per row."""
+def head_grid(
+    weights: np.ndarray, title: str = "", cols: int = 6, tile: int = TILE, groups: int | None = None
+) -> go.Figure:
+    """The H heads of one layer (H, T, T) as a grid of tiles, `cols` per row; with `groups` (K/V
+    groups), one row per group: the heads of a row read one K and one V."""
     H, T = weights.shape[0], weights.shape[-1]
-    cols = next((c for c in (cols, 4, 5, 3) if c <= H and H % c == 0), min(cols, H))  # no empty tile if avoidable
+    if groups and groups < H:
+        cols = H // groups
+    else:
+        cols = next((c for c in (cols, 4, 5, 3) if c <= H and H % c == 0), min(cols, H))  # no empty tile if avoidable
     rows = -(-H // cols)
     padded = np.zeros((rows * cols, T, T), dtype=np.float32)
     padded[:H] = weights
     grid = padded.reshape(rows, cols, T, T)  # (rows, cols, T, T)
     return tiled_heatmap(
         grid,
-        [f"heads {r * cols}-{min(H, (r + 1) * cols) - 1}" for r in range(rows)],
+        [
+            f"heads {r * cols}-{min(H, (r + 1) * cols) - 1}" + (f" (K/V {r})" if groups and groups < H else "")
+            for r in range(rows)
+        ],
         [f"+{c}" for c in range(cols)],
         title,
         tile,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
 import plotly.graph_objects as go
 
 from .common import role_colour
@@ -13,18 +14,23 @@ if TYPE_CHECKING:
 
 
 def ladder_chart(
-    rows: list[RungMeasures], rescaled: list[RungMeasures] | None = None, baselines: Baselines | None = None
+    rows: list[RungMeasures],
+    rescaled: list[RungMeasures] | None = None,
+    baselines: Baselines | None = None,
+    cosine: str = "sentence cosine",
+    who: str = "BERT",
 ) -> go.Figure:
     """The ladder's rungs (ladder.RungMeasures) left to right: the sentence cosine of the plain
     mean-pooled conversion and, if given, of the one with its scale restored (left axis), their
-    head diversity as bars (right axis), and the baselines (ladder.Baselines) as level lines."""
+    head diversity as bars (right axis), and the baselines (ladder.Baselines) as level lines.
+    `cosine` names that cosine (a decoder's: "final-state cosine"), `who` the model it is to."""
     names = [r.rung.name for r in rows]
     fig = go.Figure()
     series = [("mean-pooled", rows, None)] + ([("scale restored", rescaled, "dot")] if rescaled else [])
     for kind, measured, dash in series:
         cosines = [r.sentence_cosine for r in measured]
         line = dict(color=role_colour("sentence cosine"), dash=dash)
-        fig.add_scatter(x=names, y=cosines, name=f"sentence cosine, {kind}", mode="lines+markers", line=line)
+        fig.add_scatter(x=names, y=cosines, name=f"{cosine}, {kind}", mode="lines+markers", line=line)
     for (kind, measured, _), opacity in zip(series, (0.35, 0.7)):
         bars = dict(yaxis="y2", marker_color=role_colour("diversity"), opacity=opacity)
         fig.add_bar(x=names, y=[r.diversity for r in measured], name=f"head diversity (JS), {kind}", **bars)
@@ -37,7 +43,7 @@ def ladder_chart(
                 go.Scatter(
                     x=[names[0], names[-1]],
                     y=[value, value],
-                    name=f"sentence cosine, {label}",
+                    name=f"{cosine}, {label}",
                     mode="lines",
                     line=dict(color=role_colour("random"), dash=dash),
                 )
@@ -46,7 +52,7 @@ def ladder_chart(
         title="Down the ladder: what sharing costs, and whether the heads stay different",
         height=400,
         margin=dict(l=10, r=10, t=50, b=10),
-        yaxis=dict(title="sentence cosine to BERT", range=[0, 1.02]),
+        yaxis=dict(title=f"{cosine} to {who}", range=[0, 1.02]),
         yaxis2=dict(title="head diversity (JS)", overlaying="y", side="right", rangemode="tozero"),
         xaxis=dict(type="category"),
         barmode="group",
@@ -64,5 +70,32 @@ def loss_curve(losses: list[float], title: str) -> go.Figure:
         margin=dict(l=10, r=10, t=50, b=10),
         xaxis=dict(title="step"),
         yaxis=dict(title="relative error", type="log"),
+    )
+    return fig
+
+
+def group_chart(within: np.ndarray, across: np.ndarray, rank: np.ndarray, texts: int) -> go.Figure:
+    """Per layer (L,): the mean head diversity (JS, nats) between query heads of one K/V group and
+    of two groups (lines), over `texts` texts, and the rank of the model's grouping among every
+    equal-size partition of the heads (bars, right axis)."""
+    layers = list(range(len(within)))
+    fig = go.Figure()
+    fig.add_scatter(
+        x=layers, y=within, name="same K/V group", mode="lines+markers", line=dict(color=role_colour("mqa"))
+    )
+    fig.add_scatter(
+        x=layers, y=across, name="different groups", mode="lines+markers", line=dict(color=role_colour("shared"))
+    )
+    fig.add_bar(
+        x=layers, y=rank, name="rank among partitions", yaxis="y2", marker_color=role_colour("random"), opacity=0.35
+    )
+    fig.update_layout(
+        title=f"Do heads that share K and V attend alike? Mean over {texts} sentences",
+        height=380,
+        margin=dict(l=10, r=10, t=50, b=10),
+        xaxis=dict(title="layer"),
+        yaxis=dict(title="head diversity (JS, nats)", rangemode="tozero"),
+        yaxis2=dict(title="rank among partitions", overlaying="y", side="right", range=[0, 1]),
+        legend=dict(orientation="h", y=-0.2),
     )
     return fig

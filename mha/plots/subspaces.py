@@ -202,8 +202,10 @@ def pool_panels(
     position: np.ndarray,
     own: np.ndarray,
     title: str,
+    special: str = "[CLS], [SEP]",
 ) -> go.Figure:
-    """Many sentences in one picture per head: queries (H, N, 2) as dots, keys as open diamonds.
+    """Many sentences in one picture per head: queries (H, N, 2) as dots, keys as open diamonds;
+    `special` names the tokens of kind "special" (a decoder's: "first tokens").
 
     Words are coloured by their relative position in their sentence (0 = start, 1 = end);
     special tokens and punctuation have a colour each; the learner's tokens (own, (N,) bool)
@@ -215,7 +217,7 @@ def pool_panels(
     fig = panels(rows, cols, [f"head {h}<br>fidelity {fidelity[h]:.2f}" for h in range(H)])
     hover = [f"{token_label(t)} ({k}{', yours' if o else ''})" for t, k, o in zip(tokens, kinds, own)]
     kind = np.array(kinds)
-    groups = [("words", kind == "word"), ("[CLS], [SEP]", kind == "special"), ("punctuation", kind == "punctuation")]
+    groups = [("words", kind == "word"), (special, kind == "special"), ("punctuation", kind == "punctuation")]
     for h in range(H):
         r, c = h // cols + 1, h % cols + 1
         for label, mask in groups:
@@ -223,7 +225,7 @@ def pool_panels(
             if label == "words":
                 style = dict(color=position[idx], colorscale=SCALE, cmin=0, cmax=1)
             else:
-                style = dict(color=role_colour("special" if label.startswith("[") else "punctuation"))
+                style = dict(color=role_colour("special" if label == special else "punctuation"))
             for pts, symbol, part in ((queries, "circle", "query"), (keys, "diamond-open", "key")):
                 fig.add_trace(
                     go.Scatter(
@@ -246,7 +248,7 @@ def pool_panels(
         panel_layout(fig, title, rows),
         f"{H} panels, one per head: the queries (dots) and keys (open diamonds) of {len(tokens)} tokens, yours "
         f"({int(own.sum())}, large markers) and the bundled sentences' ({int((~own).sum())}, small). "
-        "Words coloured by where they sit in their sentence (start to end); [CLS], [SEP] "
+        f"Words coloured by where they sit in their sentence (start to end); {special} "
         f"and punctuation each have a colour. Fidelity {fidelity.min():.2f} to {fidelity.max():.2f}.",
     )
 

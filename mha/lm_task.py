@@ -1,0 +1,133 @@
+"""A decoder's own task, next-token prediction, as the yardstick for heads and sharing.
+
+The score is the mean cross-entropy (nats per predicted token) of predicting each next token of
+human-written sentences the model never chose: the STS Benchmark's sentences shipped with the
+package (Cer et al. 2017; mha/task.py). exp(loss) is the perplexity. Lower is better.
+Heads are ranked on one set of sentences (the benchmark's train split) and scored on another
+(its dev split), as BERT's similarity task ranks and scores on different pairs.
+
+A batch is right-padded: with a causal mask no real token sees a pad after it, so no attention
+mask is needed, and only the real next tokens are scored. Everything runs through the
+from-scratch attention (LoadedModel.run_layers) on the read-only model.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import torch
+
+from .attention import MultiHeadAttention
+from .loaded import LoadedModel
+from .task import sts_pairs
+
+TEXTS = {"rank": ("train", 64), "score": ("dev", 64)}  # set -> (STS split, how many distinct sentences)
+
+
+@lru_cache(maxsize=2)
+def texts(which: str = "score") -> tuple[str, ...]:
+    """The first n distinct sentences of an STS split: "rank" (train) or "score" (dev)."""
+    split, n = TEXTS[which]
+    seen: dict[str, None] = {}
+    for a, b, _ in sts_pairs(split):
+        seen.setdefault(a.strip(), None)
+        seen.setdefault(b.strip(), None)
+    return tuple(list(seen)[:n])
+
+
+@dataclass
+class LossScore:
+    """Next-token loss on a set of texts: per_text (N,) summed nats and tokens (N,) predicted."""
+
+    per_text: np.ndarray
+    tokens: np.ndarray
+
+    @property
+    def loss(self) -> float:
+        """Mean nats per predicted token."""
+        return float(self.per_text.sum() / self.tokens.sum())
+
+    @property
+    def value(self) -> float:
+        """The score the pages show (mha/yardstick.py names it): the loss."""
+        return self.loss
+
+    @property
+    def perplexity(self) -> float:
+        return float(np.exp(self.loss))
+
+    @property
+    def n(self) -> int:
+        return len(self.tokens)
+
+
+def _batch(model: LoadedModel, items: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids (N, T) right-padded with 0, lengths (N,))."""
+    with model._tokenizer_lock:
+        ids = [model.tokenizer(t, add_special_tokens=True)["input_ids"][: model.max_length] for t in items]
+    T = max(len(i) for i in ids)
+    padded = torch.tensor([i + [0] * (T - len(i)) for i in ids])  # (N, T)
+    return padded, torch.tensor([len(i) for i in ids])
+
+
+_STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> the score set's states
+
+
+def _score_states(model: LoadedModel) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+    """The score set's ids, lengths and hidden states entering every layer and after the last
+    (L + 1 of (N, T, C)), once per model while it lives (about 90 MB for the 30-layer decoder): a
+    layer replaced at l needs only layers l.. run again."""
+    found = _STATES.get(model)
+    if found is None:
+        ids, lengths = _batch(model, texts())
+        h = model.model.model.embed_tokens(ids)  # (N, T, C)
+        states, _ = model.run_layers(h)
+        found = _STATES[model] = (ids, lengths, [h, *states])
+    return found
+
+
+@torch.inference_mode()
+def evaluate(
+    model: LoadedModel,
+    items: Sequence[str] | None = None,
+    head_mask: np.ndarray | None = None,
+    replace: dict[int, MultiHeadAttention] | None = None,
+) -> LossScore:
+    """The next-token loss on `items` (None = texts("score")) with the heads where head_mask (L, H)
+    is 0 removed and the layers in `replace` computed by the given modules."""
+    mask = None if head_mask is None else torch.as_tensor(np.asarray(head_mask, dtype=np.float32))
+    if mask is not None and mask.shape != (model.n_layers, model.n_heads):
+        raise ValueError(f"head_mask must have shape ({model.n_layers}, {model.n_heads}), got {tuple(mask.shape)}")
+    if items is None and mask is None:  # the score set: resume from the first replaced layer
+        ids, lengths, entering = _score_states(model)
+        start = min(replace) if replace else model.n_layers
+        states, _ = model.run_layers(entering[start], replace=replace, start=start)
+        last = states[-1] if states else entering[-1]
+    else:
+        ids, lengths = _batch(model, texts() if items is None else items)
+        h = model.model.model.embed_tokens(ids)  # (N, T, C)
+        last = model.run_layers(h, replace=replace, head_mask=mask)[0][-1]
+    logits = model.model.lm_head(model.model.model.norm(last))[:, :-1].float()  # (N, T-1, V)
+    target = ids[:, 1:]  # (N, T-1)
+    nats = torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, reduction="none")  # (N, T-1)
+    real = torch.arange(target.shape[1])[None] < (lengths - 1)[:, None]  # (N, T-1): a real next token
+    return LossScore((nats * real).sum(1).double().numpy(), real.sum(1).numpy())
+
+
+def paired_interval(
+    a: LossScore, b: LossScore, level: float = 0.9, resamples: int = 1000
+) -> tuple[float, float, float]:
+    """b's loss minus a's on the same texts and its bootstrap interval over texts (resampled in
+    pairs, token-weighted): (difference, low, high). Negative: b predicts better."""
+    if a.n != b.n or not np.array_equal(a.tokens, b.tokens):
+        raise ValueError("the two scores are not on the same texts")
+    rng = np.random.default_rng(0)
+    idx = rng.integers(0, a.n, size=(resamples, a.n))  # (R, N)
+    tok = a.tokens[idx].sum(1)  # (R,)
+    diffs = (b.per_text[idx].sum(1) - a.per_text[idx].sum(1)) / tok  # (R,)
+    tail = (1 - level) / 2
+    return b.loss - a.loss, float(np.quantile(diffs, tail)), float(np.quantile(diffs, 1 - tail))
