@@ -3,10 +3,108 @@
 import streamlit as st
 
 import ui
-from mha import bert, plots, task
+from mha import bert, lm_pruning, lm_task, plots, task, yardstick
 
 st.title("Do we need every head?")
 inp, run, model = ui.page_start()
+L, H = model.n_layers, model.n_heads
+
+
+def next_token() -> None:
+    """The study on a decoder's own task, next-token loss (mha/lm_pruning.py)."""
+    rank, score = lm_task.texts("rank"), lm_task.texts()
+    st.markdown(
+        "Multi-head attention needs distinct heads to *learn* different relations (the training page shows it). "
+        "Once a model is trained, are all of them still needed? Michel et al. 2019 (*Are Sixteen Heads Really Better "
+        f"than One?*) removed heads at test time and found many could go. Here the yardstick is {model.who}'s own "
+        f"task, predicting the next token: {yardstick.NEXT_TOKEN.what}. The heads are ranked by Michel et al.'s "
+        f"gradient importance on {len(rank)} other sentences (the benchmark's train split), and every count is scored "
+        f"on the {len(score)} it never saw. A removed head's output is zero before $W^O$."
+    )
+    study = ui.STUDIES.get(inp.model)
+    if study is None:
+        st.info(
+            f"Measuring {L * H} heads runs one backward pass per ranking sentence and the whole model "
+            f"{len(lm_pruning.SEEDS) + 1} x {len(range(0, L * H, lm_pruning.STEP))} times: about two minutes here."
+        )
+        if not st.button("Measure every head (once for this model, for everyone)", key="needed_measure"):
+            st.stop()
+        bar = st.progress(0.0, text="Ranking the heads...")
+        study = ui.loss_study(inp.model, lambda done, total: bar.progress(done / total, text=f"{done} of {total}"))
+        bar.empty()
+    st.subheader("What each head is worth")
+    hover = [[f"layer {la}, head {h}: {study.gradient[la, h]:.4f}" for h in range(H)] for la in range(L)]
+    ui.chart(plots.atlas.atlas_heatmap(study.gradient, hover, "Gradient importance (Michel et al. 2019)"))
+    top = study.top
+    st.caption(
+        f"The mean over the {study.n_rank} ranking sentences of |d loss / d gate| with a gate of 1 on each head's "
+        f"output: how fast the loss moves when the head is turned down. The largest is layer {top[0]}, head {top[1]}."
+    )
+    st.subheader("How many can go?")
+    ui.chart(plots.pruning.loss_chart(study))
+    n, sure, rand = study.can_go(), study.surely_can_go(), study.random_can_go()
+    k = study.removed.index(n)
+    st.success(
+        f"Ranked on {study.n_rank} sentences and scored on the {study.n_score} it never saw, **{n} of {L * H} heads** "
+        f"can go before the loss rises by more than {study.tolerance} nats per token (perplexity up "
+        f"{study.tolerance_ratio:.0%}; counted every {lm_pruning.STEP} heads, from {study.loss[0]:.3f}; at {n} "
+        f"removed the change is {study.loss[k] - study.loss[0]:+.3f}, {study.level:.0%} interval "
+        f"{study.low[k]:+.3f} to {study.high[k]:+.3f}). Counting only points whose whole interval stays below "
+        f"+{study.tolerance}: **{sure}**. "
+        f"Random orders ({len(rand)} seeds): {min(rand)} to {max(rand)}. With no head left at all the loss is "
+        f"{study.loss[-1]:.2f} ({study.loss[-1] - study.loss[0]:+.2f}).",
+        icon=":material/content_cut:",
+    )
+    editor(
+        study.gradient,
+        f"the {len(score)} held-out sentences",
+        "Next-token loss (nats)",
+        -1,
+        f"Adds the heads with the smallest gradient importance, ranked on the {study.n_rank} ranking sentences.",
+        "Lower is better. The ranking comes from other sentences, so on these it is held out.",
+    )
+
+
+def editor(importance, scored_on: str, name: str, sign: int, least_help: str, note: str) -> None:
+    """Remove heads yourself: any heads, and the least important by `importance` (L, H); the task's
+    score `name` on `scored_on` (sign +1: higher is better) and the maps left."""
+    st.subheader("Remove heads yourself")
+    e1, e2 = st.columns([3, 1])
+    picked = ui.setting_widget(
+        "multiselect",
+        "Heads to remove",
+        "needed_remove",
+        e1,
+        options=[(la, h) for la in range(L) for h in range(H)],
+        format_func=lambda lh: f"layer {lh[0]}, head {lh[1]}",
+    )
+    least = int(
+        ui.setting_widget(
+            "number_input", "and the least important", "needed_least", e2, min_value=0, max_value=L * H, help=least_help
+        )
+    )
+    removed = tuple(sorted(set(picked) | set(task.order_by(importance)[:least])))
+    score, whole = ui.cached_task(inp.model, removed), ui.cached_task(inp.model)
+    m1, m2 = st.columns(2)
+    m1.metric(
+        f"{name} on {scored_on}, {len(removed)} of {L * H} heads removed",
+        f"{score.value:.3f}",
+        delta=f"{score.value - whole.value:+.3f} vs the whole model's {whole.value:.3f}",
+        delta_color="normal" if sign > 0 else "inverse",
+    )
+    m2.metric("Heads left", f"{L * H - len(removed)}")
+    st.caption(note)
+    ui.chart(plots.heads.model_view(task.attentions_without(model, run, removed)))
+    st.caption(
+        "Your sentence's attention in the heads that are left (a removed head's tile is dark: all its weights are 0). "
+        "Removing a head also changes what later layers see, so the remaining maps move too."
+    )
+
+
+if model.family == "decoder":  # its task is next-token prediction: the study and its words are the loss's
+    next_token()
+    ui.words("head importance", "next-token loss", "causal mask")
+    st.stop()
 st.markdown(
     "Multi-head attention needs distinct heads to *learn* different relations (the training page shows "
     "it). Once a model is trained, are all of them still needed? Michel et al. 2019 (*Are Sixteen Heads "
@@ -24,8 +122,6 @@ st.markdown(
     f"{len(task.sts_pairs('dev'))} dev pairs (captions and SNLI sentences) and, as a second set, the "
     f"{len(task.similarity_pairs())} pairs written for this project. A removed head's output is zero before $W^O$."
 )
-L, H = model.n_layers, model.n_heads
-
 store = ui.STUDIES
 study = store.get(inp.model)
 if study is None and inp.model != bert.DEFAULT_MODEL:  # larger models: only when asked
@@ -128,47 +224,14 @@ st.info(
     icon=":material/rule:",
 )
 
-st.subheader("Remove heads yourself")
-options = [(l, h) for l in range(L) for h in range(H)]
-e1, e2 = st.columns([3, 1])
-picked = ui.setting_widget(
-    "multiselect",
-    "Heads to remove",
-    "needed_remove",
-    e1,
-    options=options,
-    format_func=lambda lh: f"layer {lh[0]}, head {lh[1]}",
-)
-least = int(
-    ui.setting_widget(
-        "number_input",
-        "and the least important",
-        "needed_least",
-        e2,
-        min_value=0,
-        max_value=L * H,
-        help="Adds the heads with the smallest (signed) drop, ranked on the benchmark's train pairs.",
-    )
-)
-removed = tuple(sorted(set(picked) | set(task.order_by(imp.drop)[:least])))
-score, whole = ui.cached_task(inp.model, removed), ui.cached_task(inp.model)
-m1, m2 = st.columns(2)
-m1.metric(
-    f"Spearman on the written pairs, {len(removed)} of {L * H} heads removed",
-    f"{score.spearman:.3f}",
-    delta=f"{score.spearman - whole.spearman:+.3f} vs the whole model's {whole.spearman:.3f}",
-    delta_color="normal",
-)
-m2.metric("Heads left", f"{L * H - len(removed)}")
-st.caption(
+editor(
+    imp.drop,
+    "the written pairs",
+    "Spearman",
+    +1,
+    "Adds the heads with the smallest (signed) drop, ranked on the benchmark's train pairs.",
     f"Scored on the {len(task.similarity_pairs())} pairs written for this project (a quick score; the ranking of "
-    "*least important* comes from the benchmark's train pairs, so on these pairs it is held out)."
-)
-ui.chart(plots.heads.model_view(task.attentions_without(model, run, removed)))
-st.caption(
-    "Your sentence's attention in the heads that are left (a removed head's tile is dark: all its weights are 0). "
-    "Removing a head "
-    "also changes what later layers see, so the remaining maps move too."
+    "*least important* comes from the benchmark's train pairs, so on these pairs it is held out).",
 )
 if sure > median_rand:
     st.markdown(

@@ -13,6 +13,7 @@ def stages_dot(T: int, C: int, H: int, shared: bool = False, groups: int | None 
     if H < 1 or C % H:
         raise ValueError(f"C={C} must be divisible by H={H}")
     D = C // H
+    mask = " + causal mask" if groups else ""
     shown = [0]  # one head and an ellipsis: a phone shows 14 pt text at 12 px or more
     lines = [
         "digraph MHA {",
@@ -41,7 +42,7 @@ def stages_dot(T: int, C: int, H: int, shared: bool = False, groups: int | None 
     lines += ["  }", '  subgraph cluster_2 { label="2. attend (all heads in parallel)"; color="#DDCC77";']
     for i in shown:
         lines.append(
-            f'    A{i} [label="head {i}\\nsoftmax(Q_{i} K_{i}^T\\n/ sqrt({D}){" + causal mask" if groups else ""}) times V_{i}'
+            f'    A{i} [label="head {i}\\nsoftmax(Q_{i} K_{i}^T\\n/ sqrt({D}){mask}) times V_{i}'
             f'\\nweights {T} x {T}\\n-> out {T} x {D}", fillcolor="#f6f0d6"];'
         )
     if H > 1:

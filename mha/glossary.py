@@ -180,7 +180,7 @@ TERMS = (
         "A weight times the length of what the key actually adds, $\\lVert \\alpha_{ij} f(x_j) \\rVert$, where "
         "$f(x_j)$ is key $j$'s value through the head's part of $W^O$ (Kobayashi et al. 2020): a large weight "
         "on a key that adds almost nothing "
-        "([CLS], [SEP], a decoder's first token or punctuation, often) counts for little.",
+        "(the tokens heads park attention on, and punctuation, often) counts for little.",
     ),
     Term(
         "Attention patterns",

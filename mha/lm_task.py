@@ -28,15 +28,22 @@ from .task import sts_pairs
 TEXTS = {"rank": ("train", 64), "score": ("dev", 64)}  # set -> (STS split, how many distinct sentences)
 
 
-@lru_cache(maxsize=2)
-def texts(which: str = "score") -> tuple[str, ...]:
-    """The first n distinct sentences of an STS split: "rank" (train) or "score" (dev)."""
-    split, n = TEXTS[which]
+def _sentences(split: str) -> dict[str, None]:
+    """The distinct sentences of an STS split, in order."""
     seen: dict[str, None] = {}
     for a, b, _ in sts_pairs(split):
         seen.setdefault(a.strip(), None)
         seen.setdefault(b.strip(), None)
-    return tuple(list(seen)[:n])
+    return seen
+
+
+@lru_cache(maxsize=2)
+def texts(which: str = "score") -> tuple[str, ...]:
+    """The first n distinct sentences of an STS split: "rank" (train) or "score" (dev, without the
+    captions that appear in the train split too: a score is on sentences the ranking never saw)."""
+    split, n = TEXTS[which]
+    other = _sentences("train") if which == "score" else {}
+    return tuple([t for t in _sentences(split) if t not in other][:n])
 
 
 @dataclass

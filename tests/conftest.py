@@ -27,6 +27,19 @@ def bert():
     return load_bert()
 
 
+@pytest.fixture(scope="session")
+def smol():
+    """The real decoder, loaded once per session through the app's own cache (AppTest runs in this
+    process, so its pages and the tests share this one load)."""
+    from mha import fetch
+    from mha.bert import DECODER_MODEL
+    from ui.cache import load_model
+
+    if not fetch.is_converted():
+        pytest.fail(f"the decoder is not in {fetch.cache_dir()}: run python -m mha.fetch first (README)")
+    return load_model(DECODER_MODEL)
+
+
 def plotly_array(value):
     """A numeric array from figure JSON: Plotly 6+ sends numpy arrays as {dtype, bdata, shape}."""
     import base64

@@ -546,3 +546,31 @@ def test_a_fresh_visit_draws_the_heads_page_from_a_small_payload(server, browser
         f"title {title:.2f} s, first chart {first_chart:.2f} s, app payload {payload:.3f} MB\n"
     )
     page.context.close()
+
+
+def test_the_decoder_picked_in_the_sidebar_runs_every_page(server, browser):
+    """A learner picks the grouped-query decoder in the sidebar, types a sentence and visits every
+    page: no traceback, and no text about BERT's special tokens or the bundled model's shape."""
+    import re
+
+    text = "The old sailor told the children a story about the sea."
+    page, dialogs = open_and_type(browser, server, text)
+    picker = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(has_text="Model").first
+    picker.locator("input").click()
+    page.keyboard.type("SmolLM2")  # the box filters its options as one types
+    page.keyboard.press("Enter")
+    wait_idle(page)
+    page.wait_for_selector('[data-testid="stSidebar"] :text("Llama-class decoder")', timeout=120_000)
+    bert_words = re.compile(r"\[CLS\]|\[SEP\]|MiniLM|\b384\b|6 layers|12 heads|72 heads")
+    for name in PAGES:
+        go(page, name)
+        page.wait_for_selector("h1", timeout=60_000)
+        assert page.locator('[data-testid="stException"]').count() == 0, name
+        shown = page.locator('[data-testid="stMain"]').inner_text()
+        assert not bert_words.findall(shown), (name, bert_words.findall(shown))
+        assert "SmolLM2" in page.url, name  # the link keeps the model
+    go(page, "bert_heads")
+    page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=60_000)
+    assert page.locator("h1", has_text="Attention heads").count() == 1
+    assert "30 layers x 9 heads" in page.locator('[data-testid="stMain"]').inner_text()
+    assert dialogs == []

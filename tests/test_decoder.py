@@ -20,13 +20,6 @@ def small(tmp_path_factory):
     return load_decoder(save_random_llama(tmp_path_factory.mktemp("llama"), layers=3, heads=6, kv_heads=2), "random")
 
 
-@pytest.fixture(scope="session")
-def smol():
-    if not fetch.is_converted():
-        pytest.fail(f"the decoder is not in {fetch.cache_dir()}: run python -m mha.fetch first (README)")
-    return load_decoder(fetch.decoder_dir())
-
-
 def parity(dec, run) -> dict[str, float]:
     """Over every layer, the from-scratch layer on the layer's real input against the model's own
     attention (weights) and its own o_proj output: the largest absolute differences of the reference

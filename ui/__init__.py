@@ -31,6 +31,7 @@ from .cache import (
     heads_study,
     layer_inputs,
     load_model,
+    loss_study,
     shared_run,
 )
 from .quiz import choice_question, first_answers, first_try, lesson_score, number_question, question_tag, reset_lesson
@@ -94,6 +95,7 @@ __all__ = [
     "lesson_score",
     "literal",
     "load_model",
+    "loss_study",
     "model",
     "notice",
     "number_question",

@@ -21,7 +21,7 @@ from typing import Any
 
 import streamlit as st
 
-from mha import atlas, bert, collapse, groups, ladder, lm_task, models, pruning, subspaces, task, uptrain
+from mha import atlas, bert, collapse, groups, ladder, lm_pruning, lm_task, models, pruning, subspaces, task, uptrain
 from mha.collapse import CollapsePath
 from mha.loaded import LoadedModel
 
@@ -239,6 +239,17 @@ def cached_task_shared(model_name: str, layers: tuple[int, ...], path: CollapseP
     model = load_model(model_name)
     replace = {i: collapse.module_at(model.scratch_layer(i), path) for i in layers}
     return _task_of(model).evaluate(model, replace=replace)
+
+
+def loss_study(model_name: str, progress: Callable[[int, int], None] | None = None) -> lm_pruning.LossStudy:
+    """A decoder's "Do we need every head?" study on next-token loss, once per process, computed by
+    the first session that asks (progress(done, total) as it goes); others wait for that result."""
+
+    def compute() -> lm_pruning.LossStudy:
+        with server.all_cores():
+            return lm_pruning.heads_study(load_model(model_name), progress)
+
+    return shared_run(STUDIES, model_name, compute)
 
 
 def heads_study(model_name: str, progress: Callable[[int, int], None] | None = None) -> pruning.HeadsStudy:

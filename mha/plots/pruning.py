@@ -1,4 +1,4 @@
-"""Do we need every head?: the pruning curves of a study (mha.pruning.HeadsStudy)."""
+"""Do we need every head?: the pruning curves of a study (mha.pruning.HeadsStudy, mha.lm_pruning.LossStudy)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from .common import role_colour
 
 if TYPE_CHECKING:
+    from ..lm_pruning import LossStudy
     from ..pruning import HeadsStudy
 
 BAND = "rgba(17, 119, 51, 0.18)"  # the held-out colour, light: its bootstrap interval
@@ -99,6 +100,67 @@ def pruning_chart(study: HeadsStudy) -> go.Figure:
         margin=dict(l=10, r=10, t=50, b=10),
         xaxis=dict(title="heads removed"),
         yaxis=dict(title="change in Spearman"),
+        legend=dict(orientation="h", y=-0.25),
+    )
+    return fig
+
+
+def loss_chart(study: LossStudy) -> go.Figure:
+    """The change in next-token loss as heads go, least important first (lm_pruning.LossStudy),
+    held out on the scoring texts with its bootstrap interval, beside the band of random orders,
+    the tolerance and the floor (every head removed)."""
+    fig = go.Figure()
+    x = study.removed
+    change = np.array([_change(c) for c in study.random])  # (seeds, points)
+    for y, fill in ((change.max(0), None), (change.min(0), "tonexty")):
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=y,
+                mode="lines",
+                line=dict(width=0),
+                fill=fill,
+                fillcolor="rgba(136, 136, 136, 0.25)",
+                showlegend=fill is not None,
+                hoverinfo=None if fill else "skip",
+                name=f"random orders ({len(study.random)} seeds)",
+            )
+        )
+    for y, fill in ((study.high, None), (study.low, "tonexty")):
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=y,
+                mode="lines",
+                line=dict(width=0),
+                fill=fill,
+                fillcolor=BAND,
+                showlegend=fill is not None,
+                hoverinfo=None if fill else "skip",
+                name=f"held out: {study.level:.0%} bootstrap interval",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=_change(study.loss),
+            name=f"held out ({study.n_score} sentences)",
+            mode="lines+markers",
+            line=dict(color=role_colour("held out"), width=3),
+        )
+    )
+    fig.add_hline(
+        y=study.tolerance,
+        line=dict(color="grey", dash="dash"),
+        annotation_text=f"+{study.tolerance}",
+        annotation_position="top left",
+    )
+    fig.update_layout(
+        title="Removing heads one after another, least important first",
+        height=440,
+        margin=dict(l=10, r=10, t=50, b=10),
+        xaxis=dict(title="heads removed"),
+        yaxis=dict(title="change in next-token loss (nats)"),
         legend=dict(orientation="h", y=-0.25),
     )
     return fig

@@ -1,0 +1,167 @@
+"""Every page on the real grouped-query decoder (SmolLM2-135M-Instruct, converted once by
+python -m mha.fetch): no traceback, no word of BERT's special tokens or shape, and the numbers a
+page states checked against computations written here, independently of the page's own."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+from conftest import plotly_array
+from streamlit.testing.v1 import AppTest
+
+from livetest import ROOT
+from mha import atlas, build, lm_task, sinks
+from mha.bert import DECODER_MODEL
+from mha.decoder import load_decoder
+from ui.pages import PAGES
+
+TEXT = "The chef who ran the small kitchen tasted the soup because it was far too salty."
+BERT_WORDS = re.compile(r"\[CLS\]|\[SEP\]|MiniLM|\b384\b|6 layers|12 heads|72 heads")
+
+
+@pytest.fixture(scope="module")
+def run(smol):
+    return smol.attend(TEXT)
+
+
+def app() -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    at.query_params["model"] = DECODER_MODEL
+    at.query_params["text"] = TEXT
+    return at.run()
+
+
+def page_text(at: AppTest) -> str:
+    parts = []
+    for kind in ("markdown", "caption", "info", "warning", "success", "error", "title", "subheader", "header"):
+        parts += [str(getattr(e, "value", "")) for e in at.get(kind)]
+    parts += [f"{m.label} {m.value} {m.proto.delta} {m.proto.help}" for m in at.get("metric")]
+    parts += [e.label for e in at.expander]
+    return "\n".join(parts)
+
+
+@pytest.fixture(scope="module")
+def walked():
+    """Every page of one session on the decoder: (page path -> its text), the app after the walk."""
+    at = app()
+    assert at.session_state["model"] == DECODER_MODEL, [e.value for e in at.error]
+    texts = {}
+    for p in PAGES:
+        at.switch_page(p.path).run()
+        assert not at.exception, (p.path, [e.value for e in at.exception])
+        texts[p.path] = page_text(at)
+    return texts, at
+
+
+def test_every_page_runs_on_the_decoder_without_bert_words(walked):
+    texts, _ = walked
+    for path, text in texts.items():
+        assert text.strip(), path
+        found = BERT_WORDS.findall(text)
+        assert not found, (path, found)
+
+
+def test_the_heads_page_names_the_first_token_sink_with_its_share(walked, run):
+    text = walked[0]["app_pages/bert_heads.py"]
+    assert "Attention heads" in text and "lower triangle" in text and "heads 0-2, 3-5, 6-8" in text
+    said = re.search(
+        r"put (\d+)% of their weight on the first token, “The”.*?the (\d+) queries.*?(\d+) of 270 heads", text
+    )
+    assert said, text
+    rows = run.attentions[:, :, 1:, :]  # (L, H, T-1, T): every query but the first, which can read only itself
+    on_first = rows[..., 0].mean(-1)  # (L, H)
+    assert int(said.group(1)) == round(100 * on_first.mean())
+    assert int(said.group(2)) == run.n_tokens - 1
+    assert int(said.group(3)) == int((on_first > 0.5).sum())
+
+
+def test_sink_share_on_known_maps():
+    T = 5
+    first = np.zeros((1, 2, T, T))
+    first[..., 0] = 1.0  # every query reads the first token only
+    s = sinks.sink_share(first, [0], causal=True)
+    assert s.queries == T - 1 and s.mean == 1.0 and s.heads_over(0.5) == 2
+    flat = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]  # causal, even over what a query sees
+    s = sinks.sink_share(flat[None, None], [0], causal=True)
+    assert s.mean == pytest.approx(np.mean([1 / (i + 1) for i in range(1, T)]))  # a flat head is no sink
+    assert s.heads_over(0.5) == 0
+
+
+def test_causal_atlas_measures_on_known_maps():
+    T = 6
+    prev = np.zeros((T, T))
+    prev[0, 0] = 1.0
+    prev[np.arange(1, T), np.arange(T - 1)] = 1.0  # every query reads the token before it
+    flat = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]
+    m = atlas.head_measures(np.stack([prev, flat])[None], ["a"] * T, causal=True)
+    assert "to [CLS]" not in m and "to next" not in m
+    assert m["to previous"][0, 0] == 1.0 and m["to the first token"][0, 0] == pytest.approx(1 / (T - 1))
+    assert m["entropy / ln T"][0, 1] == pytest.approx(1.0)  # even over the keys a query can read: 1
+    assert m["entropy / ln T"][0, 0] == pytest.approx(0.0, abs=1e-9)
+    assert list(atlas.pattern_labels(m, T)[0]) == ["diagonal", "heterogeneous"]
+
+
+def test_next_token_loss_batched_equals_one_text_at_a_time(smol):
+    """lm_task's right-padded batches against LoadedDecoder.next_token_loss, which runs each text
+    alone and averages over every predicted token: with and without removed heads."""
+    items = list(lm_task.texts())[:12]
+    assert lm_task.evaluate(smol, items).loss == pytest.approx(smol.next_token_loss(items), abs=1e-3)
+    mask = np.ones((smol.n_layers, smol.n_heads))
+    mask[0] = 0.0  # layer 0's heads: the loss rises from about 5 to 7 nats (4 pool sentences, README)
+    mask[17, 4] = 0.0
+    batched = lm_task.evaluate(smol, items, head_mask=mask).loss
+    assert batched == pytest.approx(smol.next_token_loss(items, head_mask=mask), abs=1e-3)
+    assert batched > lm_task.evaluate(smol, items).loss + 0.05  # removing layer 0's heads costs
+    whole = lm_task.evaluate(smol)
+    assert whole.n == len(lm_task.texts()) and whole.perplexity == pytest.approx(np.exp(whole.loss))
+    # the texts are human-written and never chosen by the model: the rank and score sets do not overlap
+    assert not set(lm_task.texts("rank")) & set(lm_task.texts("score"))
+
+
+def test_a_decoder_layer_sees_the_order_only_through_its_mask_and_rotation(smol, run):
+    s = build.build_stages(smol, run, 5, smol.n_heads, shuffle=True, seed=3)
+    e = s.order_errors
+    assert e["as the model has it"] > 1e-2 and e["without the causal mask"] > 1e-2
+    assert e["without the mask and the rotary positions"] < 1e-4
+    assert s.parity is None  # shuffled, the model's own weights are not only reordered
+    plain = build.build_stages(smol, run, 5, smol.n_heads)
+    assert plain.parity < 1e-5 and plain.unrotated.shape == (smol.n_heads, run.n_tokens, run.n_tokens)
+
+
+def test_collapse_page_task_is_the_next_token_loss(walked, smol):
+    at = walked[1]
+    at.switch_page("app_pages/collapse.py").run()
+    task = next(m for m in at.metric if m.label.startswith("Task: next-token loss"))
+    shown = float(task.value)
+    layer = int(at.session_state["layer"])
+    from mha import collapse
+    from mha.collapse import CollapsePath
+
+    path = CollapsePath(float(at.session_state["collapse_alpha"]), "scaled", ("k", "q", "v"))
+    replace = {layer: collapse.module_at(smol.scratch_layer(layer), path)}
+    items = list(lm_task.texts())
+    assert shown == pytest.approx(smol.next_token_loss(items, replace=replace), abs=2e-3)
+    charts = [c for c in at.get("plotly_chart")]
+    assert charts  # the pictures of the layer's heads are drawn
+    first = plotly_array(__import__("json").loads(charts[0].proto.spec)["data"][0]["z"])
+    assert np.isfinite(first).all()
+
+
+def test_gradient_importance_matches_finite_differences(tmp_path):
+    """Michel et al.'s |d loss / d gate| on a small random Llama against a central difference of
+    the loss in one gate (independent: two forward passes, no autograd)."""
+    from mha import lm_pruning
+    from mha.decoder import save_random_llama
+
+    small = load_decoder(save_random_llama(tmp_path / "llama", layers=2, heads=4, kv_heads=2, width=32), "random")
+    text = "A cat sat on the mat."
+    grad = lm_pruning.gradient_importance(small, [text])
+    eps = 0.05  # central differences: error O(eps^2); float32 noise of a 10-nat loss needs a wide step
+    for layer, head in ((0, 1), (1, 3)):
+        up, down = torch.ones(2, 4), torch.ones(2, 4)
+        up[layer, head], down[layer, head] = 1 + eps, 1 - eps
+        diff = (small.next_token_loss([text], head_mask=up) - small.next_token_loss([text], head_mask=down)) / (2 * eps)
+        assert grad[layer, head] == pytest.approx(abs(diff), rel=2e-2, abs=1e-5)
