@@ -238,7 +238,9 @@ st.markdown(
         if ans.maps_shared == 1
         else "and the heads still differ where their projections do. "
     )
-    + f"Shared in {scope}, it moves the {cosine} to {effect_shared[cosine]:.3f} of the original, and the "
+    + f"Shared in {scope}, it moves the {'sentence embedding' if cosine.startswith('sentence') else 'final states'} "
+    f"to {'cosine' if cosine.startswith('sentence') else 'a mean token cosine'} {effect_shared[cosine]:.3f} of the "
+    "original, and the "
     + (
         f"model's {stick.short} on its own task "
         if stick is yardstick.NEXT_TOKEN or inp.model == bert.DEFAULT_MODEL

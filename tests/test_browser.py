@@ -442,7 +442,7 @@ def test_why_heads_keeps_its_settings_and_says_when_training_was_interrupted(ser
     page.get_by_role("button", name="Train the five models").click()
     page.wait_for_selector("text=still training", timeout=60_000)  # it is training
     go(page, "bert_heads")  # leave mid-run
-    page.wait_for_selector("h1:has-text('BERT')", timeout=60_000)
+    page.wait_for_selector("h1:has-text('Attention heads')", timeout=60_000)
     go(page, "why_heads")
     page.wait_for_selector("text=was interrupted at step", timeout=30_000)
     assert "seed 5" in page.locator('[data-testid="stAlert"]').first.inner_text()

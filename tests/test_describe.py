@@ -126,7 +126,7 @@ def facts(fig: go.Figure) -> list[str] | None:
 @pytest.fixture(scope="module")
 def charts(bert) -> dict[str, go.Figure]:
     """Every chart function of mha.plots, drawn on the bundled model and the sentence TEXT."""
-    from mha import atlas, build, collapse, lesson, pruning
+    from mha import atlas, build, collapse, lesson, lm_pruning, pruning
     from mha.collapse import CollapsePath
 
     run = bert.attend(TEXT)
@@ -176,6 +176,19 @@ def charts(bert) -> dict[str, go.Figure]:
             view.rows, [f"layer {a}, head {b}" for a, b in view.heads], run.tokens, "Rows"
         ),
         "pruning_chart": plots.pruning.pruning_chart(pruning.shipped_study(bert)),
+        "loss_chart": plots.pruning.loss_chart(
+            lm_pruning.LossStudy(
+                np.ones((2, 3)),
+                [0, 3, 6],
+                [5.0, 5.1, 7.0],
+                [0.0, 0.02, 1.8],
+                [0.0, 0.15, 2.2],
+                [[5.0, 6.0, 7.0], [5.0, 5.5, 7.0]],
+                (0, 1),
+                4,
+                4,
+            )
+        ),
         "subspace_panels": plots.subspaces.subspace_panels(
             maps.queries, maps.keys, maps.fidelity, run.tokens, "Panels"
         ),
