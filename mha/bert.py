@@ -14,6 +14,7 @@ import socket
 import threading
 import unicodedata
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -179,6 +180,8 @@ class BertRun:
     n_dropped: int = 0
     max_length: int = 512
     input_ids: list[int] = field(default_factory=list)
+    sink_name: ClassVar[str] = "[CLS] and [SEP]"  # the sinks in words
+    causal: ClassVar[bool] = False  # whether query i reads only keys 0..i (a decoder's run)
 
     @property
     def n_layers(self) -> int:
@@ -201,16 +204,6 @@ class BertRun:
         from .views import SPECIAL
 
         return [i for i, t in enumerate(self.tokens) if t in SPECIAL]
-
-    @property
-    def sink_name(self) -> str:
-        """Those tokens in words."""
-        return "[CLS] and [SEP]"
-
-    @property
-    def causal(self) -> bool:
-        """Whether query i reads only keys 0..i (a decoder's run): BERT reads every token."""
-        return False
 
     @property
     def n_heads(self) -> int:

@@ -14,6 +14,7 @@ loaded model is shared by every session: nothing here modifies it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -31,6 +32,8 @@ class DecoderRun(BertRun):
     before the final RMSNorm (Transformers' last hidden state is after it)."""
 
     attention_inputs: np.ndarray | None = None
+    sink_name: ClassVar[str] = "the first token"
+    causal: ClassVar[bool] = True
 
     def layer_input(self, layer: int) -> torch.Tensor:
         """(1, T, C) what layer `layer`'s attention reads (RMSNorm of the hidden state), a new tensor."""
@@ -41,14 +44,6 @@ class DecoderRun(BertRun):
         """The first token: every query can see it, and many heads park attention there (an
         attention sink, Xiao et al. 2024). This tokenizer adds no start token: it is the first word."""
         return [0]
-
-    @property
-    def sink_name(self) -> str:
-        return "the first token"
-
-    @property
-    def causal(self) -> bool:
-        return True
 
 
 class LoadedDecoder(LoadedModel):

@@ -23,7 +23,7 @@ import torch
 
 from .attention import MultiHeadAttention
 from .loaded import LoadedModel
-from .task import sts_pairs
+from .task import mask_tensor, sts_pairs
 
 TEXTS = {"rank": ("train", 64), "score": ("dev", 64)}  # set -> (STS split, how many distinct sentences)
 
@@ -106,9 +106,7 @@ def evaluate(
 ) -> LossScore:
     """The next-token loss on `items` (None = texts("score")) with the heads where head_mask (L, H)
     is 0 removed and the layers in `replace` computed by the given modules."""
-    mask = None if head_mask is None else torch.as_tensor(np.asarray(head_mask, dtype=np.float32))
-    if mask is not None and mask.shape != (model.n_layers, model.n_heads):
-        raise ValueError(f"head_mask must have shape ({model.n_layers}, {model.n_heads}), got {tuple(mask.shape)}")
+    mask = mask_tensor(model, head_mask)  # (L, H) or None
     if items is None and mask is None:  # the score set: resume from the first replaced layer
         ids, lengths, entering = _score_states(model)
         start = min(replace) if replace else model.n_layers

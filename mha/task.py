@@ -8,10 +8,9 @@ graded similarity the score is Spearman's rank correlation between cosine and gr
   zeroed before W^O), gradient importance I_h = E_x |d loss(x) / d gate_h| with every gate at 1.
 - Voita et al. 2019: most heads can be pruned with little loss.
 
-Everything runs through the from-scratch attention and the model's own feed-forward modules, on
-copies or read-only; the cached model is never modified. Shapes: N sentences, P pairs, T tokens,
-C = d_model, L layers, H heads. One cache beside the app's store (ui/store.py): `_STATES`, the
-bundled pairs' states entering every layer, per model (held weakly; 27 MB for the bundled model).
+All through the from-scratch attention, read-only. Shapes: N sentences, P pairs, T tokens, C =
+d_model, L layers, H heads. `_STATES` (beside ui/store.py): the bundled pairs' states entering
+every layer, per model (held weakly; 27 MB for the bundled model).
 """
 
 from __future__ import annotations
@@ -182,7 +181,8 @@ def _embed(
     return torch.cat(pooled)  # (N, C)
 
 
-def _check_mask(bert: LoadedBert, head_mask) -> torch.Tensor | None:
+def mask_tensor(bert: LoadedBert, head_mask) -> torch.Tensor | None:
+    """head_mask as an (L, H) float tensor, checked against the model's shape (None stays None)."""
     if head_mask is None:
         return None
     m = torch.as_tensor(np.asarray(head_mask, dtype=np.float32))
@@ -216,7 +216,7 @@ def evaluate(
     (L, H) is 0 removed (output zero before W^O) and the layers in `replace` computed by the given
     modules. One batch of the distinct sentences; the cached model is only read. On the bundled
     set without a head mask, the layers before the first replaced one are not run again."""
-    mask = _check_mask(bert, head_mask)
+    mask = mask_tensor(bert, head_mask)
     if pairs is None and mask is None:
         batch, entering = _bundled_states(bert)
         start = min(replace) if replace else bert.n_layers

@@ -14,15 +14,7 @@ from mha import atlas, build, check, collapse, groups, ladder, lesson, metrics, 
 from mha.bert import BertRun, LoadedBert
 from mha.diagram import stages_dot, stages_text
 
-from .cache import (
-    UPTRAINS,
-    cached_baselines,
-    cached_collapse,
-    cached_group_diversity,
-    cached_ladder,
-    cached_layer_maps,
-    cached_measures,
-)
+from . import cache
 from .quiz import choice_question, first_answers, first_try, number_question
 from .settings import setting_widget
 from .state import Inputs
@@ -52,7 +44,7 @@ class StepContext:
         st.page_link(page, label=label, icon=":material/open_in_new:", query_params=params)
 
     def collapse_at(self, layer: int, path: collapse.CollapsePath) -> collapse.LayerCollapse:
-        return cached_collapse(self.inp, layer, path)
+        return cache.cached_collapse(self.inp, layer, path)
 
     def answer(self, layer: int) -> check.Answer:
         """The check question on `layer`: the model's heads against one shared W^Q, W^K, W^V."""
@@ -154,7 +146,7 @@ def two_heads(c: StepContext) -> None:
     if answered is None:
         _hidden("Predict first: the two pictures follow.")
     else:
-        maps = cached_layer_maps(c.inp, layer, subspaces.BERT)
+        maps = cache.cached_layer_maps(c.inp, layer, subspaces.BERT)
         pick = [a, b]
         title = f"Layer {layer}: heads {a} and {b}"
         chart(
@@ -203,7 +195,7 @@ def concat(c: StepContext) -> None:
 
 
 def jobs(c: StepContext) -> None:
-    m = cached_measures(c.inp)
+    m = cache.cached_measures(c.inp)
     chart(plots.atlas.atlas_heatmap(m["to previous"], atlas.hover_text(m), "Share of attention to the previous token"))
     q, best, _vertical = lesson.previous_token_question(c.run)
     choice_question(
@@ -368,13 +360,13 @@ def recap_step(c: StepContext) -> None:
     st.markdown(recap.sharing(ans, layer, c.model.who))
     if c.model.kv_groups < c.model.n_heads:
         st.markdown(_grouped(c, layer))
-    plain = {r.rung.name: r for r in cached_ladder(c.inp, layer)}
-    scaled = {r.rung.name: r for r in cached_ladder(c.inp, layer, True)}
+    plain = {r.rung.name: r for r in cache.cached_ladder(c.inp, layer)}
+    scaled = {r.rung.name: r for r in cache.cached_ladder(c.inp, layer, True)}
     if "MQA" in plain and "MHA" in plain:
-        st.markdown(recap.production(layer, plain, scaled, cached_baselines(c.inp, layer)))
+        st.markdown(recap.production(layer, plain, scaled, cache.cached_baselines(c.inp, layer)))
         trained = [
             o
-            for k, o in UPTRAINS.entries()
+            for k, o in cache.UPTRAINS.entries()
             if k[0] == c.inp.model and (o.rung.name == "MQA" or o.rung.name.startswith("GQA"))
         ]
         st.markdown(recap.uptrained(trained[-1] if trained else None))
@@ -396,7 +388,7 @@ def _grouped(c: StepContext, layer: int) -> str:
     one = groups.layer_diversity(c.run.attentions[layer : layer + 1])[0]  # (H, H)
     D = m.d_model // H
     cache = tuple(ladder.kv_cache_bytes(m.n_layers, g, D) for g in (G, H, 1))
-    pool = cached_group_diversity(c.inp.model)
+    pool = cache.cached_group_diversity(c.inp.model)
     return recap.grouped(m.who, H, G, layer, groups.pair_means(one, groups.groups_of(H, G)), pool, cache)
 
 

@@ -1,5 +1,5 @@
-"""The bundled model's one-time results, computed in the background once the server's first page
-is drawn (so they do not slow that page down) and so ready before the next page asks: the
+"""The bundled model's (and the decoder's, once chosen) one-time results, computed in the background
+once the server's first page is drawn (so they do not slow that page down) and so ready before the next page asks: the
 model's task score (the heads page, the collapse page), the task score with the collapse page's
 first setting shared (two 1 s runs on one core), the heads study (shipped with the package: read
 and checked), the first layer's weight spectra and the bundled pool of sentences. A page that asks
@@ -39,6 +39,15 @@ def jobs(model_name: str) -> list[Callable[[], object]]:
     for first, as calls."""
     layer = SETTINGS["layer"].default
     path = collapse_first_path()
+    model = cache.load_model(model_name)
+    if model.family == "decoder":  # its heads study runs on request (minutes); its groups are measured on the pool
+        last = [lambda: cache.cached_spectra(model_name, layer), lambda: cache.cached_group_diversity(model_name)]
+    else:
+        last = [
+            lambda: cache.heads_study(model_name),
+            lambda: cache.cached_spectra(model_name, layer),
+            lambda: cache.cached_pool_runs(model_name),  # the pool of sentences
+        ]
     return [
         lambda: cache.cached_task(model_name),  # the task score (heads and collapse pages)
         lambda: cache.cached_task_shared(model_name, (layer,), path),  # the collapse page's first setting
@@ -48,9 +57,7 @@ def jobs(model_name: str) -> list[Callable[[], object]]:
         lambda: cache.cached_task_change(model_name, "bert", "shared", (layer,), path),  # ... and their intervals
         lambda: cache.cached_task_change(model_name, "removed", "shared", (layer,), path.at(1.0)),
         lambda: cache.cached_task_change(model_name, "bert", "removed", (layer,), path.at(1.0)),
-        lambda: cache.heads_study(model_name),
-        lambda: cache.cached_spectra(model_name, layer),
-        lambda: cache.cached_pool_runs(model_name),  # the pool of sentences
+        *last,
     ]
 
 
@@ -97,9 +104,9 @@ def enabled() -> bool:
 @functools.cache
 def start(model_name: str) -> threading.Thread | None:
     """Start warming `model_name` in a background thread, once per process and only for the
-    bundled model (another model's results are computed when a page asks). app.py calls it after
-    each script run; returns the thread (None when nothing is warmed)."""
-    if model_name != bert.DEFAULT_MODEL or not enabled():
+    bundled model and the decoder (another model's results are computed when a page asks). app.py
+    calls it after each script run; returns the thread (None when nothing is warmed)."""
+    if model_name not in (bert.DEFAULT_MODEL, bert.DECODER_MODEL) or not enabled():
         return None
     thread = threading.Thread(target=run, args=(model_name,), name="mha-warm", daemon=True)
     thread.start()

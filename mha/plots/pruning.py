@@ -20,6 +20,35 @@ def _change(spearman: list[float]) -> np.ndarray:
     return np.subtract(spearman, spearman[0])
 
 
+GREY = "rgba(136, 136, 136, 0.25)"  # the band of random orders
+
+
+def _band(fig: go.Figure, x: list[int], high, low, colour: str, name: str) -> None:
+    """A shaded band from `low` to `high` over x, named once in the legend."""
+    fig.add_trace(go.Scatter(x=x, y=high, mode="lines", line=dict(width=0), showlegend=False, hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=x, y=low, mode="lines", line=dict(width=0), fill="tonexty", fillcolor=colour, name=name))
+
+
+def _finish(fig: go.Figure, tolerance: float, score: str) -> go.Figure:
+    """The tolerance as a level line (negative: a score that falls; positive: a loss that rises)
+    and the layout, the y axis "change in `score`"."""
+    fig.add_hline(
+        y=tolerance,
+        line=dict(color="grey", dash="dash"),
+        annotation_text=f"{tolerance:+g}",
+        annotation_position="bottom left" if tolerance < 0 else "top left",
+    )
+    fig.update_layout(
+        title="Removing heads one after another, least important first",
+        height=440,
+        margin=dict(l=10, r=10, t=50, b=10),
+        xaxis=dict(title="heads removed"),
+        yaxis=dict(title=f"change in {score}"),
+        legend=dict(orientation="h", y=-0.25),
+    )
+    return fig
+
+
 def pruning_chart(study: HeadsStudy) -> go.Figure:
     """The change in Spearman as heads go, least important first (pruning.HeadsStudy): held out on
     the benchmark's dev pairs (solid, with its bootstrap interval shaded) and on the written pairs
@@ -29,34 +58,9 @@ def pruning_chart(study: HeadsStudy) -> go.Figure:
     rand = study.random
     removed = rand[0].removed
     change = np.array([_change(c.spearman) for c in rand])  # (seeds, points)
-    fig.add_trace(
-        go.Scatter(x=removed, y=change.max(0), mode="lines", line=dict(width=0), showlegend=False, hoverinfo="skip")
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=removed,
-            y=change.min(0),
-            mode="lines",
-            line=dict(width=0),
-            fill="tonexty",
-            fillcolor="rgba(136, 136, 136, 0.25)",
-            name=f"random orders ({len(rand)} seeds), dev pairs",
-        )
-    )
+    _band(fig, removed, change.max(0), change.min(0), GREY, f"random orders ({len(rand)} seeds), dev pairs")
     main = study.main
-    x = main.curve.removed
-    fig.add_trace(go.Scatter(x=x, y=main.high, mode="lines", line=dict(width=0), showlegend=False, hoverinfo="skip"))
-    fig.add_trace(
-        go.Scatter(
-            x=x,
-            y=main.low,
-            mode="lines",
-            line=dict(width=0),
-            fill="tonexty",
-            fillcolor=BAND,
-            name=f"held out, dev: {study.level:.0%} bootstrap interval",
-        )
-    )
+    _band(fig, main.curve.removed, main.high, main.low, BAND, f"held out, dev: {study.level:.0%} bootstrap interval")
     for h, (dash, marker) in zip(study.held_out, ((None, "circle"), ("dot", "diamond"))):
         c = _change(h.curve.spearman)
         error = None if h is main else dict(type="data", array=np.subtract(h.high, c), arrayminus=np.subtract(c, h.low))
@@ -81,12 +85,6 @@ def pruning_chart(study: HeadsStudy) -> go.Figure:
             line=dict(color=role_colour("in sample"), dash="dash", width=1.5),
         )
     )
-    fig.add_hline(
-        y=-study.tolerance,
-        line=dict(color="grey", dash="dash"),
-        annotation_text=f"-{study.tolerance}",
-        annotation_position="bottom left",
-    )
     floor = main.curve.spearman[-1] - main.curve.spearman[0]
     fig.add_hline(
         y=floor,
@@ -94,15 +92,7 @@ def pruning_chart(study: HeadsStudy) -> go.Figure:
         annotation_text=f"every head removed (dev): {floor:+.2f}",
         annotation_position="top right",
     )
-    fig.update_layout(
-        title="Removing heads one after another, least important first",
-        height=440,
-        margin=dict(l=10, r=10, t=50, b=10),
-        xaxis=dict(title="heads removed"),
-        yaxis=dict(title="change in Spearman"),
-        legend=dict(orientation="h", y=-0.25),
-    )
-    return fig
+    return _finish(fig, -study.tolerance, "Spearman")
 
 
 def loss_chart(study: LossStudy) -> go.Figure:
@@ -112,34 +102,8 @@ def loss_chart(study: LossStudy) -> go.Figure:
     fig = go.Figure()
     x = study.removed
     change = np.array([_change(c) for c in study.random])  # (seeds, points)
-    for y, fill in ((change.max(0), None), (change.min(0), "tonexty")):
-        fig.add_trace(
-            go.Scatter(
-                x=x,
-                y=y,
-                mode="lines",
-                line=dict(width=0),
-                fill=fill,
-                fillcolor="rgba(136, 136, 136, 0.25)",
-                showlegend=fill is not None,
-                hoverinfo=None if fill else "skip",
-                name=f"random orders ({len(study.random)} seeds)",
-            )
-        )
-    for y, fill in ((study.high, None), (study.low, "tonexty")):
-        fig.add_trace(
-            go.Scatter(
-                x=x,
-                y=y,
-                mode="lines",
-                line=dict(width=0),
-                fill=fill,
-                fillcolor=BAND,
-                showlegend=fill is not None,
-                hoverinfo=None if fill else "skip",
-                name=f"held out: {study.level:.0%} bootstrap interval",
-            )
-        )
+    _band(fig, x, change.max(0), change.min(0), GREY, f"random orders ({len(study.random)} seeds)")
+    _band(fig, x, study.high, study.low, BAND, f"held out: {study.level:.0%} bootstrap interval")
     fig.add_trace(
         go.Scatter(
             x=x,
@@ -149,18 +113,4 @@ def loss_chart(study: LossStudy) -> go.Figure:
             line=dict(color=role_colour("held out"), width=3),
         )
     )
-    fig.add_hline(
-        y=study.tolerance,
-        line=dict(color="grey", dash="dash"),
-        annotation_text=f"+{study.tolerance}",
-        annotation_position="top left",
-    )
-    fig.update_layout(
-        title="Removing heads one after another, least important first",
-        height=440,
-        margin=dict(l=10, r=10, t=50, b=10),
-        xaxis=dict(title="heads removed"),
-        yaxis=dict(title="change in next-token loss (nats)"),
-        legend=dict(orientation="h", y=-0.25),
-    )
-    return fig
+    return _finish(fig, study.tolerance, "next-token loss (nats)")
