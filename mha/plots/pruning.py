@@ -29,7 +29,7 @@ def _band(fig: go.Figure, x: list[int], high, low, colour: str, name: str) -> No
     fig.add_trace(go.Scatter(x=x, y=low, mode="lines", line=dict(width=0), fill="tonexty", fillcolor=colour, name=name))
 
 
-def _finish(fig: go.Figure, tolerance: float, score: str) -> go.Figure:
+def _finish(fig: go.Figure, tolerance: float, score: str) -> None:
     """The tolerance as a level line (negative: a score that falls; positive: a loss that rises)
     and the layout, the y axis "change in `score`"."""
     fig.add_hline(
@@ -46,7 +46,6 @@ def _finish(fig: go.Figure, tolerance: float, score: str) -> go.Figure:
         yaxis=dict(title=f"change in {score}"),
         legend=dict(orientation="h", y=-0.25),
     )
-    return fig
 
 
 def pruning_chart(study: HeadsStudy) -> go.Figure:
@@ -92,7 +91,8 @@ def pruning_chart(study: HeadsStudy) -> go.Figure:
         annotation_text=f"every head removed (dev): {floor:+.2f}",
         annotation_position="top right",
     )
-    return _finish(fig, -study.tolerance, "Spearman")
+    _finish(fig, -study.tolerance, "Spearman")
+    return fig
 
 
 def loss_chart(study: LossStudy) -> go.Figure:
@@ -113,4 +113,5 @@ def loss_chart(study: LossStudy) -> go.Figure:
             line=dict(color=role_colour("held out"), width=3),
         )
     )
-    return _finish(fig, study.tolerance, "next-token loss (nats)")
+    _finish(fig, study.tolerance, "next-token loss (nats)")
+    return fig
