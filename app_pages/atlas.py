@@ -91,11 +91,18 @@ if other.strip():
     diff, top = atlas.compare(m, m_b, cmp_measure)
     ui.chart(plots.atlas.atlas_heatmap(diff, None, f"{cmp_measure}: compared minus yours", diverging=True))
     T_b = len(ui.cached_run(inp_b).tokens)
+    most_a, most_b = atlas.most_entropy(run.n_tokens, run.causal), atlas.most_entropy(T_b, run.causal)
     st.caption(
         f"Yours has {run.n_tokens} tokens, the compared sentence {T_b}. The measures depend on length as well as on "
-        "the head: uniform attention gives each key 1/T and an entropy of ln T "
-        f"({atlas.uniform_entropy(run.n_tokens):.2f} against {atlas.uniform_entropy(T_b):.2f} nats here), so part "
-        "of a change in a share or in the raw entropy is the length. 'entropy / ln T' divides that part out."
+        + (
+            "the head: uniform attention gives query i an entropy of ln(i + 1), the number of keys it can read, "
+            f"a mean of {most_a:.2f} against {most_b:.2f} nats here"
+            if run.causal
+            else f"the head: uniform attention gives each key 1/T and an entropy of ln T ({most_a:.2f} against "
+            f"{most_b:.2f} nats here)"
+        )
+        + ", so part of a change in a share or in the raw entropy is the length. 'entropy / ln T' divides that "
+        "part out."
         if T_b != run.n_tokens
         else f"Both have {T_b} tokens: the length is the same, so the change is the heads'."
     )
@@ -110,7 +117,8 @@ else:
     st.info("Type a second sentence to compare.")
 
 st.subheader("Raw attention, rollout and value-weighted, for one token")
-tok = ui.token_picker("Token", run.tokens, atlas.find_token(run.tokens, "mole", 1), "views_tok")
+default = run.n_tokens - 1 if run.causal else atlas.find_token(run.tokens, "mole", 1)  # causal: the one that reads all
+tok = ui.token_picker("Token", run.tokens, default, "views_tok")
 with st.spinner("Computing rollout and value-weighted attention..."):
     tv = ui.cached_token_views(inp, tok)
 v1, v2, v3 = st.columns(3)
@@ -129,6 +137,14 @@ st.caption(
     "(Kobayashi et al. 2020), scaled to sum to 1. "
     "Attention shows where a head reads, not why the model decides what it does "
     "(Jain & Wallace 2019; Wiegreffe & Pinter 2019)."
+    + (
+        " In a causal model a token reads only the tokens before it, and rollout drifts to the first token through "
+        f"the layers whatever the heads do: with every head spreading its weight evenly, {run.n_layers} layers would "
+        f"already give the first token {atlas.even_rollout_share(run.n_layers, run.n_tokens, tok):.0%} of this "
+        "token's rollout. Read that column as the structure, not as something the heads learned."
+        if run.causal
+        else ""
+    )
 )
 st.download_button(
     "Measures of every head (.csv)", atlas.to_csv(m), file_name="head_measures.csv", mime="text/csv", on_click="ignore"

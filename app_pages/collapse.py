@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from mha import bert, check, collapse, lesson, metrics, plots, yardstick
+from mha import bert, check, collapse, groups, lesson, metrics, plots, yardstick
 
 st.title("Shared Q/K/V: watch the heads collapse")
 st.markdown(
@@ -113,6 +113,14 @@ st.caption(
     "$d_{model} \\times d_k$ projection slices (1 = the same subspace). Effective number of heads: exp of the "
     "entropy of the normalised singular values (Roy & Vetterli 2007) of the heads' outputs, one unit vector per head."
 )
+
+if model.kv_groups < H:  # a K/V group is one projection: its heads' overlap is 1 by construction
+    across = {r: groups.pair_means(now.overlap[r], groups.groups_of(H, model.kv_groups))[1] for r in "kv"}
+    st.caption(
+        f"{who}'s heads of one K/V group read one $W^K$ and one $W^V$, so their overlap is 1 by construction and "
+        f"counts in the means above; across groups alone, at alpha = {alpha:.2f}: $W^K$ {across['k']:.2f}, $W^V$ "
+        f"{across['v']:.2f}."
+    )
 
 st.page_link(
     "app_pages/subspaces.py",

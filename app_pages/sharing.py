@@ -25,7 +25,7 @@ st.markdown(
 inp, run, model = ui.page_start()
 H, C, G, who = model.n_heads, model.d_model, model.kv_groups, model.who
 D = C // H
-emb = "sentence cosine" if model.family == "encoder" else "final-state cosine"  # both: the mean of the last states
+emb = "sentence cosine" if model.family == "encoder" else "mean token cosine"  # collapse.final_cosine
 if G < H:
     st.info(
         f"{who} is already a grouped-query model: its {H} query heads share {G} K/V projections (GQA-{G}, heads "
@@ -79,8 +79,12 @@ st.caption(
     f"made as long as the group's typical slice. Drift: Jensen-Shannon divergence between a head's new and {who}'s "
     "own attention, averaged over heads and tokens. Head diversity: the mean divergence between the rung's heads "
     "(Clark et al. 2019's distance; 0 = every head the same map). Cosines: the attention sub-layer's output per "
-    "token, and the mean of the whole model's last hidden states"
-    + (" (the sentence embedding: mean pooling)" if model.family == "encoder" else "")
+    + (
+        "token, and the whole model's sentence embedding (mean pooling)"
+        if model.family == "encoder"
+        else "token, and the whole model's last hidden states, token by token (mean cosine; a decoder pools "
+        "nothing, and its first token's state is many times longer than the others')"
+    )
     + f", against {who}'s own. Baselines: the same "
     "measures with every head of the layer, or of the model, removed (outputs zeroed before $W^O$). No training "
     "yet: the rows show the bare conversion."
@@ -95,7 +99,7 @@ beat = [
 if beat:
     st.warning(
         f"On your sentence, converted without training, {', '.join(beat)} {'keeps' if len(beat) == 1 else 'keep'} "
-        f"no more of the {'sentence embedding' if model.family == 'encoder' else 'mean final state'} "
+        f"no more of the {'sentence embedding' if model.family == 'encoder' else 'final states'} "
         f"than removing layer {layer}'s attention altogether (cosine {base.sentence_cosine:.3f}): a bare conversion "
         "is not yet a working layer. Uptraining (below) is what makes one."
     )

@@ -217,6 +217,13 @@ def rollout(attentions: np.ndarray) -> np.ndarray:
     return out
 
 
+def even_rollout_share(n_layers: int, n_tokens: int, token: int) -> float:
+    """The rollout on the first token of `token` at the last layer when every head of every layer
+    spreads each query evenly over the keys 0..i it can read (a causal baseline)."""
+    even = np.tril(np.ones((n_tokens, n_tokens))) / np.arange(1, n_tokens + 1)[:, None]  # (T, T)
+    return float(rollout(np.broadcast_to(even, (n_layers, 1, n_tokens, n_tokens)))[-1, token, 0])
+
+
 def link_ranking(attentions: np.ndarray, query: int, key: int, both_ways: bool = False) -> list[tuple[int, int, float]]:
     """All heads ranked by the weight from token `query` to token `key` (or the larger of the
     two directions): [(layer, head, weight), ...], strongest first."""
@@ -232,9 +239,18 @@ MOSTLY = 0.5  # a head "attends mostly to" something only with at least half of 
 NEAR_UNIFORM = 0.9  # entropy at least this share of ln T: "close to uniform"
 
 
+def most_entropy(n_tokens: int, causal: bool = False) -> float:
+    """The largest mean entropy a head's rows can have (nats): ln T, or for a causal map the mean
+    of ln(i + 1) over the queries 1..T-1 (query i reads i + 1 keys)."""
+    if causal and n_tokens > 1:
+        return float(np.log(np.arange(2, n_tokens + 1)).mean())
+    return float(np.log(max(n_tokens, 2)))
+
+
 def describe(m: dict[str, np.ndarray], label: str, layer: int, head: int, n_tokens: int) -> str:
     """One line on what a head does, from its measures: "mostly" only where a share is at least
-    MOSTLY, "close to uniform" only where the entropy is at least NEAR_UNIFORM of ln T."""
+    MOSTLY, "close to uniform" only where the entropy is at least NEAR_UNIFORM of the most it can
+    have (most_entropy; a causal map's measures have no "to next")."""
     pick = {k: float(v[layer, head]) for k, v in m.items() if k.startswith("to ") or k in ("entropy", "confidence")}
     shares = {k: v for k, v in pick.items() if k.startswith("to ")}
     top, share = max(shares.items(), key=lambda kv: kv[1])
@@ -247,7 +263,8 @@ def describe(m: dict[str, np.ndarray], label: str, layer: int, head: int, n_toke
         "to previous": "the previous token",
         "to next": "the next token",
     }[top]
-    most = float(np.log(max(n_tokens, 2)))
+    causal = "to next" not in m
+    most = most_entropy(n_tokens, causal)
     if share >= MOSTLY:
         text = f"Layer {layer}, head {head} ({label}): attends mostly to {where} ({share:.0%})"
     else:
@@ -269,7 +286,9 @@ def describe(m: dict[str, np.ndarray], label: str, layer: int, head: int, n_toke
         text += f"; positional (offset {int(m['argmax offset'][layer, head]):+d})"
     return (
         text
-        + f"; entropy {pick['entropy']:.2f} of at most ln T = {most:.2f} nats, confidence {pick['confidence']:.2f}."
+        + f"; entropy {pick['entropy']:.2f} of at most "
+        + ("the mean of ln(keys it can read)" if causal else "ln T")
+        + f" = {most:.2f} nats, confidence {pick['confidence']:.2f}."
     )
 
 

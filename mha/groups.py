@@ -48,10 +48,9 @@ def pair_means(diversity: np.ndarray, group: np.ndarray) -> tuple[float, float]:
 def layer_diversity(attentions: np.ndarray, causal: bool = True) -> np.ndarray:
     """(L, H, T, T) attention of one text -> (L, H, H) head diversity (JS, nats), mean over the
     queries that read at least two keys (all of them when not causal)."""
-    first = 1 if causal else 0
-    if attentions.shape[-1] - first < 1:
+    if attentions.shape[-1] - (1 if causal else 0) < 1:
         raise ValueError("a text of one token has no row to compare")
-    return np.stack([metrics.head_diversity(a[:, first:, :]) for a in attentions])
+    return np.stack([metrics.head_diversity(metrics.causal_rows(a, causal)) for a in attentions])
 
 
 @dataclass(frozen=True)

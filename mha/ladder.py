@@ -156,7 +156,8 @@ class RungMeasures:
         BERT's attention of the same head (nats; 0 = the same maps).
     diversity: mean JS divergence between the rung's heads (0 = every head the same map).
     layer_cosine: mean over tokens of the cosine between the rung's and BERT's attention output.
-    sentence_cosine: cosine of the whole model's sentence embedding to BERT's (mean pooling).
+    sentence_cosine: how close the whole model's last states stay (collapse.final_cosine: BERT's
+        sentence embedding, mean pooling; a decoder's mean cosine per token).
     """
 
     rung: Rung
@@ -186,9 +187,9 @@ def rung_measures(
         parameters=m.num_parameters(),
         kv_cache=kv_cache_bytes(bert.n_layers, m.role_heads[1], D, v_heads=m.role_heads[2]),
         drift=float(metrics.js_divergence(w[0].numpy(), ref_w[0].numpy()).mean()),  # same head, new vs old
-        diversity=metrics.mean_off_diagonal(metrics.head_diversity(w[0].numpy())),
+        diversity=metrics.mean_off_diagonal(metrics.head_diversity(metrics.causal_rows(w[0].numpy(), m.causal))),
         layer_cosine=float(metrics.cosine(out[0].numpy(), ref_out[0].numpy()).mean()),
-        sentence_cosine=float(metrics.cosine(new_states.mean(0), old_states.mean(0))),
+        sentence_cosine=collapse.final_cosine(new_states, old_states, run.causal),
     )
 
 
@@ -207,13 +208,14 @@ def baselines(bert: LoadedBert, run: BertRun, layer: int) -> Baselines:
     """The layer without attention and the model without any head, measured as rung_measures does."""
     original = bert.scratch_layer(layer)
     x = run.layer_input(layer)  # (1, T, C)
+    key = "mean token cosine" if run.causal else "sentence embedding cosine"  # as collapse.final_cosine
     with torch.inference_mode():
         out, _ = original(x, None, torch.zeros(bert.n_heads))  # every head's output zeroed before W^O
         ref_out, _ = original(x)
     return Baselines(
         layer_cosine=float(metrics.cosine(out[0].numpy(), ref_out[0].numpy()).mean()),
-        sentence_cosine=collapse.removal_effect(bert, run, [layer])["sentence embedding cosine"],
-        sentence_cosine_no_heads=collapse.removal_effect(bert, run, range(bert.n_layers))["sentence embedding cosine"],
+        sentence_cosine=collapse.removal_effect(bert, run, [layer])[key],
+        sentence_cosine_no_heads=collapse.removal_effect(bert, run, range(bert.n_layers))[key],
     )
 
 
@@ -231,7 +233,7 @@ def held_out_cosine(
     (module None: the layer's heads removed, the baseline)."""
     change = {"head_mask": collapse.removal_mask(bert, [layer])} if module is None else {"replace": {layer: module}}
     return float(
-        np.mean([metrics.cosine(bert.encode_with(r, **change)[-1].mean(0), r.hidden_states[-1].mean(0)) for r in runs])
+        np.mean([collapse.final_cosine(bert.encode_with(r, **change)[-1], r.hidden_states[-1], r.causal) for r in runs])
     )
 
 
@@ -253,7 +255,10 @@ def held_out_diversity(runs: list[BertRun], layer: int, module: MultiHeadAttenti
     BERT input to `layer`."""
     with torch.inference_mode():
         maps = [module(r.layer_input(layer))[1][0].numpy() for r in runs]  # (H, T, T) each
-    return float(np.mean([metrics.mean_off_diagonal(metrics.head_diversity(w)) for w in maps]))
+    causal = module.causal
+    return float(
+        np.mean([metrics.mean_off_diagonal(metrics.head_diversity(metrics.causal_rows(w, causal))) for w in maps])
+    )
 
 
 @dataclass

@@ -164,10 +164,36 @@ def distinct_maps(weights: np.ndarray, tolerance: float = 1e-5) -> int:
     return len(kept)
 
 
-def score_spread(scaled: np.ndarray) -> np.ndarray:
+def score_spread(scaled: np.ndarray, causal: bool = False) -> np.ndarray:
     """(H, T, T) scaled scores q_i . k_j / sqrt(d_k) -> (H,) their spread per head: the standard
     deviation over keys, averaged over queries. Softmax turns a spread near 0 into a flat map
     (every key about 1/T) whatever the order of the scores; a spread of several units lets a
-    head put nearly all its weight on one key."""
+    head put nearly all its weight on one key. causal: query i's spread is over the keys 0..i it
+    can read, averaged over the queries 1..T-1 (the first has one key: no spread)."""
     s = np.asarray(scaled, dtype=np.float64)
-    return s.std(-1).mean(-1)
+    if not causal:
+        return s.std(-1).mean(-1)
+    T = s.shape[-1]
+    if T < 2:
+        return np.zeros(s.shape[0])
+    return np.stack([s[:, i, : i + 1].std(-1) for i in range(1, T)], -1).mean(-1)
+
+
+def causal_rows(weights: np.ndarray, causal: bool) -> np.ndarray:
+    """(..., T, T) attention -> the rows that had a choice: all of them, or for a causal map the
+    queries 1..T-1 (the first can read only itself: weight 1 in every head)."""
+    return weights[..., 1:, :] if causal and weights.shape[-2] > 1 else weights
+
+
+def entropy_share(weights: np.ndarray, causal: bool = False) -> float:
+    """The mean entropy of the attention rows (H, T, T) over the most each can have, ln of the
+    number of keys it reads (ln T; for a causal row i, ln(i + 1), the first row left out): 1 =
+    even over what it can see, 0 = one key."""
+    w = np.asarray(weights, dtype=np.float64)
+    T = w.shape[-1]
+    if T < 2:
+        return 0.0
+    ent = -(w * np.log(np.where(w > 0, w, 1.0))).sum(-1)  # (H, T)
+    if causal:
+        return float((ent[:, 1:] / np.log(np.arange(2, T + 1))).mean())
+    return float(ent.mean() / np.log(T))

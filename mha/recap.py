@@ -99,7 +99,8 @@ def grouped(
     return (
         f"**What today's decoders answer.** {who} shares $W^K$ and $W^V$, never $W^Q$: its {n_heads} query heads "
         f"read {kv_heads} keys and values, one per group of {n_heads // kv_heads} (grouped-query attention, Ainslie "
-        f"et al. 2023; Llama-class models do the same). Its heads still differ, measured: on your sentence in layer "
+        f"et al. 2023; so do Llama 2 70B and Llama 3, while Llama 1 and the smaller Llama 2 models keep a K and V per "
+        f"head). Its heads still differ, measured: on your sentence in layer "
         f"{layer}, two heads of one group differ by {within:.3f} (mean JS, nats) and two heads of different groups by "
         f"{across:.3f}; over the {pool.texts} bundled sentences, heads of one group are more alike in "
         f"{pool.layers_more_alike} of {len(pool.within)} layers, yet keep "

@@ -114,7 +114,7 @@ def head_maps(spaces: HeadSpaces, weights: np.ndarray | None = None, causal: boo
         if causal:
             fid[h] = within_fidelity(spaces.queries[h] * scale, keys, qs[h], ks[h], np.zeros(T), causal=True)
     scaled = (spaces.queries * scale) @ spaces.keys.transpose(0, 2, 1)  # (H, T, T)
-    return HeadMaps(qs, ks, fid, weights, metrics.score_spread(scaled))
+    return HeadMaps(qs, ks, fid, weights, metrics.score_spread(scaled, causal))
 
 
 def layer_maps(bert: LoadedBert, run: BertRun, layer: int, path: CollapsePath = BERT) -> HeadMaps:

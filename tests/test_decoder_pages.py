@@ -165,3 +165,27 @@ def test_gradient_importance_matches_finite_differences(tmp_path):
         up[layer, head], down[layer, head] = 1 + eps, 1 - eps
         diff = (small.next_token_loss([text], head_mask=up) - small.next_token_loss([text], head_mask=down)) / (2 * eps)
         assert grad[layer, head] == pytest.approx(abs(diff), rel=2e-2, abs=1e-5)
+
+
+def test_causal_measures_count_only_what_a_query_can_read():
+    """Score spread, entropy share and head diversity of a causal map leave out the keys a query
+    cannot read and the first query (which has no choice); known answers."""
+    from mha import metrics
+
+    T = 6
+    rng = np.random.default_rng(0)
+    scores = rng.normal(size=(2, T, T))
+    scores[:, np.triu_indices(T, 1)[0], np.triu_indices(T, 1)[1]] = 1e3  # masked keys: must not count
+    want = np.mean([scores[:, i, : i + 1].std(-1) for i in range(1, T)], axis=0)
+    np.testing.assert_allclose(metrics.score_spread(scores, causal=True), want)
+    even = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]  # even over what each query sees
+    assert metrics.entropy_share(even[None], causal=True) == pytest.approx(1.0)
+    assert metrics.entropy_share(even[None]) < 0.8  # read as BERT's, the same map looks sharp
+    sharp = np.eye(T)  # each query reads itself: two copies are identical heads, whatever row 0 does
+    assert metrics.mean_off_diagonal(metrics.head_diversity(metrics.causal_rows(np.stack([sharp, sharp]), True))) == 0
+    prev = np.zeros((T, T))
+    prev[0, 0] = 1.0
+    prev[np.arange(1, T), np.arange(T - 1)] = 1.0
+    both = metrics.head_diversity(metrics.causal_rows(np.stack([sharp, prev]), True))
+    assert both[0, 1] == pytest.approx(np.log(2))  # every counted row: two disjoint keys, JS = ln 2
+    assert metrics.head_diversity(np.stack([sharp, prev]))[0, 1] == pytest.approx(np.log(2) * (T - 1) / T)

@@ -270,10 +270,12 @@ def line_view(
 def token_focus(weights: np.ndarray, tokens: list[str], query: int, top_k: int = 15) -> go.Figure:
     """Where token `query` attends in every head of a layer: grouped bars over its top keys.
 
-    weights: (H, T, T). Keys are the top_k by largest weight in any head, in sentence order.
+    weights: (H, T, T). Keys are the top_k by largest weight in any head (none with weight 0 in
+    every head), in sentence order.
     """
     row = np.asarray(weights, dtype=np.float32)[:, query, :]  # (H, T)
-    keys = np.sort(np.argsort(row.max(0))[::-1][:top_k])
+    best = row.max(0)  # (T,): a key no head reads at all (a causal model's later tokens) is left out
+    keys = np.sort([j for j in np.argsort(best)[::-1][:top_k] if best[j] > 0])
     cats = [positions(tokens)[j] for j in keys]
     fig = go.Figure(
         [

@@ -12,6 +12,13 @@ from .common import SCALE, head_colour, panel_grid, panel_layout, panels, role_c
 from .describe import with_words
 
 
+def _read(row: np.ndarray, top_k: int) -> np.ndarray:
+    """The keys a query reads most (its top_k weights), leaving out keys it cannot read at all
+    (weight 0: a causal model's later tokens)."""
+    order = np.argsort(row)[::-1][:top_k]
+    return order[row[order] > 0]
+
+
 def subspace_panels(
     queries: np.ndarray,
     keys: np.ndarray,
@@ -53,7 +60,7 @@ def subspace_panels(
         )
         fig.add_trace(token_points(keys[h], names, "diamond-open", colour, "keys", h == 0), r, c)
         if token is not None:
-            top = [] if weights is None else np.argsort(weights[h, token])[::-1][:top_k]
+            top = [] if weights is None else _read(weights[h, token], top_k)
             xs, ys, read = [], [], []
             for j in top:
                 xs += [queries[h, token, 0], keys[h, j, 0], None]
@@ -103,9 +110,7 @@ def subspace_panels(
     if token is not None and weights is not None:
         reads = [
             f"head {shown[h]}: "
-            + ", ".join(
-                f"“{tokens[j]}” {weights[h, token, j]:.2f}" for j in np.argsort(weights[h, token])[::-1][:top_k]
-            )
+            + ", ".join(f"“{tokens[j]}” {weights[h, token, j]:.2f}" for j in _read(weights[h, token], top_k))
             for h in range(min(H, 4))
         ]
         words += f" “{tokens[token]}” (ringed) reads most, in " + "; ".join(reads) + ("; ..." if H > 4 else ".")
