@@ -424,7 +424,13 @@ def removal_mask(bert: LoadedBert, layers: Iterable[int]) -> np.ndarray:
 def removal_effect(bert: LoadedBert, run: BertRun, layers: Iterable[int]) -> dict[str, float]:
     """A baseline for whole_model_effect: the same measures with every head of `layers` removed
     (its output zeroed before W^O, so the attention sub-layer adds only W^O's bias)."""
-    return _effect(bert.encode_with(run, head_mask=removal_mask(bert, layers))[-1], run.hidden_states[-1])
+    layers = sorted(set(layers))
+    start = layers[0] if layers else bert.n_layers  # the layers before the first changed one are the run's own
+    with torch.inference_mode():
+        mask = torch.as_tensor(removal_mask(bert, layers))  # (L, H)
+        states, _ = bert.run_layers(run.layer_state(start), head_mask=mask, start=start)
+    new = states[-1][0].float().numpy() if states else run.hidden_states[-1]
+    return _effect(new, run.hidden_states[-1])
 
 
 SAME_TOLERANCE = 1e-6  # head diversity (nats) below which the heads count as computing one map

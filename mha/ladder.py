@@ -174,23 +174,41 @@ def rung_measures(
 ) -> RungMeasures:
     """The measures of a rung for one layer (module: an uptrained version of the rung, if any)."""
     original = bert.scratch_layer(layer)
-    m = module if module is not None else rung.module(original)
+    return ladder_measures(bert, run, layer, [(rung, module if module is not None else rung.module(original))])[0]
+
+
+def ladder_measures(
+    bert: LoadedBert, run: BertRun, layer: int, modules: list[tuple[Rung, MultiHeadAttention]]
+) -> list[RungMeasures]:
+    """rung_measures of several (rung, module) of one layer at once: the layers after `layer` run
+    once on all of them side by side (a batch), the layers before it not at all (the run's own)."""
+    original = bert.scratch_layer(layer)
     x = run.layer_input(layer)  # (1, T, C)
-    with torch.inference_mode():
-        out, w = m(x)
-        ref_out, ref_w = original(x)
-    new_states = bert.encode_with(run, replace={layer: m})[-1]  # (T, C)
     old_states = run.hidden_states[-1]
     D = bert.d_model // bert.n_heads
-    return RungMeasures(
-        rung=rung,
-        parameters=m.num_parameters(),
-        kv_cache=kv_cache_bytes(bert.n_layers, m.role_heads[1], D, v_heads=m.role_heads[2]),
-        drift=float(metrics.js_divergence(w[0].numpy(), ref_w[0].numpy()).mean()),  # same head, new vs old
-        diversity=metrics.mean_off_diagonal(metrics.head_diversity(metrics.causal_rows(w[0].numpy(), m.causal))),
-        layer_cosine=float(metrics.cosine(out[0].numpy(), ref_out[0].numpy()).mean()),
-        sentence_cosine=collapse.final_cosine(new_states, old_states, run.causal),
-    )
+    with torch.inference_mode():
+        ref_out, ref_w = original(x)
+        h = run.layer_state(layer)  # (1, T, C)
+        outs = [m(x) for _, m in modules]  # (out (1, T, C), weights (1, H, T, T)) each
+        entering = torch.cat([bert._layer(layer, h, m, None, None)[0] for _, m in modules])  # (B, T, C)
+        states, _ = bert.run_layers(entering, start=layer + 1)  # the model's own layers after `layer`
+        final = (states[-1] if states else entering).float().numpy()  # (B, T, C)
+    out = []
+    for b, ((rung, m), (o, w)) in enumerate(zip(modules, outs)):
+        out.append(
+            RungMeasures(
+                rung=rung,
+                parameters=m.num_parameters(),
+                kv_cache=kv_cache_bytes(bert.n_layers, m.role_heads[1], D, v_heads=m.role_heads[2]),
+                drift=float(metrics.js_divergence(w[0].numpy(), ref_w[0].numpy()).mean()),  # same head, new vs old
+                diversity=metrics.mean_off_diagonal(
+                    metrics.head_diversity(metrics.causal_rows(w[0].numpy(), m.causal))
+                ),
+                layer_cosine=float(metrics.cosine(o[0].numpy(), ref_out[0].numpy()).mean()),
+                sentence_cosine=collapse.final_cosine(final[b], old_states, run.causal),
+            )
+        )
+    return out
 
 
 @dataclass

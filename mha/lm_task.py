@@ -25,7 +25,8 @@ from .attention import MultiHeadAttention
 from .loaded import LoadedModel
 from .task import mask_tensor, sts_pairs
 
-TEXTS = {"rank": ("train", 64), "score": ("dev", 64)}  # set -> (STS split, how many distinct sentences)
+TEXTS = {"rank": ("train", 64), "score": ("dev", 64)}
+HEAD_ROWS = 8  # texts per pass through the output layer (bounds the memory of the logits)
 
 
 def _sentences(split: str) -> dict[str, None]:
@@ -110,15 +111,23 @@ def evaluate(
     if items is None and mask is None:  # the score set: resume from the first replaced layer
         ids, lengths, entering = _score_states(model)
         start = min(replace) if replace else model.n_layers
-        states, _ = model.run_layers(entering[start], replace=replace, start=start)
+        states, _ = model.run_layers(entering[start], replace=replace, start=start, keep=False)
         last = states[-1] if states else entering[-1]
     else:
         ids, lengths = _batch(model, texts() if items is None else items)
         h = model.model.model.embed_tokens(ids)  # (N, T, C)
-        last = model.run_layers(h, replace=replace, head_mask=mask)[0][-1]
-    logits = model.model.lm_head(model.model.model.norm(last))[:, :-1].float()  # (N, T-1, V)
+        last = model.run_layers(h, replace=replace, head_mask=mask, keep=False)[0][-1]
     target = ids[:, 1:]  # (N, T-1)
-    nats = torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, reduction="none")  # (N, T-1)
+    nats = torch.cat(  # a few texts at a time: the logits over a 49k vocabulary are about 200 KB per token
+        [
+            torch.nn.functional.cross_entropy(
+                model.model.lm_head(model.model.model.norm(last[i : i + HEAD_ROWS]))[:, :-1].float().transpose(1, 2),
+                target[i : i + HEAD_ROWS],
+                reduction="none",
+            )  # (n, T-1)
+            for i in range(0, len(target), HEAD_ROWS)
+        ]
+    )
     real = torch.arange(target.shape[1])[None] < (lengths - 1)[:, None]  # (N, T-1): a real next token
     return LossScore((nats * real).sum(1).double().numpy(), real.sum(1).numpy())
 

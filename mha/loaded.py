@@ -84,6 +84,7 @@ class LoadedModel:
         replace: dict[int, MultiHeadAttention] | None = None,
         head_mask: torch.Tensor | None = None,
         start: int = 0,
+        keep: bool = True,
     ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """The layers start..L-1 on hidden states h (B, T, C) entering layer `start`.
 
@@ -91,7 +92,8 @@ class LoadedModel:
         head_mask (..., L, H) gates each head's output before W^O (0 removes it). Reads the
         model's sub-modules (norms, feed-forward) without changing them or adding hooks, so other
         users of the shared model are unaffected. Returns (hidden states after each layer
-        (B, T, C), attention of each layer (B, H, T, T)).
+        (B, T, C), attention of each layer (B, H, T, T)); with keep=False only the last layer's
+        states and no attention (a long batch's memory).
         """
         replace = replace or {}
         states, attentions = [], []
@@ -99,9 +101,10 @@ class LoadedModel:
             attn = replace.get(i) or self._template(i)
             gate = None if head_mask is None else head_mask[..., i, :]  # (H,) or (B, H)
             h, weights = self._layer(i, h, attn, attention_mask, gate)
-            states.append(h)
-            attentions.append(weights)
-        return states, attentions
+            if keep:
+                states.append(h)
+                attentions.append(weights)
+        return (states if keep else [h] if start < self.n_layers else []), attentions
 
     def _embed(self, run) -> torch.Tensor:
         """(1, T, C) the hidden states entering layer 0 for run's tokens."""

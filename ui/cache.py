@@ -164,8 +164,9 @@ def cached_ladder(inp: Inputs, layer: int, rescale: bool = False) -> list[ladder
     projections rescaled to their groups' norm if `rescale`)."""
     model = load_model(inp.model)
     run = cached_run(inp)
-    every = ladder.rungs(model.n_heads, rescale, model.kv_groups)
-    return [ladder.rung_measures(model, run, layer, rung) for rung in every]
+    original = model.scratch_layer(layer)
+    every = [(rung, rung.module(original)) for rung in ladder.rungs(model.n_heads, rescale, model.kv_groups)]
+    return ladder.ladder_measures(model, run, layer, every)
 
 
 @per_model
