@@ -56,7 +56,7 @@ def parity() -> None:
     run = dec.attend(text(64, 0))
     T = run.n_tokens
     worst = dict.fromkeys(["trace weights", "trace output", "weights", "output", "output vs sdpa"], 0.0)
-    scale = 0.0
+    scale, per_layer = 0.0, []
     for layer in range(dec.n_layers):
         theirs = dec.model.model.layers[layer].self_attn
         x = run.layer_input(layer)  # (1, T, C)
@@ -83,10 +83,14 @@ def parity() -> None:
             "output vs sdpa": (out - sdpa_out).abs().max(),
         }
         worst = {k: max(worst[k], float(v)) for k, v in found.items()}
+        per_layer.append((layer, *(float(found[k]) for k in ("weights", "output", "output vs sdpa"))))
         scale = max(scale, float(ref_out.abs().max()))
     hidden, _ = dec.attend_with(run)
     rel = float(abs(hidden - run.hidden_states).max() / abs(run.hidden_states).max())
-    print(f"parity on {dec.name}, {dec.n_layers} layers, a {T}-token sentence (largest over every layer):")
+    print(f"parity on {dec.name}, a {T}-token sentence, per layer (fast path: weights, output; output vs sdpa):")
+    for row in per_layer:
+        print("  layer {:>2}: {:.1e} {:.1e} {:.1e}".format(*row))
+    print("the largest over every layer:")
     for k, v in worst.items():
         print(f"  {k:<16} {v:.2e}")
     relative = worst["output"] / scale, worst["output vs sdpa"] / scale
