@@ -28,7 +28,6 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 DECODER_MODEL = "SmolLM2-135M-Instruct"
 LOCAL_MODEL = "local"
 LOCAL_ENV = "MHA_MODEL_DIR"  # a directory holding a BERT (config.json, weights, tokenizer)
-HUB_HOST = "huggingface.co"
 
 
 MAX_CHARS = 10_000  # longer input is cut here (BERT reads at most 512 tokens anyway)
@@ -124,11 +123,16 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
     """
     if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
         return False
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants  # the Hub's address as huggingface_hub has it ($HF_ENDPOINT)
+
+    endpoint = urlparse(constants.ENDPOINT)
     ok: list[bool] = []
 
     def probe() -> None:
         try:
-            with socket.create_connection((HUB_HOST, 443), timeout=timeout):
+            with socket.create_connection((endpoint.hostname, endpoint.port or 443), timeout=timeout):
                 ok.append(True)
         except OSError:
             pass
