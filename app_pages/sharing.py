@@ -157,8 +157,7 @@ else:
 
 if 1 < G < H:
     st.subheader("Do heads that share one K and V still attend differently?")
-    one = groups.layer_diversity(run.attentions[layer : layer + 1])[0]  # (H, H)
-    mine_within, mine_across = groups.pair_means(one, groups.groups_of(H, G))
+    mine_within, mine_across = groups.within_across(run.attentions, layer, H, G)
     with st.spinner(f"Running the {len(subspaces.pool_sentences())} bundled sentences (once)..."):
         study = ui.cached_group_diversity(inp.model)
     low = int((study.rank <= 0.05).sum())

@@ -59,12 +59,9 @@ def parity() -> None:
     worst = dict.fromkeys(["trace weights", "trace output", "weights", "output", "output vs sdpa"], 0.0)
     scale, per_layer = 0.0, []
     for layer in range(dec.n_layers):
-        theirs = dec.model.model.layers[layer].self_attn
         x = run.layer_input(layer)  # (1, T, C)
-        cos_sin = dec.model.model.rotary_emb(x, torch.arange(T)[None])
-        blocked = torch.full((T, T), torch.finfo(torch.float32).min).triu(1)[None, None]
+        ref_out, ref_w = dec.reference_attention(run, layer)
         with torch.inference_mode():
-            ref_out, ref_w = theirs(x, position_embeddings=cos_sin, attention_mask=blocked)
             ours = dec.scratch_layer(layer)
             out, w = ours(x)
             tr = ours.trace(x)

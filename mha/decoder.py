@@ -108,6 +108,25 @@ class LoadedDecoder(LoadedModel):
             attention_inputs=np.ascontiguousarray(torch.cat(inputs).float().numpy()),  # (L, T, C)
         )
 
+    def encode_batch(self, texts: list[str] | tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token ids of many texts, right-padded with 0: (ids (N, T), lengths (N,)). With a causal
+        mask no real token reads a pad after it."""
+        with self._tokenizer_lock:
+            ids = [self.tokenizer(t)["input_ids"][: self.max_length] for t in texts]
+        T = max(len(i) for i in ids)
+        return torch.tensor([i + [0] * (T - len(i)) for i in ids]), torch.tensor([len(i) for i in ids])
+
+    @torch.inference_mode()
+    def reference_attention(self, run: BertRun, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Transformers' own eager attention of `layer` on the run's input to it, with the model's
+        rotary embeddings and a causal mask: (output (1, T, C), weights (1, H, T, T)), the reference
+        the from-scratch layers are checked against."""
+        x = run.layer_input(layer)  # (1, T, C)
+        T = x.shape[1]
+        cos_sin = self.model.model.rotary_emb(x, torch.arange(T)[None])
+        blocked = torch.full((T, T), torch.finfo(torch.float32).min).triu(1)[None, None]  # (1, 1, T, T)
+        return self.model.model.layers[layer].self_attn(x, position_embeddings=cos_sin, attention_mask=blocked)
+
     @torch.inference_mode()
     def layer_inputs(self, texts: list[str], layer: int, batch: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
         """What layer `layer`'s attention reads (RMSNorm of the hidden state) for many texts,
@@ -117,11 +136,8 @@ class LoadedDecoder(LoadedModel):
             raise ValueError(f"layer must be in 0..{self.n_layers - 1}, got {layer}")
         states, masks = [], []
         for start in range(0, len(texts), batch):
-            with self._tokenizer_lock:
-                ids = [self.tokenizer(t)["input_ids"][: self.max_length] for t in texts[start : start + batch]]
-            t = max(len(i) for i in ids)
-            padded = torch.tensor([i + [0] * (t - len(i)) for i in ids])  # (b, t)
-            mask = torch.tensor([[1] * len(i) + [0] * (t - len(i)) for i in ids])  # (b, t)
+            padded, lengths = self.encode_batch(texts[start : start + batch])  # (b, t), (b,)
+            mask = (torch.arange(padded.shape[1])[None] < lengths[:, None]).long()  # (b, t)
             h = self.model.model(input_ids=padded, output_hidden_states=True).hidden_states[layer]  # (b, t, C)
             states.append(self.model.model.layers[layer].input_layernorm(h).float())
             masks.append(mask)

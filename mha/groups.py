@@ -53,6 +53,13 @@ def layer_diversity(attentions: np.ndarray, causal: bool = True) -> np.ndarray:
     return np.stack([metrics.head_diversity(metrics.causal_rows(a, causal)) for a in attentions])
 
 
+def within_across(attentions: np.ndarray, layer: int, n_heads: int, kv_heads: int) -> tuple[float, float]:
+    """(within, across): the mean head diversity of same-group and of cross-group pairs in one
+    layer of one text's attention (L, H, T, T)."""
+    one = layer_diversity(attentions[layer : layer + 1])[0]  # (H, H)
+    return pair_means(one, groups_of(n_heads, kv_heads))
+
+
 @dataclass(frozen=True)
 class GroupDiversity:
     """Per layer (L,): mean JS within groups and across groups, over `texts` texts; `rank`: the

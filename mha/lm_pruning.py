@@ -84,7 +84,7 @@ def gradient_importance(
     """(L, H) mean over texts of |d loss(text) / d gate_h| at gates 1 (one backward pass per text)."""
     total = np.zeros((model.n_layers, model.n_heads))
     for n, text in enumerate(texts):
-        ids, _ = lm_task._batch(model, [text])  # (1, T)
+        ids, _ = model.encode_batch([text])  # (1, T)
         if ids.shape[1] < 2:
             continue
         gate = torch.ones(model.n_layers, model.n_heads, requires_grad=True)

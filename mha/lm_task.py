@@ -73,15 +73,6 @@ class LossScore:
         return len(self.tokens)
 
 
-def _batch(model: LoadedModel, items: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(ids (N, T) right-padded with 0, lengths (N,))."""
-    with model._tokenizer_lock:
-        ids = [model.tokenizer(t, add_special_tokens=True)["input_ids"][: model.max_length] for t in items]
-    T = max(len(i) for i in ids)
-    padded = torch.tensor([i + [0] * (T - len(i)) for i in ids])  # (N, T)
-    return padded, torch.tensor([len(i) for i in ids])
-
-
 _STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> the score set's states
 
 
@@ -91,7 +82,7 @@ def _score_states(model: LoadedModel) -> tuple[torch.Tensor, torch.Tensor, list[
     layer replaced at l needs only layers l.. run again."""
     found = _STATES.get(model)
     if found is None:
-        ids, lengths = _batch(model, texts())
+        ids, lengths = model.encode_batch(texts())
         h = model.model.model.embed_tokens(ids)  # (N, T, C)
         states, _ = model.run_layers(h)
         found = _STATES[model] = (ids, lengths, [h, *states])
@@ -114,7 +105,7 @@ def evaluate(
         states, _ = model.run_layers(entering[start], replace=replace, start=start, keep=False)
         last = states[-1] if states else entering[-1]
     else:
-        ids, lengths = _batch(model, texts() if items is None else items)
+        ids, lengths = model.encode_batch(texts() if items is None else items)
         h = model.model.model.embed_tokens(ids)  # (N, T, C)
         last = model.run_layers(h, replace=replace, head_mask=mask, keep=False)[0][-1]
     target = ids[:, 1:]  # (N, T-1)

@@ -26,13 +26,9 @@ def parity(dec, run) -> dict[str, float]:
     formula (trace) and of the fast path, and the fast path's relative to the output's largest value."""
     worst = dict.fromkeys(["trace weights", "trace output", "weights", "output", "output / max |output|"], 0.0)
     for layer in range(dec.n_layers):
-        theirs = dec.model.model.layers[layer].self_attn
         x = run.layer_input(layer)  # (1, T, C)
-        T = x.shape[1]
-        cos_sin = dec.model.model.rotary_emb(x, torch.arange(T)[None])
-        blocked = torch.full((T, T), torch.finfo(torch.float32).min).triu(1)[None, None]
+        ref_out, ref_w = dec.reference_attention(run, layer)
         with torch.inference_mode():
-            ref_out, ref_w = theirs(x, position_embeddings=cos_sin, attention_mask=blocked)
             ours = dec.scratch_layer(layer)
             out, w = ours(x)
             tr = ours.trace(x)
