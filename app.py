@@ -10,7 +10,7 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import streamlit as st  # noqa: E402
 
 import ui  # noqa: E402
-from ui import server, warm  # noqa: E402
+from ui import classroom, server, warm  # noqa: E402
 from ui.pages import DEFAULT, PAGES  # noqa: E402
 
 server.configure()
@@ -20,8 +20,11 @@ st.html(server.STYLE)
 page = st.navigation([st.Page(p.path, title=p.title, icon=p.icon, default=p is DEFAULT) for p in PAGES])
 name = page.url_path or DEFAULT.url_path  # the default page's own path is ""
 with server.timed(name):
+    ui.init_state()
+    classroom.arrive(name)  # a class's student: the seat from the cookie, the teacher's pin followed
     inputs = ui.sidebar()  # this rerun's one Inputs: pages read it with ui.inputs()
     ui.sync_url(inputs, name)  # before the page: a page may st.stop() (empty text, nothing trained yet)
+    classroom.sidebar_status()  # nothing without a seat
     inputs = ui.ensure_model(inputs)  # loads the model once per process; falls back if it cannot
     if st.session_state.get("_page") != name:  # another page opens at its top, not where the last was scrolled
         st.session_state["_page"] = name

@@ -1,4 +1,4 @@
-"""The codebase's shape: imports run only pages -> ui -> mha (and app.py -> ui); a page imports
+"""The codebase's shape: imports run only pages -> ui -> classroom -> mha (and app.py -> ui); a page imports
 only ui, mha and streamlit; the engine never imports Streamlit; no module exceeds 500 lines; one
 list of pages; the lesson a table of steps; the README's layout names every module."""
 
@@ -25,7 +25,7 @@ def imported(path) -> set[str]:
     return names
 
 
-OURS = {"mha", "ui", "app_pages", "app", "livetest"}
+OURS = {"mha", "ui", "app_pages", "app", "livetest", "classroom"}
 
 
 MAX_LINES = 500
@@ -34,15 +34,17 @@ MAX_LINES = 500
 def test_imports_run_only_pages_to_ui_to_mha():
     for path in sorted((ROOT / "mha").rglob("*.py")):
         assert imported(path) & (OURS | {"streamlit"}) <= {"mha"}, path.name
+    for path in sorted((ROOT / "classroom").rglob("*.py")):  # class mode's data: the engine's names, no Streamlit
+        assert imported(path) & (OURS | {"streamlit"}) <= {"mha", "classroom"}, path.name
     for path in sorted((ROOT / "ui").glob("*.py")):
-        assert imported(path) & OURS <= {"mha", "ui"}, path.name
+        assert imported(path) & OURS <= {"mha", "ui", "classroom"}, path.name
     for path in sorted((ROOT / "app_pages").glob("*.py")):
         assert imported(path) <= {"__future__", "mha", "ui", "streamlit"}, (path.name, imported(path))
     assert imported(ROOT / "app.py") & OURS == {"ui"}
 
 
 def test_no_module_exceeds_500_lines():
-    files = [*(ROOT / "mha").rglob("*.py"), *(ROOT / "ui").glob("*.py"), *(ROOT / "app_pages").glob("*.py")]
+    files = [p for d in ("mha", "ui", "app_pages", "classroom") for p in (ROOT / d).rglob("*.py")]
     sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in [*files, ROOT / "app.py"]}
     assert len(sizes) > 50 and all(n > 0 for n in sizes.values())
     assert {p: n for p, n in sizes.items() if n > MAX_LINES} == {}

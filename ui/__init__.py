@@ -37,7 +37,7 @@ from .cache import (
 from .quiz import choice_question, first_answers, first_try, lesson_score, number_question, question_tag, reset_lesson
 from .scroll import scroll_here, scroll_here_done, scroll_top
 from .settings import setting_widget
-from .state import MAX_CHARS, Inputs, inputs, literal, notice, show_notices, sync_url
+from .state import MAX_CHARS, Inputs, init_state, inputs, literal, notice, show_notices, sync_url
 from .widgets import (
     agreement_words,
     chart,
@@ -89,6 +89,7 @@ __all__ = [
     "first_try",
     "heads_study",
     "Inputs",
+    "init_state",
     "inputs",
     "layer_head",
     "layer_inputs",

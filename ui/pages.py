@@ -41,5 +41,6 @@ PAGES = (
     PageSpec("why_heads.py", "Why many heads", ":material/model_training:"),
     PageSpec("heads_needed.py", "Do we need every head?", ":material/content_cut:"),
     PageSpec("glossary.py", "Glossary", ":material/menu_book:"),
+    PageSpec("classroom.py", "Class", ":material/groups:"),
 )
 DEFAULT = PAGES[0]

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import streamlit as st
 
+from .classroom import record
 from .scroll import scroll_here
 from .settings import setting_widget, widget_key
 from .state import Inputs
@@ -59,6 +60,7 @@ def choice_question(
         return None
     right = picked == answer
     first_try(qid, right)
+    record(qid, [key], picked, options, right)  # in a class: the first answer, kept on the server
     scroll_here(key)  # the feedback and the picture it unlocks on the screen, once
     (st.success if right else st.error)(("Right. " if right else f"Not quite: it is *{options[answer]}*. ") + why)
     return right
@@ -79,6 +81,7 @@ def number_question(
         return None
     right = [int(g) for g in given] == list(expected)
     first_try(qid, right)
+    record(qid, [f"q_{qid}_{n}" for n in range(len(labels))], [int(g) for g in given], None, right)
     scroll_here(f"q_{qid}")
     shape = " x ".join(str(e) for e in expected)
     (st.success if right else st.error)(("Right: " if right else "Not quite: ") + f"{shape}. " + why)

@@ -131,6 +131,15 @@ STATE: dict[str, type | tuple[type, ...]] = {  # the app's own bookkeeping
     "lesson_moves": int,  # Back and Next pressed: each move opens the step at the top
     "_page": str,  # the page of the last rerun: another one opens at its top (ui.scroll_top)
     "_page_visits": int,  # pages opened in this session: each visit opens at its top
+    # class mode (ui.classroom, ui.teacher)
+    "_class_checked": bool,  # the seat cookie was looked up (once per session)
+    "_seat": str,  # the student's seat token (the browser keeps it too, in a cookie)
+    "_class_rev": int,  # the teacher's pin this session follows
+    "_class_name": tuple,  # (class code, nickname)
+    "_class_go": object,  # a pin to apply at the next run (classroom.Pin)
+    "_class_sent": set,  # questions whose first answer the server has
+    "_class_left": bool,  # the seat cookie is to be deleted
+    "_teacher_said": tuple,  # (kind, message) for the teacher view's next run
 }
 STATE_PREFIXES: dict[str, type | tuple[type, ...]] = {
     "_cut_": tuple,  # "_cut_<text box>": (the cut paste, characters cut)
@@ -139,7 +148,7 @@ STATE_PREFIXES: dict[str, type | tuple[type, ...]] = {
     **_before("subspaces"),
 }
 
-ELEMENT_PREFIXES = ("_ex_",)  # the sidebar's example buttons, "_ex_<n>"
+ELEMENT_PREFIXES = ("_ex_", "class_", "teacher_")  # example buttons "_ex_<n>"; the class page's widgets
 ELEMENTS = (  # keys of elements that keep no setting: buttons, charts
     "lesson_back",
     "lesson_next",
@@ -150,6 +159,7 @@ ELEMENTS = (  # keys of elements that keep no setting: buttons, charts
     "subspaces_panels",
     "subspaces_animation",
     "subspaces_pool",
+    "_class_back",
 )
 
 

@@ -11,14 +11,16 @@ dataclasses and returns a go.Figure (no Streamlit here).
 - ladder: the GQA/MQA ladder and an uptraining's loss
 - pruning: pruning curves of the heads study
 - lesson: the lesson's own figures
+- classroom: the teacher's histogram of a class's first answers
 - describe: any of these figures in words, read from its data (the text alternative)
 """
 
-from . import atlas, build, collapse, common, describe, heads, ladder, lesson, pruning, subspaces, training
+from . import atlas, build, classroom, collapse, common, describe, heads, ladder, lesson, pruning, subspaces, training
 
 __all__ = [
     "atlas",
     "build",
+    "classroom",
     "collapse",
     "common",
     "describe",

@@ -1,0 +1,59 @@
+"""Class: join a teacher's class with its code, or start one and get the teacher's link (the
+teacher view opens with that link: ui.teacher)."""
+
+import streamlit as st
+
+import ui
+from ui import classroom, teacher
+
+token = st.query_params.get("teacher")
+if token:
+    teacher.view(token)
+    st.stop()
+
+ui.show_notices()
+st.title("Class")
+seat = st.session_state.get("_class_name")
+if seat:
+    code, nickname = seat
+    st.success(f"You are in class {code} as {ui.literal(nickname, 24)}. Your answers are kept for your teacher.")
+    st.button("Go to the class's step", on_click=classroom.back, key="class_go", type="primary")
+    if st.button("Leave the class", key="class_leave"):
+        classroom.leave("You left the class: this is the app on your own again.")
+        st.rerun()
+    st.stop()
+
+join_col, teach_col = st.columns(2)
+with join_col:
+    st.subheader("Join a class")
+    with st.form("class_join"):
+        code = st.text_input("Class code", value=st.query_params.get("join", "")[:32], max_chars=32, key="class_code")
+        nickname = st.text_input(
+            "Nickname (optional)",
+            max_chars=classroom.NICKNAME_MAX,
+            key="class_nickname",
+            help="No other data is asked.",
+        )
+        joined = st.form_submit_button("Join", type="primary")
+    if joined:
+        try:
+            seat = classroom.join(code, nickname)
+        except classroom.TROUBLE as e:
+            st.error(classroom.db_trouble(e))
+        else:
+            st.rerun()
+with teach_col:
+    st.subheader("Teach a class")
+    inp = ui.inputs()
+    st.markdown(
+        f"Starts a class on the sidebar's sentence (*{ui.literal(inp.text, 60)}*) and model at step 1; you "
+        "can pin another from your teacher view. You get a code for students and a link for you alone."
+    )
+    if st.button("Start a class", key="class_start"):
+        try:
+            secret = classroom.start(inp)
+        except classroom.TROUBLE as e:
+            st.error(classroom.db_trouble(e))
+        else:
+            st.query_params["teacher"] = secret
+            st.rerun()

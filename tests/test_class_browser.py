@@ -1,0 +1,213 @@
+"""A class in real browsers: a teacher and 6 students, on two replicas behind nginx sharing
+PostgreSQL, and on one server with its SQLite file.
+
+The teacher starts a class; students join with its code; the histogram counts exactly their
+first answers (a changed answer does not move it); the teacher's next step reaches every
+student; a student who reloads, one who opens a new tab and (behind nginx) every student of a
+replica that is killed keep their answer and score; a student's browser opening a forged
+teacher link sees no class. `artifacts/class_flow.json` has the timings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import time
+import urllib.request
+
+import pytest
+import sqlalchemy as sa
+from conftest import chromium_or_skip
+
+from livetest import CHROMIUM_FLAGS, ROOT, nginx_proxy, settle, streamlit_server
+
+N_STUDENTS = 6
+PG_URL = os.environ.get("MHA_TEST_PG", "postgresql+psycopg://mha:mha@127.0.0.1:5432/mha_test")
+ARTIFACTS = ROOT / "artifacts"
+READ_BARS = """() => {
+  for (const el of document.querySelectorAll('.js-plotly-plot')) {
+    const t = (el.layout && el.layout.title && el.layout.title.text) || '';
+    if (t.includes('First answers')) return {y: Array.from(el.data[0].y), x: Array.from(el.layout.xaxis.ticktext)};
+  }
+  return null;
+}"""
+
+
+def require(tool: str, why: str) -> None:
+    if shutil.which(tool) is None:
+        pytest.fail(why) if os.environ.get("CI", "").lower() == "true" else pytest.skip(why)
+
+
+def postgres_or_skip() -> str:
+    """The test database (MHA_TEST_PG; .ci/run starts Debian's PostgreSQL and makes it), emptied."""
+    engine = sa.create_engine(PG_URL)
+    try:
+        with engine.begin() as conn:
+            for table in ("answers", "seats", "failures", "classes", "alembic_version"):
+                conn.execute(sa.text(f"DROP TABLE IF EXISTS {table} CASCADE"))  # a fixed list: no user input
+    except sa.exc.OperationalError as e:
+        why = f"PostgreSQL is not reachable at {PG_URL} ({type(e).__name__}): .ci/run starts it"
+        pytest.fail(why) if os.environ.get("CI", "").lower() == "true" else pytest.skip(why)
+    finally:
+        engine.dispose()
+    return PG_URL
+
+
+async def wait_text(page, text: str, timeout: float = 60_000) -> float:
+    t0 = time.perf_counter()
+    await page.wait_for_selector(f"text={text}", timeout=timeout)
+    return time.perf_counter() - t0
+
+
+async def score(page) -> str:
+    """The lesson's score box: "<right> of <answered>"."""
+    box = page.locator('[data-testid="stMetricValue"]').first
+    await box.wait_for(timeout=60_000)
+    return (await box.inner_text()).strip()
+
+
+async def bars(page, want_total: int, timeout: float = 60.0) -> dict[str, int]:
+    """The teacher's histogram (label -> students), once it counts `want_total` answers."""
+    deadline = time.perf_counter() + timeout
+    while True:
+        got = await page.evaluate(READ_BARS)
+        if got and sum(got["y"]) == want_total:
+            return {x.removesuffix(" (right)"): int(y) for x, y in zip(got["x"], got["y"])}
+        if time.perf_counter() > deadline:
+            raise AssertionError(f"the histogram shows {got}, not {want_total} answers")
+        await page.wait_for_timeout(300)
+
+
+async def student(browser, url: str, code: str, n: int) -> dict:
+    context = await browser.new_context(viewport={"width": 1300, "height": 900})
+    page = await context.new_page()
+    response = await page.goto(f"{url}/classroom?join={code}")
+    await page.get_by_role("textbox", name="Nickname (optional)").fill(f"Pupil {n}")
+    await page.get_by_role("button", name="Join").click()
+    await wait_text(page, "Step 1 of 8")
+    await settle(page)
+    return {"n": n, "context": context, "page": page, "replica": response.headers.get("x-mha-replica", "")}
+
+
+async def answer(s: dict, option: int) -> str:
+    """Pick option `option` of the step's question; the option's text."""
+    radio = s["page"].locator('[data-testid="stRadio"]').first
+    labels = radio.locator('[role="radiogroup"] label')
+    await labels.first.wait_for(timeout=60_000)
+    text = (await labels.nth(option).inner_text()).strip()
+    await labels.nth(option).click()
+    await settle(s["page"])
+    await s["page"].get_by_text(re.compile(r"^(Right\.|Not quite)")).first.wait_for(timeout=60_000)
+    return text
+
+
+async def class_flow(exe: str, url: str, kill=None) -> dict:
+    """The whole flow through `url`; `kill(replica)` kills a replica (behind nginx) or is None."""
+    from playwright.async_api import async_playwright
+
+    figures: dict = {}
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=exe, args=CHROMIUM_FLAGS)
+        tctx = await browser.new_context(viewport={"width": 1280, "height": 720})
+        teacher = await tctx.new_page()
+        await teacher.goto(f"{url}/classroom")
+        await teacher.get_by_role("button", name="Start a class").click()
+        heading = teacher.locator("h1", has_text=re.compile(r"^Class \w{4} \w{4}$"))
+        await heading.wait_for(timeout=60_000)
+        code = (await heading.inner_text()).split(" ", 1)[1].replace(" ", "").strip()
+        assert "teacher=" in teacher.url and len(code) == 8, (teacher.url, code)
+        assert await teacher.locator('[data-testid="stSidebar"]').is_hidden()  # the projector: no sidebar
+        t0 = time.perf_counter()
+        students = await asyncio.gather(*(student(browser, url, code, n) for n in range(N_STUDENTS)))
+        figures["6 students joined and at step 1, s"] = round(time.perf_counter() - t0, 1)
+        # first answers: student n picks option n % 3; students 0 and 1 then change their minds
+        first = [await answer(s, s["n"] % 3) for s in students]
+        for s in students[:2]:
+            await answer(s, 3)
+        expected = {label: first.count(label) for label in set(first)}
+        got = await bars(teacher, N_STUDENTS)
+        assert {k: v for k, v in got.items() if v} == expected, (got, first)
+        await wait_text(teacher, f"{N_STUDENTS} of {N_STUDENTS} students answered")
+        scores = [await score(s["page"]) for s in students]
+        assert all(sc.endswith("of 1") for sc in scores), scores
+        # the teacher moves everyone to step 2: every student's page follows on its own
+        t0 = time.perf_counter()
+        await teacher.get_by_role("button", name="Everyone to the next step →").click()
+        await asyncio.gather(*(wait_text(s["page"], "Step 2 of 8", 30_000) for s in students))
+        figures["pinned step on every student's page, s after the click"] = round(time.perf_counter() - t0, 1)
+        # a reload and a new tab keep the answer and the score
+        s0 = students[0]
+        await s0["page"].reload()
+        await wait_text(s0["page"], "Step 2 of 8")
+        assert await score(s0["page"]) == scores[0]
+        tab = await s0["context"].new_page()
+        await tab.goto(f"{url}/")
+        await wait_text(tab, "Step 2 of 8")  # a tab opened on the app's address: the class's step
+        assert await score(tab) == scores[0]
+        await tab.get_by_role("button", name="← Back").click()
+        await settle(tab)
+        radio = tab.locator('[data-testid="stRadio"]').first
+        checked = (await radio.locator("label:has(input:checked)").inner_text()).strip()
+        assert checked == first[0], (checked, first[0])  # step 1 shows the first answer given
+        await tab.close()
+        if kill is not None:  # a replica dies: its students' pages reconnect to the other and keep their answers
+            doomed = students[0]["replica"]
+            moved = [s for s in students if s["replica"] == doomed]
+            kill(doomed)
+            t0 = time.perf_counter()
+            await teacher.get_by_role("button", name="Everyone to the next step →").click()
+            await asyncio.gather(*(wait_text(s["page"], "Step 3 of 8", 60_000) for s in students))
+            figures["every student at the next pin after a replica was killed, s"] = round(time.perf_counter() - t0, 1)
+            figures["students on the killed replica"] = len(moved)
+            for s in moved:  # a new session on the survivor: the answers came back from the database
+                assert await score(s["page"]) == scores[s["n"]], s["n"]
+        # a student's browser cannot open the teacher view with a forged link
+        forged = await s0["context"].new_page()
+        await forged.goto(f"{url}/classroom?teacher=not-the-teachers-token")
+        await wait_text(forged, "This teacher link is not valid")
+        assert await forged.locator("text=students answered").count() == 0
+        assert await teacher.locator('[data-testid="stException"]').count() == 0
+        for s in students:
+            assert await s["page"].locator('[data-testid="stException"]').count() == 0
+        await browser.close()
+    return figures
+
+
+def save(name: str, figures: dict) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / "class_flow.json"
+    kept = json.loads(path.read_text()) if path.exists() else {}
+    path.write_text(json.dumps(kept | {name: figures}, indent=1))
+
+
+def test_a_class_on_one_server_with_sqlite(tmp_path):
+    exe = chromium_or_skip()
+    with streamlit_server({"MHA_CLASS_DB": f"sqlite:///{tmp_path / 'classes.sqlite'}", "MHA_WARM": "0"}) as server:
+        figures = asyncio.run(class_flow(exe, server.url))
+        assert "Traceback" not in server.log.read_text()
+    assert (tmp_path / "classes.sqlite").exists()
+    save("one server, SQLite", figures)
+
+
+def test_a_class_on_two_replicas_behind_nginx_with_postgresql():
+    exe = chromium_or_skip()
+    require("nginx", "Debian's nginx is not installed: apt-get install -y nginx (.ci/run does)")
+    url = postgres_or_skip()
+    env = {"MHA_CLASS_DB": url, "MHA_WARM": "0"}
+    with streamlit_server(env) as a, streamlit_server(env) as b:
+        replicas = {a.url.removeprefix("http://"): a, b.url.removeprefix("http://"): b}
+        with nginx_proxy(list(replicas)) as proxy:
+
+            def kill(address: str) -> None:
+                replicas[address].process.kill()
+                replicas[address].process.wait()
+
+            for r in replicas:  # both replicas up before the first visitor
+                urllib.request.urlopen(f"http://{r}/_stcore/health", timeout=10).read()
+            figures = asyncio.run(class_flow(exe, proxy.url, kill))
+        for server in replicas.values():
+            assert "Traceback" not in server.log.read_text()
+    save("two replicas behind nginx, PostgreSQL", figures)
