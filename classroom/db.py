@@ -105,9 +105,10 @@ def engine(url: str | None = None) -> Engine:
         return _engines[url]
 
 
-def migrate(eng: Engine, revision: str = "head") -> None:
-    """Bring the schema to `revision` with Alembic (the only way the schema is made or changed).
-    On PostgreSQL an advisory lock makes replicas that start together migrate one at a time."""
+def migrate(eng: Engine, revision: str = "head", down: bool = False) -> None:
+    """Bring the schema up (or `down`) to `revision` with Alembic (the only way the schema is made
+    or changed). On PostgreSQL an advisory lock makes replicas that start together migrate one at
+    a time."""
     from alembic import command
     from alembic.config import Config
 
@@ -117,7 +118,7 @@ def migrate(eng: Engine, revision: str = "head") -> None:
         if eng.dialect.name == "postgresql":
             conn.execute(sa.select(sa.func.pg_advisory_xact_lock(7_356_001)))
         config.attributes["connection"] = conn
-        command.upgrade(config, revision)
+        (command.downgrade if down else command.upgrade)(config, revision)
 
 
 def dispose() -> None:

@@ -3,7 +3,8 @@
 A student's seat token lives in the browser (the cookie COOKIE, set by the page's own script)
 and on the server (the database), never only in the session: a reload, a new tab or a replica
 that takes over after a crash opens a new session, which reads the cookie, finds the seat and
-puts its answers and score back. A seated student's sidebar checks the class every
+puts its answers and score back (and the link's "pin", the pin the page last followed, says whether
+the teacher has pinned since). A seated student's sidebar checks the class every
 FOLLOW_EVERY seconds and follows a new pin to the lesson. Without a seat nothing here runs.
 """
 
@@ -106,8 +107,11 @@ def arrive(page: str) -> None:
                     leave("Your class has ended: this is the app on your own again.")
                 else:
                     take_seat(seat, token)
+                    followed = st.query_params.get("pin", "")
                     if "text" not in st.query_params:
                         apply_pin(seat.pin)
+                    elif followed.isdigit():  # the pin the page showed (a reload, a replica taken over):
+                        ss["_class_rev"] = int(followed)  # a newer one is followed at the sidebar's next check
             except TROUBLE as e:
                 notice(db_trouble(e))
     pin = ss.pop("_class_go", None)

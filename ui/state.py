@@ -150,6 +150,8 @@ def sync_url(inp: Inputs, page: str = "") -> None:
         want["text_b"] = inp.text_b
     if page == "lesson":
         want["step"] = str(ss["step"])
+    if "_class_rev" in ss:  # a class's student: the pin this page follows (ui.classroom.arrive reads it back)
+        want["pin"] = str(ss["_class_rev"])
     if page == "classroom":  # the class page's own parameters: the teacher's link, a code to join with
         want |= {k: st.query_params[k] for k in ("teacher", "join") if k in st.query_params}
     for key in page_settings(page):  # the page's settings that are not their default

@@ -1,0 +1,229 @@
+"""Class mode's data on both databases (SQLite and PostgreSQL, one code path): migrations, who may
+read and write what, every write validated, failed attempts limited, the teacher's figures
+against counts made here."""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+
+import pytest
+import sqlalchemy as sa
+from test_class_browser import postgres_or_skip
+
+from classroom import ClassError, classes, db, limits, report
+from classroom.limits import TooManyAttempts
+from mha import steps
+from mha.bert import DEFAULT_MODEL, MAX_CHARS
+
+TEXT = "The mole on his arm was not a mole but a rare insect."
+TAG = "1-0badf00d"  # a question tag as ui.quiz.question_tag makes them
+OPTIONS = ["none", "1 word", "2 or 3 words", "4 or more"]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request, tmp_path):
+    made = f"sqlite:///{tmp_path / 'c.sqlite'}" if request.param == "sqlite" else postgres_or_skip()
+    yield made
+    db.dispose()
+
+
+def spread(token: str, url: str, option: int, right: bool, tag: str = TAG) -> bool:
+    qid = f"{tag}-spread"
+    return classes.record_answer(token, qid, [f"q_{qid}-2"], option, OPTIONS, right, url=url)
+
+
+def test_the_migrations_make_the_schema_and_undo_it(url):
+    eng = db.engine(url)
+    with eng.connect() as conn:
+        assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one() == "0001"
+    assert {"classes", "seats", "answers", "failures"} <= set(sa.inspect(eng).get_table_names())
+    db.migrate(eng, "base", down=True)
+    assert "classes" not in sa.inspect(eng).get_table_names()
+    db.migrate(eng, "head")
+    assert classes.start_class(DEFAULT_MODEL, TEXT, url=url)
+
+
+def test_a_class_end_to_end_and_what_each_token_reads(url):
+    code, teacher = classes.start_class(DEFAULT_MODEL, TEXT, 1, url=url)
+    assert len(code) == 8 and set(code) <= set(classes.CODE_ALPHABET) and len(teacher) >= 32
+    other_code, other_teacher = classes.start_class(DEFAULT_MODEL, "Another class.", 2, url=url)
+    a = classes.join(f" {code[:4].lower()}-{code[4:]} ", "Ada", url=url)  # typed loosely
+    b = classes.join(code, "", url=url)
+    c = classes.join(other_code, "Ada", url=url)  # the same nickname in another class
+    assert (a.nickname, b.nickname, c.nickname) == ("Ada", "Student 2", "Ada")
+    assert a.token != b.token and len(a.token) >= 32 and a.pin == classes.Pin(DEFAULT_MODEL, TEXT, 1, 1)
+    with pytest.raises(ClassError, match="already called"):
+        classes.join(code, "ADA", url=url)
+    assert spread(a.token, url, 2, True) and not spread(a.token, url, 0, False)  # the first answer stays
+    assert spread(b.token, url, 0, False) and spread(c.token, url, 1, False)
+    # a student reads their own answers only; the teacher reads their own class only
+    assert [(x.nickname, x.label) for x in classes.answers_of(a.token, url=url)] == [("Ada", "2 or 3 words")]
+    view = classes.teacher_class(teacher, url=url)
+    assert view.code == code and view.nicknames == ("Ada", "Student 2")
+    assert sorted((x.nickname, x.label, x.right) for x in view.answers) == [
+        ("Ada", "2 or 3 words", True),
+        ("Student 2", "none", False),
+    ]
+    pinned = classes.pin(teacher, DEFAULT_MODEL, "Dogs bark.", 3, url=url)
+    assert pinned == classes.Pin(DEFAULT_MODEL, "Dogs bark.", 3, 2) == classes.seat_of(b.token, url=url).pin
+    assert classes.seat_of(c.token, url=url).pin.step == 2  # the other class did not move
+    # ending deletes the class's data, and only its
+    classes.end_class(teacher, url=url)
+    assert classes.seat_of(a.token, url=url) is None and classes.answers_of(a.token, url=url) == []
+    with db.engine(url).connect() as conn:
+        left = {
+            t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one() for t in (db.seats, db.answers)
+        }
+    assert left == {"seats": 1, "answers": 1}  # class c's
+    with pytest.raises(ClassError, match="not valid"):
+        classes.teacher_class(teacher, url=url)
+    with pytest.raises(ClassError, match="ended"):
+        spread(a.token, url, 1, True)
+    assert classes.teacher_class(other_teacher, url=url).answers[0].nickname == "Ada"
+
+
+@pytest.mark.parametrize(
+    "nickname,ok",
+    [
+        ("Zoë", True),
+        ("O'Neil", True),
+        ("Jean-Luc 2", True),
+        ("李雷", True),
+        ("  Ann   Lee ", True),
+        ("<b>Bob</b>", False),
+        ("**Bob**", False),
+        ("=HYPERLINK(1)", False),
+        ("-Bob", False),
+        ("Bob 😀", False),
+        ("[x](http://e.vil)", False),
+        ("a" * 25, False),
+        ("_", False),
+    ],
+)
+def test_nicknames_are_checked(nickname, ok):
+    if ok:
+        assert classes.checked_nickname(nickname) == " ".join(nickname.split())
+    else:
+        with pytest.raises(ClassError):
+            classes.checked_nickname(nickname)
+
+
+@pytest.mark.parametrize(
+    "qid,keys,value,options",
+    [
+        ("1-0badf00d-nosuch", None, 1, OPTIONS),  # not a question of the lesson
+        ("9-0badf00d-spread", None, 1, OPTIONS),  # step 9 has no "spread"
+        ("1-XYZ-spread", None, 1, OPTIONS),
+        ("1-0badf00d-spread", ["q_other"], 1, OPTIONS),  # the setting is not the question's
+        ("1-0badf00d-spread", None, 4, OPTIONS),  # not one of the options
+        ("1-0badf00d-spread", None, -1, OPTIONS),
+        ("1-0badf00d-spread", None, True, OPTIONS),
+        ("1-0badf00d-spread", None, "1", OPTIONS),
+        ("1-0badf00d-spread", None, 0, ["only one"]),
+        ("2-0badf00d-q", None, [-1, 64], None),
+        ("2-0badf00d-q", None, [1, 2, 3, 4, 5], None),
+        ("2-0badf00d-q", None, [10**7], None),
+        ("2-0badf00d-q", None, [], None),
+    ],
+)
+def test_an_invalid_answer_is_refused(qid, keys, value, options):
+    with pytest.raises(ClassError):
+        classes.checked_answer(qid, keys or [f"q_{qid}"], value, options)
+
+
+def test_every_question_of_the_lesson_can_be_answered():
+    for record in steps.QUESTIONS:
+        n, name = record.split("-")
+        qid = f"{n}-0badf00d-{name}"
+        assert classes.checked_answer(qid, [f"q_{qid}"], 1, OPTIONS)[0] == record
+
+
+@pytest.mark.parametrize(
+    "model,text,step",
+    [("not-a-model", TEXT, 1), (DEFAULT_MODEL, "  ", 1), (DEFAULT_MODEL, "x" * (MAX_CHARS + 1), 1)]
+    + [(DEFAULT_MODEL, TEXT, s) for s in (0, len(steps.STEPS) + 1, True, "2")],
+)
+def test_an_invalid_pin_is_refused(model, text, step):
+    with pytest.raises(ClassError):
+        classes.checked_pin(model, text, step)
+
+
+def test_wrong_codes_and_teacher_links_are_limited_per_address(url):
+    code, teacher = classes.start_class(DEFAULT_MODEL, TEXT, url=url)
+    for n in range(limits.MAX_FAILURES):
+        with pytest.raises(ClassError, match="No class has that code"):
+            classes.join("ZZZZ" + str(n).zfill(4), "", "203.0.113.7", url=url)
+    with pytest.raises(TooManyAttempts):  # the right code too, from that address, for a while
+        classes.join(code, "", "203.0.113.7", url=url)
+    with pytest.raises(TooManyAttempts):
+        classes.teacher_class(teacher, "203.0.113.7", url=url)
+    assert classes.join(code, "", "198.51.100.1", url=url).nickname == "Student 1"  # another address is not
+    with db.engine(url).begin() as conn:  # ten minutes later
+        conn.execute(db.failures.update().values(at=db.failures.c.at - limits.WINDOW))
+    assert classes.join(code, "", "203.0.113.7", url=url).nickname == "Student 2"
+
+
+def test_a_class_expires_with_its_data(url):
+    code, teacher = classes.start_class(DEFAULT_MODEL, TEXT, url=url)
+    seat = classes.join(code, "Ada", url=url)
+    with db.engine(url).begin() as conn:
+        conn.execute(db.classes.update().values(created=time.time() - classes.EXPIRES - 1))
+    assert classes.seat_of(seat.token, url=url) is None
+    with pytest.raises(ClassError):
+        classes.join(code, "Bob", url=url)
+    classes.start_class(DEFAULT_MODEL, TEXT, url=url)  # purges the old one
+    with db.engine(url).connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(db.seats)).scalar_one() == 0
+
+
+def test_the_teachers_figures_count_first_answers(tmp_path):
+    url = f"sqlite:///{tmp_path / 'r.sqlite'}"
+    code, teacher = classes.start_class(DEFAULT_MODEL, TEXT, url=url)
+    picks = [2, 2, 0, 3, 2, 1, 0]  # first answers; option 2 is right
+    seats = [classes.join(code, f"Kid {n}", url=url) for n in range(len(picks))]
+    for seat, pick in zip(seats, picks):
+        spread(seat.token, url, pick, pick == 2)
+        spread(seat.token, url, 2, True)  # a second answer never counts
+    spread(seats[0].token, url, 1, False, tag="1-0000beef")  # another sentence: not this histogram
+    classes.record_answer(
+        seats[1].token, f"{TAG[0]}-0badf00d-q".replace("1-", "2-"), ["q_2-0badf00d-q_0"], [5], None, True, url=url
+    )
+    view = classes.teacher_class(teacher, url=url)
+    (h,) = report.histograms(view, TAG)
+    assert h.labels == tuple(OPTIONS) and h.counts == tuple(picks.count(i) for i in range(4)) and h.answered == 7
+    assert h.right == (False, False, True, False)
+    rows = {asked: (r, n) for asked, r, n in report.scores(view)}
+    assert rows[steps.QUESTIONS["1-spread"]] == (3, 7)  # Kid 0's first answer was on this sentence
+    assert rows[steps.QUESTIONS["2-q"]] == (1, 1) and rows[steps.QUESTIONS["3-sub"]] == (0, 0)
+    table = list(csv.DictReader(io.StringIO(report.answers_csv(view))))
+    assert len(table) == 9 and {r["nickname"] for r in table} == {f"Kid {n}" for n in range(7)}
+    assert [r["answer"] for r in table if r["nickname"] == "Kid 3" and r["step"] == "1"] == ["4 or more"]
+
+
+def test_the_class_page_answers_bad_input_with_a_message(tmp_path, monkeypatch, bert):
+    """Forged links and form values on the Class page: a message each, never a traceback."""
+    from streamlit.testing.v1 import AppTest
+
+    from livetest import ROOT
+
+    monkeypatch.setenv("MHA_CLASS_DB", f"sqlite:///{tmp_path / 'page.sqlite'}")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params.update({"teacher": "<script>alert(1)</script>", "pin": "-1"})
+    at.switch_page("app_pages/classroom.py").run()
+    assert not at.exception and "This teacher link is not valid" in at.error[0].value
+    assert not at.get("plotly_chart")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
+    at.switch_page("app_pages/classroom.py").run()
+    for code, nickname, said in [
+        ("NOPE1234", "Ada", "No class has that code"),
+        ("", "", "No class has that code"),
+        ("x" * 10_000, "Ada", "No class has that code"),
+        ("NOPE1234", "<b onclick=x>Ada</b>", "A nickname uses letters"),
+    ]:
+        at.text_input(key="class_code").input(code)
+        at.text_input(key="class_nickname").input(nickname)
+        at.button(key="FormSubmitter:class_join-Join").click().run()
+        assert not at.exception and said in at.error[0].value, (code, nickname, [e.value for e in at.error])
+    assert "_seat" not in at.session_state
