@@ -253,7 +253,7 @@ if outcome is None and go:
 
     if store.busy(key):
         bar.info("Another session is running this uptraining: waiting for its result...")
-    outcome = ui.shared_run(store, key, fit)
+    outcome = ui.shared_run(store, key, fit, ui.queue_place(bar))
     bar.empty()
 if outcome is None:
     fits = [o.fit for k, o in store.entries() if k[0] == inp.model and o.fit.losses]

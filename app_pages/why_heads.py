@@ -93,7 +93,7 @@ if result is None and train:
 
     if store.busy(settings):
         bar.info("Another session is training with these settings: waiting for its result...")
-    result = ui.shared_run(store, settings, train_all)
+    result = ui.shared_run(store, settings, train_all, ui.queue_place(bar))
     st.session_state.pop("_why_training", None)
     bar.empty()
 if result is None:

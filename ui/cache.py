@@ -25,7 +25,7 @@ from mha import atlas, bert, collapse, groups, ladder, lm_pruning, lm_task, mode
 from mha.collapse import CollapsePath
 from mha.loaded import LoadedModel
 
-from . import server
+from . import server, slots
 from .state import Inputs
 from .store import SharedStore
 
@@ -76,10 +76,18 @@ def shared_in(store: SharedStore) -> Callable[[Callable[..., Any]], Callable[...
 per_sentence, per_model = shared_in(RESULTS), shared_in(MODEL)
 
 
-def shared_run(store: SharedStore, key: Hashable, compute: Callable[[], Any]) -> Any:
+def shared_run(
+    store: SharedStore, key: Hashable, compute: Callable[[], Any], told: Callable[[int], None] | None = None
+) -> Any:
     """A long run kept for everyone: the stored result, or compute() (which reports its own
-    progress) by the first session that asks; a session asking meanwhile waits for that result."""
-    return store.get_or_compute(key, compute)
+    progress) by the first session that asks, once a training slot is free (ui.slots: told(place)
+    while it queues); a session asking meanwhile waits for that result."""
+
+    def in_turn() -> Any:
+        with slots.TRAINING.turn(told):
+            return compute()
+
+    return store.get_or_compute(key, in_turn)
 
 
 @per_sentence
@@ -264,11 +272,12 @@ def heads_study(model_name: str, progress: Callable[[int, int], None] | None = N
     first session that asks (on every core, progress(done, total) as it goes); a session that
     asks meanwhile waits for that result instead of running the study again."""
 
+    model = load_model(model_name)
+    shipped = pruning.shipped_study(model)
+    if shipped is not None:  # read, not run: no training slot
+        return STUDIES.get_or_compute(model_name, lambda: shipped)
+
     def compute() -> pruning.HeadsStudy:
-        model = load_model(model_name)
-        shipped = pruning.shipped_study(model)
-        if shipped is not None:
-            return shipped
         with server.all_cores():
             return pruning.heads_study(model, progress=progress)
 

@@ -4,7 +4,7 @@ path to shared projections."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import streamlit as st
@@ -263,6 +263,20 @@ def stored_result_button(store, key, label: str, button_key: str, help: str) -> 
     result = store.get(key)
     pressed = st.button(label, type="primary", disabled=result is not None, key=button_key, help=help)
     return result, pressed
+
+
+def queue_place(box: Any) -> Callable[[int], None]:
+    """What a long run says in `box` while it waits for a training slot (ui.slots)."""
+    from .slots import TRAINING
+
+    def told(place: int) -> None:
+        box.info(
+            f"Waiting for a training slot: number {place} in this server's queue (it runs {TRAINING.n} "
+            "training run(s) at a time, so that everyone's pages stay quick). It starts on its own.",
+            icon=":material/hourglass_top:",
+        )
+
+    return told
 
 
 def words(*terms: str) -> None:
