@@ -114,6 +114,7 @@ FIRST_SCREEN = """(main_selector) => {
 MAIN = {  # pages whose main element is not a picture: the button that trains, the first definition
     "why_heads": '[data-testid="stBaseButton-primary"]',
     "glossary": '[data-testid="stHeading"] h3',
+    "classroom": '[data-testid="stHeading"] h3',  # "Join a class"
 }
 
 
