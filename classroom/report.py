@@ -15,10 +15,12 @@ from .classes import Answer, TeacherView
 
 @dataclass(frozen=True)
 class Histogram:
-    """First answers to one question on one sentence: each option (or typed answer) and how many
-    students gave it first; which of them is right."""
+    """First answers to one question on one sentence, in one version of it (`variant`: the token
+    step 1 follows, the layer and heads step 3 compares; "" if the question has one): each option
+    (or typed answer) and how many students gave it first; which of them is right."""
 
     qid: str
+    variant: str
     labels: tuple[str, ...]
     counts: tuple[int, ...]
     right: tuple[bool, ...]
@@ -28,20 +30,36 @@ class Histogram:
         return sum(self.counts)
 
 
+def variant_words(record: str, variant: str) -> str:
+    """A version of a question in words: "the token at position 2", "layer 0, heads 0 and 1"."""
+    parts = variant.split("-")
+    if record == "1-spread" and len(parts) == 1:
+        return f"following the token at position {parts[0]}"
+    if record == "3-sub" and len(parts) == 3:
+        return f"layer {parts[0]}, heads {parts[1]} and {parts[2]}"
+    return variant
+
+
 def histograms(view: TeacherView, tag: str) -> list[Histogram]:
-    """One histogram per question asked on the sentence `tag` (ui.quiz.question_tag of the pin),
-    in the lesson's order: the options in their order (typed answers by count), a student once."""
-    by_qid: dict[str, list[Answer]] = {}
+    """One histogram per question asked on the sentence `tag` (ui.quiz.question_tag of the pin)
+    and per version of it that students answered (its right answer depends on the version), in
+    the lesson's order, the most answered version first: the options in their order (typed
+    answers by count), each student once."""
+    groups: dict[tuple[str, str], list[Answer]] = {}
     for a in view.answers:
         if a.qid.startswith(f"{tag}-"):
-            by_qid.setdefault(a.qid, []).append(a)
+            variant = a.keys[0].removeprefix(f"q_{a.qid}").removeprefix("-") if a.options else ""
+            groups.setdefault((a.qid, variant), []).append(a)
     order = list(steps.QUESTIONS)
     out = []
-    for qid, given in sorted(by_qid.items(), key=lambda kv: order.index(kv[1][0].record)):
+    for (qid, variant), given in sorted(groups.items(), key=lambda kv: (order.index(kv[1][0].record), -len(kv[1]))):
         counts = Counter(a.label for a in given)
         right = {a.label for a in given if a.right}
         options = given[0].options or tuple(label for label, _ in counts.most_common())
-        out.append(Histogram(qid, options, tuple(counts[o] for o in options), tuple(o in right for o in options)))
+        words = variant_words(given[0].record, variant)
+        out.append(
+            Histogram(qid, words, options, tuple(counts[o] for o in options), tuple(o in right for o in options))
+        )
     return out
 
 

@@ -21,6 +21,7 @@ import urllib.request
 import pytest
 import sqlalchemy as sa
 from conftest import chromium_or_skip
+from test_browser import AXE, AXE_RUN
 
 from livetest import CHROMIUM_FLAGS, ROOT, nginx_proxy, settle, streamlit_server
 
@@ -131,8 +132,18 @@ async def class_flow(exe: str, url: str, kill=None) -> dict:
         got = await bars(teacher, N_STUDENTS)
         assert {k: v for k, v in got.items() if v} == expected, (got, first)
         await wait_text(teacher, f"{N_STUDENTS} of {N_STUDENTS} students answered")
+        if kill is None and AXE.exists():  # the projector view: WCAG 2 A/AA, no serious or critical finding
+            await teacher.add_script_tag(path=str(AXE))
+            found = await teacher.evaluate(AXE_RUN)
+            assert not [v["id"] for v in found if v["impact"] in ("serious", "critical")], found
         scores = [await score(s["page"]) for s in students]
         assert all(sc.endswith("of 1") for sc in scores), scores
+        # a student may move on alone: the page stays where they went (the class's pin is unchanged)
+        alone = students[-1]["page"]
+        await alone.get_by_role("button", name="Next →").click()
+        await wait_text(alone, "Step 2 of 8")
+        await alone.wait_for_timeout(2500)  # longer than a check of the class's pin
+        assert await alone.locator("text=Step 2 of 8").count() == 1
         # the teacher moves everyone to step 2: every student's page follows on its own
         t0 = time.perf_counter()
         await teacher.get_by_role("button", name="Everyone to the next step →").click()

@@ -79,6 +79,11 @@ def test_a_class_end_to_end_and_what_each_token_reads(url):
     assert left == {"seats": 1, "answers": 1}  # class c's
     with pytest.raises(ClassError, match="not valid"):
         classes.teacher_class(teacher, url=url)
+    for forged in ("", other_teacher[:-1], a.token, code):  # only a class's own teacher token steers it
+        with pytest.raises(ClassError, match="not valid"):
+            classes.pin(forged, DEFAULT_MODEL, "Hijacked.", 1, url=url)
+        with pytest.raises(ClassError, match="not valid"):
+            classes.end_class(forged, url=url)
     with pytest.raises(ClassError, match="ended"):
         spread(a.token, url, 1, True)
     assert classes.teacher_class(other_teacher, url=url).answers[0].nickname == "Ada"
@@ -193,7 +198,13 @@ def test_the_teachers_figures_count_first_answers(tmp_path):
     view = classes.teacher_class(teacher, url=url)
     (h,) = report.histograms(view, TAG)
     assert h.labels == tuple(OPTIONS) and h.counts == tuple(picks.count(i) for i in range(4)) and h.answered == 7
-    assert h.right == (False, False, True, False)
+    assert h.right == (False, False, True, False) and h.variant == "following the token at position 2"
+    # a student who follows another token answers another version of the question: its own histogram
+    late = classes.join(code, "Late", url=url)
+    classes.record_answer(late.token, f"{TAG}-spread", [f"q_{TAG}-spread-5"], 1, OPTIONS, True, url=url)
+    main, other = report.histograms(classes.teacher_class(teacher, url=url), TAG)
+    assert main.counts == h.counts and other.counts == (0, 1, 0, 0) and other.right == (False, True, False, False)
+    assert other.variant == "following the token at position 5"
     rows = {asked: (r, n) for asked, r, n in report.scores(view)}
     assert rows[steps.QUESTIONS["1-spread"]] == (3, 7)  # Kid 0's first answer was on this sentence
     assert rows[steps.QUESTIONS["2-q"]] == (1, 1) and rows[steps.QUESTIONS["3-sub"]] == (0, 0)

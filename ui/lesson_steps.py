@@ -15,6 +15,7 @@ from mha.bert import BertRun, LoadedBert
 from mha.diagram import stages_dot, stages_text
 
 from . import cache
+from .classroom import record
 from .quiz import choice_question, first_answers, first_try, number_question
 from .settings import setting_widget
 from .state import Inputs
@@ -275,6 +276,7 @@ def _shared_layer(c: StepContext, layer: int, prediction: int) -> None:
     k3.metric("Parameters of the layer", f"{ans.params_shared:,}", delta=f"{-ans.params_saved:,}", delta_color="off")
     right, text = lesson.prediction_feedback(prediction, ans)
     first_try(f"{c.tag}-predict", right)
+    record(f"{c.tag}-predict", [f"q_{c.tag}-predict"], prediction, lesson.PREDICTIONS, right)  # in a class
     (st.success if right else st.error)(text)
     if c.model.kv_groups < c.model.n_heads:
         st.info(_grouped(c, layer), icon=":material/share:")

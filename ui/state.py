@@ -160,4 +160,4 @@ def sync_url(inp: Inputs, page: str = "") -> None:
     current = {k: st.query_params.get(k) for k in st.query_params}
     if current != want:
         st.query_params.from_dict(want)
-    written(want)
+    written({k: v for k, v in want.items() if k in SETTINGS})  # as init_state reads a link: settings only

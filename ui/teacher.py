@@ -61,10 +61,15 @@ def view(token: str) -> None:
         return
     code, pin = found.code, found.pin
     st.title(f"Class {code[:4]} {code[4:]}")
+    here = st.context.url if isinstance(st.context.url, str) else ""  # this page's address, without the query
+    join = f" (or open {here}?join={code})" if here.startswith("http") else ""
     st.markdown(
         f"Students: open this app's **Class** page and type the code **{code[:4]} {code[4:]}** "
-        "with a nickname. This page's link is yours alone: it steers the class and shows its answers."
+        f"with a nickname{join}. This page's link is yours alone: it steers the class and shows its answers."
     )
+    with st.expander("Your teacher link (private: do not open this on the projector)", icon=":material/key:"):
+        st.code(f"{here}?teacher={token}" if here.startswith("http") else f"/classroom?teacher={token}", language=None)
+        st.caption("Bookmark it to come back to this class (it ends on its own 24 hours after it started).")
     back, forward = st.columns(2)
     back.button(
         "← Everyone to the step before",
@@ -125,10 +130,14 @@ def live(token: str) -> None:
     for h in shown:
         record = f"{pin.step}-{h.qid.rsplit('-', 1)[1]}"
         question = steps.QUESTIONS.get(record, record)
-        st.markdown(f"**{h.answered} of {len(found.nicknames)} students answered**: {question.split(': ', 1)[-1]}")
+        version = f" ({h.variant})" if h.variant else ""
+        st.markdown(
+            f"**{h.answered} of {len(found.nicknames)} students answered**{version}: {question.split(': ', 1)[-1]}"
+        )
+        title = "First answers" + (f": {h.variant}" if h.variant else "")
         chart(
-            plots.classroom.answers_histogram(h.labels, h.counts, h.right, reveal, "First answers"),
-            key=f"teacher_hist_{h.qid}",
+            plots.classroom.answers_histogram(h.labels, h.counts, h.right, reveal, title),
+            key=f"teacher_hist_{h.qid}_{h.variant}",
         )
     st.subheader("The class's score per question")
     rows = report.scores(found)

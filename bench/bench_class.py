@@ -1,0 +1,135 @@
+"""A class at the recommended setup: two replicas behind nginx (deploy/nginx.conf) sharing
+PostgreSQL, the class's students each in a real Chromium page on the lesson. The whole class presses
+*Next* on one step at once: each student's wait from the click to the next step drawn, median and
+worst, and the servers' CPU seconds per student; then the same while a training run ("Why many
+heads", defaults) runs on one replica. Prints the measured rows and the sizing table they give.
+
+    python bench/bench_class.py [--sizes 10 20 40] [--db postgresql+psycopg://...]
+
+The database (default $MHA_BENCH_PG, else mha_bench on the local PostgreSQL with role mha/mha, as
+.ci/run makes the tests' one) must exist; the bench adds its classes to it.
+
+The browsers run on the same 2 cores as the servers (at the lowest priority, nice 19): the waits
+are an upper bound for a class whose browsers are its own laptops."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from livetest import (  # noqa: E402
+    CHROMIUM_FLAGS,
+    cpu_seconds,
+    low_priority_chromium,
+    nginx_proxy,
+    settle,
+    streamlit_server,
+)
+
+TARGET = 5.0  # s: the worst wait a class should see after pressing Next
+
+
+async def seat_pages(browser, url: str, code: str, n: int, db: str) -> list:
+    """n students seated in the class (the database's join, then each browser holding its seat's
+    cookie as one that joined on the Class page would), each on the lesson at step 1."""
+    from classroom import classes
+
+    pages = []
+    for i in range(n):
+        seat = classes.join(code, f"Student {i + 1}", url=db)
+        context = await browser.new_context(viewport={"width": 1280, "height": 720})
+        await context.add_cookies([{"name": "mha_seat", "value": seat.token, "url": url}])
+        pages.append(await context.new_page())
+    await asyncio.gather(*(p.goto(url + "/") for p in pages))
+    await asyncio.gather(*(p.wait_for_selector("text=Step 1 of 8", timeout=300_000) for p in pages))
+    await asyncio.gather(*(settle(p) for p in pages))
+    return pages
+
+
+async def next_at_once(pages, step: int, servers) -> tuple[list[float], float]:
+    """Every page presses Next at once: each one's seconds until step `step` is drawn and its run
+    has ended; the servers' CPU seconds per student."""
+    cpu0 = sum(cpu_seconds(s.process.pid) for s in servers)
+
+    async def one(page) -> float:
+        t0 = time.perf_counter()
+        await page.get_by_role("button", name="Next →").click()
+        await page.wait_for_selector(f"text=Step {step} of 8", timeout=300_000)
+        await settle(page)
+        return time.perf_counter() - t0
+
+    waits = await asyncio.gather(*(one(p) for p in pages))
+    return list(waits), (sum(cpu_seconds(s.process.pid) for s in servers) - cpu0) / len(pages)
+
+
+async def run(sizes: list[int], db: str) -> list[dict]:
+    from playwright.async_api import async_playwright
+
+    from classroom import classes
+    from mha.examples import DEFAULT_TEXT
+
+    rows = []
+    env = {"MHA_CLASS_DB": db, "MHA_WARM": "1"}
+    with streamlit_server(env, timeout=180) as a, streamlit_server(env, timeout=180) as b:
+        servers = [a, b]
+        with nginx_proxy([s.url.removeprefix("http://") for s in servers]) as proxy:
+            async with async_playwright() as p:
+                browser = await p.chromium.launch(executable_path=low_priority_chromium(), args=CHROMIUM_FLAGS)
+                for n in sizes:
+                    code, _teacher = classes.start_class("all-MiniLM-L6-v2", DEFAULT_TEXT, 1, url=db)
+                    pages = await seat_pages(browser, proxy.url, code, n, db)
+                    waits, cpu = await next_at_once(pages, 2, servers)
+                    rows.append({"students": n, "training": "no", "waits": waits, "cpu": cpu})
+                    # a training run on one replica meanwhile (a new seed: not a kept result)
+                    trainer = await (await browser.new_context()).new_page()
+                    await trainer.goto(f"{proxy.url}/why_heads?why_seed={100 + n}")
+                    await trainer.get_by_role("button", name="Train the five models").click()
+                    await trainer.wait_for_selector("text=still training", timeout=120_000)
+                    waits, cpu = await next_at_once(pages, 3, servers)
+                    rows.append({"students": n, "training": "yes", "waits": waits, "cpu": cpu})
+                    await trainer.wait_for_selector("text=Result on 2,048 new sequences", timeout=300_000)
+                    for page in [*pages, trainer]:
+                        await page.context.close()
+                await browser.close()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 20, 40])
+    parser.add_argument(
+        "--db", default=os.environ.get("MHA_TEST_PG", "postgresql+psycopg://mha:mha@127.0.0.1:5432/mha_test")
+    )
+    args = parser.parse_args()
+    rows = asyncio.run(run(args.sizes, args.db))
+    print(f"{os.cpu_count()} cores here, 2 replicas behind nginx, PostgreSQL; the whole class presses Next at once")
+    print("| students | a training run meanwhile | median wait | worst wait | server CPU per student |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        w = sorted(r["waits"])
+        print(
+            f"| {r['students']} | {r['training']} | {statistics.median(w):.2f} s | {w[-1]:.2f} s | {r['cpu']:.3f} s |"
+        )
+    quiet = [r for r in rows if r["training"] == "no"]
+    cpu = max(r["cpu"] for r in quiet)  # the most any class size cost per student
+    print(
+        f"\nSizing (the worst wait about students x {cpu:.3f} CPU s / cores; target {TARGET:.0f} s; "
+        "a replica of 2 cores; one more core per training run at a time):"
+    )
+    print("| class | cores needed | replicas of 2 cores |")
+    print("|---|---|---|")
+    for n in (20, 40, 80, 160):
+        cores = max(1, math.ceil(n * cpu / TARGET))
+        print(f"| {n} | {cores} | {math.ceil(cores / 2)} |")
+
+
+if __name__ == "__main__":
+    main()
