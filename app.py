@@ -24,7 +24,7 @@ with server.timed(name):
     classroom.arrive(name)  # a class's student: the seat from the cookie, the teacher's pin followed
     inputs = ui.sidebar()  # this rerun's one Inputs: pages read it with ui.inputs()
     ui.sync_url(inputs, name)  # before the page: a page may st.stop() (empty text, nothing trained yet)
-    classroom.sidebar_status()  # nothing without a seat
+    classroom.sidebar_status(name)  # nothing without a seat
     inputs = ui.ensure_model(inputs)  # loads the model once per process; falls back if it cannot
     if st.session_state.get("_page") != name:  # another page opens at its top, not where the last was scrolled
         st.session_state["_page"] = name

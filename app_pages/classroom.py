@@ -6,9 +6,9 @@ import streamlit as st
 import ui
 from ui import classroom, teacher
 
-token = st.query_params.get("teacher")
-if token:
-    teacher.view(token)
+secret = teacher.token()
+if secret is not None:
+    teacher.view(secret)
     st.stop()
 
 ui.show_notices()
@@ -55,5 +55,7 @@ with teach_col:
         except classroom.TROUBLE as e:
             st.error(classroom.db_trouble(e))
         else:
-            st.query_params["teacher"] = secret
+            st.session_state["_teacher"] = secret  # the address shows teach=1, never the secret
+            st.session_state.pop("_teacher_ended", None)
+            st.query_params["teach"] = "1"
             st.rerun()

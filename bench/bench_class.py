@@ -1,8 +1,10 @@
 """A class at the recommended setup: two replicas behind nginx (deploy/nginx.conf) sharing
 PostgreSQL, the class's students each in a real Chromium page on the lesson. The whole class presses
-*Next* on one step at once: each student's wait from the click to the next step drawn, median and
-worst, and the servers' CPU seconds per student; then the same while a training run ("Why many
-heads", defaults) runs on one replica. Prints the measured rows and the sizing table they give.
+*Next* on one step at once: each student's wait from the click to the next step drawn in the
+browser, median and worst, the servers' script runs meanwhile (ui.server.timed: a run's time on
+the server, waiting for the interpreter included) and their CPU seconds per student; then the same
+while a training run ("Why many heads", defaults) runs on one replica. Prints the measured rows
+and the sizing table they give.
 
     python bench/bench_class.py [--sizes 10 20 40] [--db postgresql+psycopg://...]
 
@@ -20,6 +22,7 @@ import math
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -48,16 +51,22 @@ async def seat_pages(browser, url: str, code: str, n: int, db: str) -> list:
         context = await browser.new_context(viewport={"width": 1280, "height": 720})
         await context.add_cookies([{"name": "mha_seat", "value": seat.token, "url": url}])
         pages.append(await context.new_page())
-    await asyncio.gather(*(p.goto(url + "/") for p in pages))
-    await asyncio.gather(*(p.wait_for_selector("text=Step 1 of 8", timeout=300_000) for p in pages))
+    for start in range(0, n, 10):  # a class arrives over a minute, not in one millisecond: ten at a time
+        batch = pages[start : start + 10]
+        await asyncio.gather(*(p.goto(url + "/", timeout=300_000) for p in batch))
+        await asyncio.gather(*(p.wait_for_selector("text=Step 1 of 8", timeout=300_000) for p in batch))
     await asyncio.gather(*(settle(p) for p in pages))
     return pages
 
 
-async def next_at_once(pages, step: int, servers) -> tuple[list[float], float]:
+TIMING_LOG = Path(tempfile.gettempdir()) / "mha_bench_class_runs.tsv"  # every script run's seconds (ui.server.timed)
+
+
+async def next_at_once(pages, step: int, servers) -> tuple[list[float], float, list[float]]:
     """Every page presses Next at once: each one's seconds until step `step` is drawn and its run
-    has ended; the servers' CPU seconds per student."""
+    has ended; the servers' CPU seconds per student; the servers' script runs meanwhile (s)."""
     cpu0 = sum(cpu_seconds(s.process.pid) for s in servers)
+    seen = len(TIMING_LOG.read_text().splitlines()) if TIMING_LOG.exists() else 0
 
     async def one(page) -> float:
         t0 = time.perf_counter()
@@ -67,7 +76,9 @@ async def next_at_once(pages, step: int, servers) -> tuple[list[float], float]:
         return time.perf_counter() - t0
 
     waits = await asyncio.gather(*(one(p) for p in pages))
-    return list(waits), (sum(cpu_seconds(s.process.pid) for s in servers) - cpu0) / len(pages)
+    cpu = (sum(cpu_seconds(s.process.pid) for s in servers) - cpu0) / len(pages)
+    runs = [float(line.split("\t")[1]) for line in TIMING_LOG.read_text().splitlines()[seen:]]
+    return list(waits), cpu, runs
 
 
 async def run(sizes: list[int], db: str) -> list[dict]:
@@ -77,7 +88,8 @@ async def run(sizes: list[int], db: str) -> list[dict]:
     from mha.examples import DEFAULT_TEXT
 
     rows = []
-    env = {"MHA_CLASS_DB": db, "MHA_WARM": "1"}
+    TIMING_LOG.unlink(missing_ok=True)
+    env = {"MHA_CLASS_DB": db, "MHA_WARM": "1", "MHA_TIMING_LOG": str(TIMING_LOG)}
     with streamlit_server(env, timeout=180) as a, streamlit_server(env, timeout=180) as b:
         servers = [a, b]
         with nginx_proxy([s.url.removeprefix("http://") for s in servers]) as proxy:
@@ -86,20 +98,31 @@ async def run(sizes: list[int], db: str) -> list[dict]:
                 for n in sizes:
                     code, _teacher = classes.start_class("all-MiniLM-L6-v2", DEFAULT_TEXT, 1, url=db)
                     pages = await seat_pages(browser, proxy.url, code, n, db)
-                    waits, cpu = await next_at_once(pages, 2, servers)
-                    rows.append({"students": n, "training": "no", "waits": waits, "cpu": cpu})
+                    waits, cpu, runs = await next_at_once(pages, 2, servers)
+                    rows.append({"students": n, "training": "no", "waits": waits, "cpu": cpu, "runs": runs})
+                    print(row(rows[-1]), flush=True)
                     # a training run on one replica meanwhile (a new seed: not a kept result)
                     trainer = await (await browser.new_context()).new_page()
                     await trainer.goto(f"{proxy.url}/why_heads?why_seed={100 + n}")
                     await trainer.get_by_role("button", name="Train the five models").click()
                     await trainer.wait_for_selector("text=still training", timeout=120_000)
-                    waits, cpu = await next_at_once(pages, 3, servers)
-                    rows.append({"students": n, "training": "yes", "waits": waits, "cpu": cpu})
+                    waits, cpu, runs = await next_at_once(pages, 3, servers)
+                    rows.append({"students": n, "training": "yes", "waits": waits, "cpu": cpu, "runs": runs})
+                    print(row(rows[-1]), flush=True)
                     await trainer.wait_for_selector("text=Result on 2,048 new sequences", timeout=300_000)
                     for page in [*pages, trainer]:
                         await page.context.close()
                 await browser.close()
     return rows
+
+
+def row(r: dict) -> str:
+    """One measured row of the table."""
+    w, runs = sorted(r["waits"]), sorted(r["runs"]) or [float("nan")]
+    return (
+        f"| {r['students']} | {r['training']} | {statistics.median(w):.2f} s | {w[-1]:.2f} s | "
+        f"{statistics.median(runs):.2f} s | {runs[-1]:.2f} s | {r['cpu']:.3f} s |"
+    )
 
 
 def main() -> None:
@@ -111,13 +134,13 @@ def main() -> None:
     args = parser.parse_args()
     rows = asyncio.run(run(args.sizes, args.db))
     print(f"{os.cpu_count()} cores here, 2 replicas behind nginx, PostgreSQL; the whole class presses Next at once")
-    print("| students | a training run meanwhile | median wait | worst wait | server CPU per student |")
-    print("|---|---|---|---|---|")
+    print(
+        "| students | a training run meanwhile | median wait | worst wait | median script run | longest script run "
+        "| server CPU per student |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
-        w = sorted(r["waits"])
-        print(
-            f"| {r['students']} | {r['training']} | {statistics.median(w):.2f} s | {w[-1]:.2f} s | {r['cpu']:.3f} s |"
-        )
+        print(row(r))
     quiet = [r for r in rows if r["training"] == "no"]
     cpu = max(r["cpu"] for r in quiet)  # the most any class size cost per student
     print(

@@ -14,6 +14,7 @@ import json
 import re
 import secrets
 import time
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,7 +30,7 @@ EXPIRES = 24 * 3600.0
 NICKNAME = re.compile(r"[^\W_](?:[\w .'-]{0,22}[^\W_])?")  # letters or digits at both ends
 NICKNAME_MAX = 24
 QID = re.compile(r"(\d+)-([0-9a-f]{8})-([a-z]+)")  # ui.quiz.question_tag + "-" + the question's name
-MAX_NUMBER = 1_000_000
+MAX_NUMBER = 2**53  # what a browser's number box holds exactly
 
 
 class ClassError(ValueError):
@@ -69,6 +70,10 @@ class Answer:
     options: tuple[str, ...]
     right: bool
     at: float
+    expected: tuple[str, ...] = ()  # the right option(s) or typed answer, as labels
+    latest: str = ""  # the answer shown now (a value like `value`)
+    version: str = ""  # the version of the question in words ("following “mole” (2)")
+    sentence: str = ""  # the first 200 characters of the sentence it was asked on
 
     @property
     def step(self) -> int:
@@ -111,9 +116,11 @@ def checked_pin(model: str, text: str, step: int) -> tuple[str, str, int]:
 
 
 def checked_nickname(nickname: str) -> str:
-    """The nickname with its spaces tidied, or ClassError: 1-24 letters, digits, spaces and . ' - _,
-    starting and ending with a letter or digit (no markup, no formula for a spreadsheet)."""
-    name = " ".join((nickname or "").split())
+    """The nickname in Unicode's compatibility form (NFKC: "Á" typed with a combining accent is one
+    letter, fullwidth "ＡＮＡ" is "ANA") with its spaces tidied, or ClassError: 1-24 letters, digits,
+    spaces and . ' - _, starting and ending with a letter or digit (no markup, no formula for a
+    spreadsheet)."""
+    name = " ".join(unicodedata.normalize("NFKC", nickname or "").split())
     if len(name) > NICKNAME_MAX:
         raise ClassError(f"A nickname has at most {NICKNAME_MAX} characters.")
     if not NICKNAME.fullmatch(name):
@@ -158,19 +165,15 @@ def start_class(model: str, text: str, step: int = 1, url: str | None = None) ->
     raise ClassError("Could not make a free class code: try again.")
 
 
-def _teacher_row(conn: sa.Connection, token: str, address: str, now: float):
-    limits.check(conn, address, now)
-    row = conn.execute(sa.select(db.classes).where(db.classes.c.teacher_hash == _hash(token or ""))).first()
-    if row is None or row.created < now - EXPIRES:
-        limits.fail(conn, address, now)
-        return None
-    return row
-
-
 def _teacher(token: str, address: str, url: str | None) -> tuple[sa.Engine, int]:
+    """The class `token` steers. A teacher token (192 random bits) cannot be guessed, so a wrong one
+    is not counted against the address: an open teacher tab of an ended class, which asks every
+    2 s, must not lock its school out of joining."""
     eng, now = db.engine(url), time.time()
-    with eng.begin() as conn:
-        row = _teacher_row(conn, token, address, now)
+    with eng.connect() as conn:
+        row = conn.execute(sa.select(db.classes).where(db.classes.c.teacher_hash == _hash(token or ""))).first()
+    if row is not None and row.created < now - EXPIRES:
+        row = None
     if row is None:
         raise ClassError("This teacher link is not valid: the class has ended, or the link is not complete.")
     return eng, row.id
@@ -178,7 +181,7 @@ def _teacher(token: str, address: str, url: str | None) -> tuple[sa.Engine, int]
 
 def teacher_class(token: str, address: str = "", url: str | None = None) -> TeacherView:
     """What the teacher's link shows: the class's code, pin, nicknames and every first answer.
-    ClassError for a link that opens no class (counted as a failed attempt)."""
+    ClassError for a link that opens no class."""
     eng, class_id = _teacher(token, address, url)
     with eng.connect() as conn:
         row = conn.execute(sa.select(db.classes).where(db.classes.c.id == class_id)).one()
@@ -213,6 +216,7 @@ def end_class(token: str, address: str = "", url: str | None = None) -> None:
     eng, class_id = _teacher(token, address, url)
     with eng.begin() as conn:
         _delete_classes(conn, [class_id])
+    db.forget(eng)
 
 
 def join(code: str, nickname: str = "", address: str = "", url: str | None = None) -> Seat:
@@ -280,34 +284,48 @@ def _answer(row) -> Answer:
         tuple(json.loads(row.options)),
         bool(row.right),
         row.at,
+        tuple(json.loads(row.expected or "[]")),
+        row.latest or row.value,
+        row.version,
+        row.sentence,
     )
 
 
+def _whole(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def checked_answer(
-    qid: str, keys: Sequence[str], value: int | Sequence[int], options: Sequence[str] | None
+    qid: str,
+    keys: Sequence[str],
+    value: int | Sequence[int],
+    options: Sequence[str] | None,
+    expected: Sequence[str] = (),
 ) -> tuple[str, str, str]:
     """(record, value, label) of a valid answer, or ClassError: a question of the lesson (its
-    qid names a step and question of mha.steps.QUESTIONS), settings named after it, and one of
-    its options (an index) or whole numbers from 0 to MAX_NUMBER (`options` None)."""
+    qid names a step and question of mha.steps.QUESTIONS), settings named after it, one of its
+    options (an index) or whole numbers from 0 to MAX_NUMBER (`options` None), and right
+    answers (`expected`) among its options, if it has options."""
     found = QID.fullmatch(qid or "")
     record = f"{found.group(1)}-{found.group(3)}" if found else ""
     if record not in steps.QUESTIONS:
         raise ClassError("Not a question of the lesson.")
     if not keys or len(keys) > 4 or not all(re.fullmatch(re.escape(f"q_{qid}") + r"[\w-]{0,40}", k) for k in keys):
         raise ClassError("Not the question's answer.")
-
-    def whole(v) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool)
-
+    expected = list(expected)
+    if len(expected) > 4 or not all(isinstance(e, str) and len(e) <= 150 for e in expected):
+        raise ClassError("Not the question's right answer.")
     if options is not None:
         options = list(options)
         if not 2 <= len(options) <= 12 or not all(isinstance(o, str) and 0 < len(o) <= 150 for o in options):
             raise ClassError("Not the question's options.")
-        if not whole(value) or not 0 <= value < len(options):
+        if not set(expected) <= set(options):
+            raise ClassError("Not the question's right answer.")
+        if not _whole(value) or not 0 <= value < len(options):
             raise ClassError("That answer is not one of the question's options.")
         return record, str(value), options[value]
     numbers = list(value) if isinstance(value, list | tuple) else [value]
-    if not 1 <= len(numbers) <= 4 or not all(whole(v) and 0 <= v <= MAX_NUMBER for v in numbers):
+    if not 1 <= len(numbers) <= 4 or not all(_whole(v) and 0 <= v <= MAX_NUMBER for v in numbers):
         raise ClassError(f"An answer here is whole numbers from 0 to {MAX_NUMBER:,}.")
     return record, ",".join(map(str, numbers)), " x ".join(map(str, numbers))
 
@@ -319,11 +337,15 @@ def record_answer(
     value: int | Sequence[int],
     options: Sequence[str] | None,
     right: bool,
+    expected: Sequence[str] = (),
+    version: str = "",
+    sentence: str = "",
     url: str | None = None,
 ) -> bool:
-    """Keep a student's first answer to `qid` (True), or nothing if the question was answered
-    before (False). ClassError for an invalid answer or a seat that is gone."""
-    record, stored, label = checked_answer(qid, keys, value, options)
+    """Keep a student's answer to `qid`: the first one for the class (True), or, answered before,
+    only as the answer the student's page shows now (False). ClassError for an invalid answer or
+    a seat that is gone."""
+    record, stored, label = checked_answer(qid, keys, value, options, expected)
     eng = db.engine(url)
     with eng.connect() as conn:
         seat = _seat_row(conn, token)
@@ -340,12 +362,22 @@ def record_answer(
         options=json.dumps(list(options or [])),
         right=bool(right),
         at=time.time(),
+        expected=json.dumps(list(expected)),
+        latest=stored,
+        version=str(version)[:120],
+        sentence=str(sentence)[:200],
     )
     try:
         with eng.begin() as conn:
             conn.execute(db.answers.insert().values(**row))
         return True
-    except sa.exc.IntegrityError:  # answered before: the first answer stays
+    except sa.exc.IntegrityError:  # answered before: the first answer stays, the shown one changes
+        with eng.begin() as conn:
+            conn.execute(
+                db.answers.update()
+                .where(db.answers.c.seat_id == seat.id, db.answers.c.qid == qid)
+                .values(latest=stored)
+            )
         return False
 
 

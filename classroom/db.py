@@ -55,6 +55,11 @@ answers = sa.Table(
     sa.Column("options", sa.Text, nullable=False),  # the question's options (JSON list; [] for numbers)
     sa.Column("right", sa.Boolean, nullable=False),
     sa.Column("at", sa.Float, nullable=False),
+    # since 0002
+    sa.Column("expected", sa.Text, nullable=False, server_default="[]"),  # the right labels (JSON list)
+    sa.Column("latest", sa.String(80), nullable=False, server_default=""),  # the answer shown now (value)
+    sa.Column("version", sa.String(120), nullable=False, server_default=""),  # e.g. "following “mole” (2)"
+    sa.Column("sentence", sa.String(200), nullable=False, server_default=""),  # its first 200 characters
     sa.UniqueConstraint("seat_id", "qid", name="uq_answer_first"),  # a question's first answer only
 )
 failures = sa.Table(  # failed class codes and teacher links, by network address (classroom.limits)
@@ -83,6 +88,7 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")  # readers do not wait for the one writer
     cursor.execute("PRAGMA busy_timeout=5000")  # a writer waits up to 5 s for another
     cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA secure_delete=ON")  # deleted rows are overwritten, not left in the file
     cursor.close()
 
 
@@ -119,6 +125,15 @@ def migrate(eng: Engine, revision: str = "head", down: bool = False) -> None:
             conn.execute(sa.select(sa.func.pg_advisory_xact_lock(7_356_001)))
         config.attributes["connection"] = conn
         (command.downgrade if down else command.upgrade)(config, revision)
+
+
+def forget(eng: Engine) -> None:
+    """After a delete: SQLite copies its write-ahead log into the file and empties it, so that
+    deleted rows (overwritten in the file: secure_delete) are not left in the log either.
+    PostgreSQL reuses a deleted row's space at its next vacuum (autovacuum)."""
+    if eng.dialect.name == "sqlite":
+        with eng.connect() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def dispose() -> None:

@@ -29,15 +29,18 @@ def url(request, tmp_path):
     db.dispose()
 
 
-def spread(token: str, url: str, option: int, right: bool, tag: str = TAG) -> bool:
+def spread(token: str, url: str, option: int, right: bool, tag: str = TAG, version: str = "following “mole” (2)"):
     qid = f"{tag}-spread"
-    return classes.record_answer(token, qid, [f"q_{qid}-2"], option, OPTIONS, right, url=url)
+    return classes.record_answer(token, qid, [f"q_{qid}-2"], option, OPTIONS, right, [OPTIONS[2]], version, url=url)
 
 
 def test_the_migrations_make_the_schema_and_undo_it(url):
     eng = db.engine(url)
     with eng.connect() as conn:
-        assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one() == "0001"
+        assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one() == "0002"
+    assert "expected" in {c["name"] for c in sa.inspect(eng).get_columns("answers")}
+    db.migrate(eng, "0001", down=True)  # the first version's schema, then forward again
+    assert "expected" not in {c["name"] for c in sa.inspect(eng).get_columns("answers")}
     assert {"classes", "seats", "answers", "failures"} <= set(sa.inspect(eng).get_table_names())
     db.migrate(eng, "base", down=True)
     assert "classes" not in sa.inspect(eng).get_table_names()
@@ -129,7 +132,7 @@ def test_nicknames_are_checked(nickname, ok):
         ("1-0badf00d-spread", None, 0, ["only one"]),
         ("2-0badf00d-q", None, [-1, 64], None),
         ("2-0badf00d-q", None, [1, 2, 3, 4, 5], None),
-        ("2-0badf00d-q", None, [10**7], None),
+        ("2-0badf00d-q", None, [2**53 + 1], None),
         ("2-0badf00d-q", None, [], None),
     ],
 )
@@ -155,19 +158,22 @@ def test_an_invalid_pin_is_refused(model, text, step):
         classes.checked_pin(model, text, step)
 
 
-def test_wrong_codes_and_teacher_links_are_limited_per_address(url):
+def test_wrong_codes_are_limited_per_address_and_teacher_links_never(url):
     code, teacher = classes.start_class(DEFAULT_MODEL, TEXT, url=url)
     for n in range(limits.MAX_FAILURES):
         with pytest.raises(ClassError, match="No class has that code"):
             classes.join("ZZZZ" + str(n).zfill(4), "", "203.0.113.7", url=url)
     with pytest.raises(TooManyAttempts):  # the right code too, from that address, for a while
         classes.join(code, "", "203.0.113.7", url=url)
-    with pytest.raises(TooManyAttempts):
-        classes.teacher_class(teacher, "203.0.113.7", url=url)
-    assert classes.join(code, "", "198.51.100.1", url=url).nickname == "Student 1"  # another address is not
+    assert classes.teacher_class(teacher, "203.0.113.7", url=url).code == code  # a teacher link is never limited
+    for n in range(2 * limits.MAX_FAILURES):  # (192 random bits: nothing to guess) nor counted
+        with pytest.raises(ClassError, match="not valid"):
+            classes.teacher_class(f"forged{n}", "198.51.100.9", url=url)
+    assert classes.join(code, "", "198.51.100.9", url=url).nickname == "Student 1"
+    assert classes.join(code, "", "198.51.100.1", url=url).nickname == "Student 2"  # another address is not
     with db.engine(url).begin() as conn:  # ten minutes later
         conn.execute(db.failures.update().values(at=db.failures.c.at - limits.WINDOW))
-    assert classes.join(code, "", "203.0.113.7", url=url).nickname == "Student 2"
+    assert classes.join(code, "", "203.0.113.7", url=url).nickname == "Student 3"
 
 
 def test_a_class_expires_with_its_data(url):
@@ -192,25 +198,31 @@ def test_the_teachers_figures_count_first_answers(tmp_path):
         spread(seat.token, url, pick, pick == 2)
         spread(seat.token, url, 2, True)  # a second answer never counts
     spread(seats[0].token, url, 1, False, tag="1-0000beef")  # another sentence: not this histogram
-    classes.record_answer(
-        seats[1].token, f"{TAG[0]}-0badf00d-q".replace("1-", "2-"), ["q_2-0badf00d-q_0"], [5], None, True, url=url
-    )
+    shape = "2-0badf00d-q"
+    classes.record_answer(seats[1].token, shape, [f"q_{shape}_0"], [6], None, False, ["5"], url=url)
+    classes.record_answer(seats[2].token, shape, [f"q_{shape}_0"], [7], None, False, ["5"], url=url)
     view = classes.teacher_class(teacher, url=url)
     (h,) = report.histograms(view, TAG)
     assert h.labels == tuple(OPTIONS) and h.counts == tuple(picks.count(i) for i in range(4)) and h.answered == 7
-    assert h.right == (False, False, True, False) and h.variant == "following the token at position 2"
+    assert h.right == (False, False, True, False) and h.variant == "following “mole” (2)"
     # a student who follows another token answers another version of the question: its own histogram
     late = classes.join(code, "Late", url=url)
-    classes.record_answer(late.token, f"{TAG}-spread", [f"q_{TAG}-spread-5"], 1, OPTIONS, True, url=url)
+    spread(late.token, url, 1, True, version="following “arm” (5)")
     main, other = report.histograms(classes.teacher_class(teacher, url=url), TAG)
-    assert main.counts == h.counts and other.counts == (0, 1, 0, 0) and other.right == (False, True, False, False)
-    assert other.variant == "following the token at position 5"
+    assert main.counts == h.counts and other.counts == (0, 1, 0, 0) and other.variant == "following “arm” (5)"
+    # a typed answer no one gave right is still shown, with no student, and marked right
+    (typed,) = report.histograms(view, "2-0badf00d")
+    assert typed.labels == ("6", "7", "5") and typed.counts == (1, 1, 0) and typed.right == (False, False, True)
+    # the answer shown now is kept apart from the first: it comes back after a reload
+    kid0 = classes.answers_of(seats[0].token, url=url)
+    assert [(a.label, a.latest) for a in kid0 if a.qid == f"{TAG}-spread"] == [("2 or 3 words", "2")]
     rows = {asked: (r, n) for asked, r, n in report.scores(view)}
     assert rows[steps.QUESTIONS["1-spread"]] == (3, 7)  # Kid 0's first answer was on this sentence
-    assert rows[steps.QUESTIONS["2-q"]] == (1, 1) and rows[steps.QUESTIONS["3-sub"]] == (0, 0)
+    assert rows[steps.QUESTIONS["2-q"]] == (0, 2) and rows[steps.QUESTIONS["3-sub"]] == (0, 0)
     table = list(csv.DictReader(io.StringIO(report.answers_csv(view))))
-    assert len(table) == 9 and {r["nickname"] for r in table} == {f"Kid {n}" for n in range(7)}
-    assert [r["answer"] for r in table if r["nickname"] == "Kid 3" and r["step"] == "1"] == ["4 or more"]
+    assert len(table) == 10 and {r["nickname"] for r in table} == {f"Kid {n}" for n in range(7)}
+    kid3 = [r for r in table if r["nickname"] == "Kid 3" and r["step"] == "1"]
+    assert [(r["first answer"], r["answer now"], r["right"]) for r in kid3] == [("4 or more", "2 or 3 words", "no")]
 
 
 def test_the_class_page_answers_bad_input_with_a_message(tmp_path, monkeypatch, bert):

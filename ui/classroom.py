@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from collections.abc import Sequence
 
 import sqlalchemy as sa
@@ -21,6 +22,7 @@ import classroom
 from classroom import ClassError, Pin, classes
 from classroom.limits import TooManyAttempts
 
+from .settings import widget_key
 from .state import literal, notice
 
 NICKNAME_MAX = classes.NICKNAME_MAX
@@ -28,37 +30,44 @@ COOKIE = "mha_seat"
 FOLLOW_EVERY = 2.0  # s: how soon a student's page follows the teacher's pin
 SEAT_DAYS = 1  # the cookie's lifetime (a class lasts at most classes.EXPIRES)
 LESSON = "app_pages/lesson.py"
-CLASS_PAGE = "app_pages/classroom.py"
 TROUBLE = (ClassError, TooManyAttempts, sa.exc.SQLAlchemyError, OSError)
+ENDED = "Your class has ended: this is the app on your own again."
 
 
 def address() -> str:
-    """The visitor's network address for the failed-attempt limit: the address nginx adds last
-    to X-Forwarded-For when the request came through a proxy on this machine, else the peer's."""
+    """The visitor's network address for the failed-attempt limit: the last address in
+    X-Forwarded-For (the one the school's nginx saw) when the request came from a proxy on this
+    machine or a private network (compose's proxy container), else the peer's own."""
     peer = st.context.ip_address
     peer = peer if isinstance(peer, str) else ""
     forwarded = st.context.headers.get("X-Forwarded-For")
     forwarded = forwarded.split(",")[-1].strip() if isinstance(forwarded, str) else ""
     try:
-        local = ipaddress.ip_address(peer).is_loopback
+        ip = ipaddress.ip_address(peer)
+        proxied = ip.is_loopback or ip.is_private
     except ValueError:
-        local = not peer
-    return (forwarded if local and forwarded else peer) or "local"
+        proxied = not peer
+    return ((forwarded if proxied and forwarded else peer) or "local")[:64]
 
 
 def db_trouble(e: Exception) -> str:
-    """What a database failure means to a reader (no traceback, no address of the database)."""
+    """What a failure means to a reader (no traceback, no address of the database)."""
     return "The class's database is not answering: try again in a moment." if not isinstance(e, ValueError) else str(e)
 
 
-def _cookie(token: str, days: float) -> None:
-    """Set (or, with days=0, delete) the seat cookie in this browser."""
-    js = f"document.cookie = {json.dumps(f'{COOKIE}={token}; Path=/; Max-Age={int(days * 86400)}; SameSite=Strict')};"
+def set_cookie(name: str, value: str, days: float) -> None:
+    """Set (or, with days=0, delete) a cookie of this app in this browser."""
+    js = f"document.cookie = {json.dumps(f'{name}={value}; Path=/; Max-Age={int(days * 86400)}; SameSite=Strict')};"
     st.html(f"<script>{js}</script>", unsafe_allow_javascript=True)
 
 
 def seat_token() -> str | None:
     return st.session_state.get("_seat")
+
+
+def teacher_view_open(page: str) -> bool:
+    """This run draws the teacher's view (its page, with a teacher link or the teacher's mark)."""
+    return page == "classroom" and ("teacher" in st.query_params or st.query_params.get("teach") == "1")
 
 
 def apply_pin(pin: Pin) -> None:
@@ -67,17 +76,34 @@ def apply_pin(pin: Pin) -> None:
     ss.update({"model": pin.model, "text": pin.text, "text_b": "", "step": pin.step, "_class_rev": pin.revision})
 
 
-def take_seat(seat: classroom.Seat, token: str) -> None:
-    """This session sits in `seat`: its answers and score come back from the server."""
+def _forget_answers() -> None:
+    """This session's lesson answers and score out (another seat's are put back next)."""
     ss = st.session_state
+    for key in [k for k in ss if str(k).startswith(("q_", widget_key("q_")))]:
+        del ss[key]
+    ss["lesson_first"], ss["_class_sent"] = {}, {}
+
+
+def restore_score() -> None:
+    """The score from the server: each question's first answer, as the class keeps it."""
+    first = st.session_state.setdefault("lesson_first", {})
+    for a in classes.answers_of(seat_token() or ""):  # oldest first
+        first.setdefault(a.record, a.right)
+
+
+def take_seat(seat: classroom.Seat, token: str) -> None:
+    """This session sits in `seat`: its answers (as last shown) and score come back from the server."""
+    ss = st.session_state
+    if ss.get("_seat") != token:
+        _forget_answers()  # another class's answers (or a lone learner's) are not this seat's
     ss["_seat"], ss["_class_rev"] = token, seat.pin.revision
     ss["_class_name"] = (seat.code, seat.nickname)
-    sent = ss.setdefault("_class_sent", set())
+    sent = ss.setdefault("_class_sent", {})
     first = ss.setdefault("lesson_first", {})
     for a in classes.answers_of(token):  # oldest first: the score keeps each question's first answer
         first.setdefault(a.record, a.right)
-        sent.add(a.qid)
-        values = [int(v) for v in a.value.split(",")]
+        sent[a.qid] = a.latest
+        values = [int(v) for v in a.latest.split(",")]
         for key, value in zip(a.keys, values if len(a.keys) > 1 else values[:1]):
             ss.setdefault(key, value)
 
@@ -95,8 +121,10 @@ def leave(message: str | None = None) -> None:
 def arrive(page: str) -> None:
     """At the top of every run, before the sidebar: a new session finds its seat from the cookie
     (and, opened without a sentence in its link, the class's pin); a pin the sidebar's check
-    found new is applied, and opens the lesson."""
+    found new is applied, and opens the lesson. Not on the teacher's view."""
     ss = st.session_state
+    if teacher_view_open(page):
+        return
     if not ss.get("_class_checked"):
         ss["_class_checked"] = True
         token = st.context.cookies.get(COOKIE)
@@ -104,13 +132,13 @@ def arrive(page: str) -> None:
             try:
                 seat = classes.seat_of(token)
                 if seat is None:
-                    leave("Your class has ended: this is the app on your own again.")
+                    leave(ENDED)
                 else:
                     take_seat(seat, token)
                     followed = st.query_params.get("pin", "")
                     if "text" not in st.query_params:
                         apply_pin(seat.pin)
-                    elif followed.isdigit():  # the pin the page showed (a reload, a replica taken over):
+                    elif re.fullmatch(r"[0-9]{1,9}", followed):  # the pin the page showed (a reload, a failover):
                         ss["_class_rev"] = int(followed)  # a newer one is followed at the sidebar's next check
             except TROUBLE as e:
                 notice(db_trouble(e))
@@ -121,15 +149,29 @@ def arrive(page: str) -> None:
             st.switch_page(LESSON)
 
 
-def record(qid: str, keys: Sequence[str], value: int | list[int], options: Sequence[str] | None, right: bool) -> None:
-    """Keep a seated student's first answer to `qid` on the server (once; nothing without a seat)."""
+def record(
+    qid: str,
+    keys: Sequence[str],
+    value: int | list[int],
+    options: Sequence[str] | None,
+    right: bool,
+    expected: Sequence[str],
+    version: str = "",
+) -> None:
+    """A seated student's answer to `qid` on the server: the first one for the class, a changed
+    one as the answer to put back after a reload (nothing without a seat)."""
     ss = st.session_state
     token = seat_token()
-    if not token or qid in ss.setdefault("_class_sent", set()):
+    if not token:
         return
+    sent = ss.setdefault("_class_sent", {})
+    shown = ",".join(map(str, value if isinstance(value, list) else [value]))
+    if sent.get(qid) == shown:
+        return
+    inp = ss.get("_inputs")
     try:
-        classes.record_answer(token, qid, list(keys), value, options, right)
-        ss["_class_sent"].add(qid)
+        classes.record_answer(token, qid, list(keys), value, options, right, expected, version, inp.text if inp else "")
+        sent[qid] = shown
     except ClassError as e:
         st.warning(f"Your answer was not sent to the class: {e}", icon=":material/cloud_off:")
     except TROUBLE as e:
@@ -152,7 +194,7 @@ def start(inp) -> str:
 
 
 def back() -> None:
-    """Go to the class's pinned step (the sidebar's and the class page's button)."""
+    """Go to the class's pinned step at the next run (the sidebar's and the class page's button)."""
     ss = st.session_state
     try:
         seat = classes.seat_of(seat_token() or "")
@@ -160,7 +202,7 @@ def back() -> None:
         notice(db_trouble(e))
         return
     if seat is None:
-        leave("Your class has ended: this is the app on your own again.")
+        leave(ENDED)
     else:
         ss["_class_go"] = seat.pin
 
@@ -177,31 +219,27 @@ def _follow() -> None:
         st.caption(db_trouble(e))
         return
     if seat is None:
-        leave("Your class has ended: this is the app on your own again.")
+        leave(ENDED)
         st.rerun()
     if seat.pin.revision != ss.get("_class_rev"):
         ss["_class_go"] = seat.pin  # the teacher pinned again: the whole page follows
         st.rerun()
     st.markdown(f"**Class {seat.code}**: you are {literal(seat.nickname, 24)}")
-    st.button(
-        f"Back to the class (step {seat.pin.step})",
-        key="_class_back",
-        on_click=back,
-        icon=":material/groups:",
-        width="stretch",
-    )
+    if st.button(f"Back to the class (step {seat.pin.step})", key="_class_back", icon=":material/groups:"):
+        back()
+        st.rerun()  # the whole page, not only this part: the pin is applied before the sidebar
 
 
-def sidebar_status() -> None:
+def sidebar_status(page: str) -> None:
     """In the sidebar of a seated student: the class, the nickname, the way back; the seat's
-    cookie set (or deleted after leaving)."""
+    cookie set (or deleted after leaving). Nothing on the teacher's view."""
     ss = st.session_state
     if ss.pop("_class_left", False):
         with st.sidebar:
-            _cookie("", 0)
+            set_cookie(COOKIE, "", 0)
     token = seat_token()
-    if not token:
+    if not token or teacher_view_open(page):
         return
     with st.sidebar:
-        _cookie(token, SEAT_DAYS)  # the same element every run: the browser runs it once
+        set_cookie(COOKIE, token, SEAT_DAYS)  # the same element every run: the browser runs it once
         _follow()

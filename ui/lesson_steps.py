@@ -90,6 +90,7 @@ def follow_one_token(c: StepContext) -> None:
         f"{lesson.parking_words(c.run).replace(' and ', ' or ')} instead, or spread it."
         + (" The model is causal: a token reads only itself and the words before it." if c.run.causal else ""),
         variant=str(query),
+        version=f"following “{word}” ({query})",
     )
     if answered is None:
         _hidden("Answer first: the heads are shown after your prediction.")
@@ -143,6 +144,7 @@ def two_heads(c: StepContext) -> None:
         q.why,
         hint="A picture is drawn from one head's own $W_i^Q$ and $W_i^K$. Are the two heads' matrices the same?",
         variant=f"{layer}-{a}-{b}",
+        version=f"layer {layer}, heads {a} and {b}",
     )
     if answered is None:
         _hidden("Predict first: the two pictures follow.")
@@ -233,6 +235,13 @@ def share_qkv(c: StepContext) -> None:
         help="Predict first: the toggle unlocks once you have chosen. The shared projection is "
         f"{collapse.source_name(collapse.DEFAULT_SOURCE)}, as on the collapse page.",
     )
+    if prediction is not None:  # graded as it is made: its first answer is the prediction, shared or not yet
+        graded = [lesson.prediction_feedback(i, c.answer(layer))[0] for i in range(len(lesson.PREDICTIONS))]
+        first_try(f"{c.tag}-predict", graded[prediction])
+        right_ones = [p for p, ok in zip(lesson.PREDICTIONS, graded) if ok]
+        record(
+            f"{c.tag}-predict", [f"q_{c.tag}-predict"], prediction, lesson.PREDICTIONS, graded[prediction], right_ones
+        )
     if prediction is None:
         link = " (your link switched it on; it takes effect once you have predicted)" if shared else ""
         _hidden(f"Choose a prediction first: the toggle unlocks then{link}.")
@@ -276,7 +285,6 @@ def _shared_layer(c: StepContext, layer: int, prediction: int) -> None:
     k3.metric("Parameters of the layer", f"{ans.params_shared:,}", delta=f"{-ans.params_saved:,}", delta_color="off")
     right, text = lesson.prediction_feedback(prediction, ans)
     first_try(f"{c.tag}-predict", right)
-    record(f"{c.tag}-predict", [f"q_{c.tag}-predict"], prediction, lesson.PREDICTIONS, right)  # in a class
     (st.success if right else st.error)(text)
     if c.model.kv_groups < c.model.n_heads:
         st.info(_grouped(c, layer), icon=":material/share:")

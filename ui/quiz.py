@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from .classroom import record
+from .classroom import TROUBLE, record, restore_score, seat_token
 from .scroll import scroll_here
 from .settings import setting_widget, widget_key
 from .state import Inputs
@@ -46,10 +46,12 @@ def choice_question(
     why: str,
     hint: str | None = None,
     variant: str = "",
+    version: str = "",
 ) -> bool | None:
     """A multiple-choice question checked against `answer`, with a hint to open; feedback says
     why. None until answered. `variant` names one version of the question (step 1's token): each
-    version keeps its own answer, and the score counts the question once (record_id)."""
+    version keeps its own answer, and the score counts the question once (record_id); `version`
+    says it in words for a class's teacher."""
     _hint(hint)
     short = sum(len(o) for o in options) <= 60  # short options side by side: the picture after stays in view
     key = f"q_{qid}" + (f"-{variant}" if variant else "")
@@ -60,7 +62,7 @@ def choice_question(
         return None
     right = picked == answer
     first_try(qid, right)
-    record(qid, [key], picked, options, right)  # in a class: the first answer, kept on the server
+    record(qid, [key], picked, options, right, [options[answer]], version)  # in a class: kept on the server
     scroll_here(key)  # the feedback and the picture it unlocks on the screen, once
     (st.success if right else st.error)(("Right. " if right else f"Not quite: it is *{options[answer]}*. ") + why)
     return right
@@ -81,7 +83,8 @@ def number_question(
         return None
     right = [int(g) for g in given] == list(expected)
     first_try(qid, right)
-    record(qid, [f"q_{qid}_{n}" for n in range(len(labels))], [int(g) for g in given], None, right)
+    keys = [f"q_{qid}_{n}" for n in range(len(labels))]
+    record(qid, keys, [int(g) for g in given], None, right, [" x ".join(map(str, expected))])
     scroll_here(f"q_{qid}")
     shape = " x ".join(str(e) for e in expected)
     (st.success if right else st.error)(("Right: " if right else "Not quite: ") + f"{shape}. " + why)
@@ -100,9 +103,14 @@ def lesson_score() -> tuple[int, int]:
 
 
 def reset_lesson() -> None:
-    """Forget the answers and go back to step 1."""
+    """Forget the answers and go back to step 1 (a class's student keeps the score: the first answers)."""
     ss = st.session_state
     for key in [k for k in ss if str(k).startswith(("q_", widget_key("q_")))]:
         del ss[key]
     ss["lesson_first"] = {}
     ss["step"] = 1
+    if seat_token():  # in a class the score is the class's record of first answers: it stays
+        try:
+            restore_score()
+        except TROUBLE:
+            pass

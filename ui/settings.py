@@ -137,9 +137,11 @@ STATE: dict[str, type | tuple[type, ...]] = {  # the app's own bookkeeping
     "_class_rev": int,  # the teacher's pin this session follows
     "_class_name": tuple,  # (class code, nickname)
     "_class_go": object,  # a pin to apply at the next run (classroom.Pin)
-    "_class_sent": set,  # questions whose first answer the server has
+    "_class_sent": dict,  # question -> the answer the server has as shown now (its first it keeps itself)
+    "_teacher": str,  # the teacher's token (the teacher's browser keeps it too, in a cookie)
     "_class_left": bool,  # the seat cookie is to be deleted
     "_teacher_said": tuple,  # (kind, message) for the teacher view's next run
+    "_teacher_ended": bool,  # this session's teacher ended its class
 }
 STATE_PREFIXES: dict[str, type | tuple[type, ...]] = {
     "_cut_": tuple,  # "_cut_<text box>": (the cut paste, characters cut)
@@ -188,7 +190,7 @@ def to_url(value: Any) -> str:
 
 
 def _item(text: str) -> Any:
-    if re.fullmatch(r"-?\d+", text):
+    if re.fullmatch(r"-?\d{1,9}", text):
         return int(text)
     if re.fullmatch(r"\d+\.\d+", text):
         return tuple(int(x) for x in text.split("."))
@@ -207,7 +209,7 @@ def from_url(key: str, raw: str) -> Any:
         return raw == "1"
     if list in kinds:
         return [_item(x) for x in raw.split(",") if x]
-    if int in kinds and re.fullmatch(r"-?\d+", raw):
+    if int in kinds and re.fullmatch(r"-?\d{1,9}", raw):
         return int(raw)
     if float in kinds:
         value = float(raw)

@@ -1,7 +1,11 @@
 """The teacher's view, made for a projector (no sidebar, large black text): the class code to
 join with, the pin (sentence, model, step) and buttons to move everyone a step, and live, for the
 pinned step: how many answered, the histogram of first answers (anonymous; the right answer only
-on request), the class's score per question, the CSV of every nickname's answers and the end."""
+on request), the class's score per question, the CSV of every nickname's answers and the end.
+
+The teacher's token opens the view once as `?teacher=<token>`; the view then keeps it in the
+session and in a cookie of the teacher's browser (TEACHER_COOKIE) and shows `?teach=1` in the
+address bar, so that the projected address does not show the secret."""
 
 from __future__ import annotations
 
@@ -10,12 +14,13 @@ import streamlit as st
 from classroom import ClassError, classes, report
 from mha import bert, plots, steps
 
-from .classroom import TROUBLE, address, db_trouble
+from .classroom import TROUBLE, address, db_trouble, set_cookie
 from .quiz import question_tag
-from .state import Inputs, literal
+from .state import Inputs, notice
 from .widgets import chart
 
 LIVE_EVERY = 2.0  # s: how often the projector's counts and histogram are read again
+TEACHER_COOKIE = "mha_teacher"
 PROJECTOR = """<style>
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stExpandSidebarButton"] {
   display: none !important;
@@ -23,117 +28,156 @@ PROJECTOR = """<style>
 [data-testid="stMainBlockContainer"] { max-width: 1400px; }
 [data-testid="stMainBlockContainer"] p, [data-testid="stMainBlockContainer"] li,
 [data-testid="stMainBlockContainer"] label p, [data-testid="stMainBlockContainer"] td,
-[data-testid="stMainBlockContainer"] th { font-size: 1.35rem; color: #000; }
+[data-testid="stMainBlockContainer"] th, [data-testid="stMainBlockContainer"] pre {
+  font-size: 1.35rem;
+}
+[data-testid="stMainBlockContainer"] :is(p, li, td, th, pre):not(button *) { color: #000; }
 </style>"""
+
+
+def token() -> str | None:
+    """The teacher's token of this view: from the link that opened it, else from this session or
+    the teacher's cookie (an address with `teach=1`); None if the page is not the teacher's view."""
+    ss, qp = st.session_state, st.query_params
+    if qp.get("teacher"):
+        ss["_teacher"] = qp["teacher"][:100]
+    elif qp.get("teach") == "1" and not ss.get("_teacher"):
+        kept = st.context.cookies.get(TEACHER_COOKIE)
+        if isinstance(kept, str) and kept:
+            ss["_teacher"] = kept
+    if qp.get("teacher") or qp.get("teach") == "1":
+        return ss.get("_teacher", "")
+    return None
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
 
 
 def _step_title(n: int) -> str:
     return f"Step {n}: {steps.STEPS[n - 1].title}"
 
 
-def _pin(token: str, model: str, text: str, step: int) -> None:
+def _pin(secret: str, model: str, text: str, step: int) -> None:
+    from .cache import load_model
+
     try:
-        classes.pin(token, model, text, step, address())
+        load_model(model)  # a model the students' pages cannot load here would hide their answers
+    except Exception as e:  # noqa: BLE001 (any failure to load: the message names it)
+        st.session_state["_teacher_said"] = ("error", f"{model} cannot be loaded on this server ({e}): pick another.")
+        return
+    try:
+        classes.pin(secret, model, text, step, address())
         st.session_state["_teacher_said"] = ("success", f"Pinned for everyone: step {step}.")
     except TROUBLE as e:
         st.session_state["_teacher_said"] = ("error", db_trouble(e))
 
 
-def _end(token: str) -> None:
+def _end(secret: str) -> None:
     try:
-        classes.end_class(token, address())
-        st.session_state["_teacher_said"] = ("success", "The class has ended: its answers are deleted.")
-        st.query_params.pop("teacher", None)
+        classes.end_class(secret, address())
     except TROUBLE as e:
         st.session_state["_teacher_said"] = ("error", db_trouble(e))
+        return
+    st.session_state.pop("_teacher", None)
+    st.session_state["_teacher_ended"] = True
+    for key in ("teacher", "teach"):
+        st.query_params.pop(key, None)
+    notice("The class has ended: its pin, nicknames and answers are deleted.")
 
 
-def view(token: str) -> None:
-    """The whole teacher view of the class `token` opens, or a message if it opens none."""
+def view(secret: str) -> None:
+    """The whole teacher view of the class `secret` opens, or a message if it opens none."""
     st.html(PROJECTOR)
     said = st.session_state.pop("_teacher_said", None)
     if said:
         getattr(st, said[0])(said[1])
     try:
-        found = classes.teacher_class(token, address())
+        found = classes.teacher_class(secret, address())
     except TROUBLE as e:
         st.error(db_trouble(e) if not isinstance(e, ClassError) else str(e), icon=":material/lock:")
         return
+    set_cookie(TEACHER_COOKIE, secret, 1)  # a reload of `?teach=1` finds the class again
     code, pin = found.code, found.pin
     st.title(f"Class {code[:4]} {code[4:]}")
     here = st.context.url if isinstance(st.context.url, str) else ""  # this page's address, without the query
     join = f" (or open {here}?join={code})" if here.startswith("http") else ""
     st.markdown(
         f"Students: open this app's **Class** page and type the code **{code[:4]} {code[4:]}** "
-        f"with a nickname{join}. This page's link is yours alone: it steers the class and shows its answers."
+        f"with a nickname{join}. Only this browser steers the class and sees its answers."
     )
-    with st.expander("Your teacher link (private: do not open this on the projector)", icon=":material/key:"):
-        st.code(f"{here}?teacher={token}" if here.startswith("http") else f"/classroom?teacher={token}", language=None)
-        st.caption("Bookmark it to come back to this class (it ends on its own 24 hours after it started).")
-    back, forward = st.columns(2)
-    back.button(
-        "← Everyone to the step before",
-        disabled=pin.step == 1,
-        on_click=_pin,
-        args=(token, pin.model, pin.text, pin.step - 1),
-        key="teacher_back",
-        width="stretch",
-    )
-    forward.button(
-        "Everyone to the next step →",
-        disabled=pin.step == len(steps.STEPS),
-        on_click=_pin,
-        args=(token, pin.model, pin.text, pin.step + 1),
-        key="teacher_next",
-        type="primary",
-        width="stretch",
-    )
+    back, forward = st.columns(2)  # a move that cannot be made is not drawn (a greyed button is hard to read)
+    if pin.step > 1:
+        back.button(
+            "← Everyone to the step before",
+            on_click=_pin,
+            args=(secret, pin.model, pin.text, pin.step - 1),
+            key="teacher_back",
+            width="stretch",
+        )
+    if pin.step < len(steps.STEPS):
+        forward.button(
+            "Everyone to the next step →",
+            on_click=_pin,
+            args=(secret, pin.model, pin.text, pin.step + 1),
+            key="teacher_next",
+            type="primary",
+            width="stretch",
+        )
     with st.expander("Pin another sentence, model or step", icon=":material/push_pin:"):
         with st.form("teacher_pin"):
-            text = st.text_area("Sentence for the class", value=pin.text, max_chars=bert.MAX_CHARS, key="teacher_text")
+            text = st.text_area("Sentence for the class", value=pin.text, key="teacher_text")
             names = [s.name for s in bert.available_models()]
             model = st.selectbox("Model", names, index=names.index(pin.model), key="teacher_model")
             step = st.selectbox(
                 "Step", range(1, len(steps.STEPS) + 1), index=pin.step - 1, format_func=_step_title, key="teacher_step"
             )
             if st.form_submit_button("Pin for everyone", type="primary"):
-                _pin(token, model, text, step)
+                _pin(secret, model, text, step)
                 st.rerun()
-    live(token)
+    live(secret)
+    with st.expander("Open this class on another device (private)", icon=":material/key:"):
+        st.markdown("This link steers the class: keep it to yourself, and bookmark it to come back.")
+        st.code(f"{here or '/classroom'}?teacher={secret}", language=None)
     with st.expander("End the class", icon=":material/stop_circle:"):
         st.markdown(
             "Ending the class deletes its pin, its students' nicknames and every answer. Download the CSV first."
         )
-        sure = st.checkbox("Yes, end this class and delete its data", key="teacher_sure")
-        st.button("End the class", disabled=not sure, on_click=_end, args=(token,), key="teacher_end")
+        if st.checkbox("Yes, end this class and delete its data", key="teacher_sure"):
+            st.button("End the class", on_click=_end, args=(secret,), key="teacher_end")
 
 
 @st.fragment(run_every=LIVE_EVERY)
-def live(token: str) -> None:
+def live(secret: str) -> None:
     """The part of the view read again every LIVE_EVERY seconds."""
+    if st.session_state.get("_teacher_ended"):
+        return
     try:
-        found = classes.teacher_class(token, address())
+        found = classes.teacher_class(secret, address())
+    except ClassError:
+        st.info("This class has ended.")
+        return
     except TROUBLE as e:
         st.warning(db_trouble(e))
         return
-    pin = found.pin
+    pin, joined = found.pin, len(found.nicknames)
     st.subheader(_step_title(pin.step))
-    st.markdown(f"On: *{literal(pin.text, 120)}* ({pin.model}). {len(found.nicknames)} students joined.")
+    st.markdown(f"{_plural(joined, 'student', 'students')} joined. The class's sentence ({pin.model}):")
+    st.text(pin.text[:600] + ("..." if len(pin.text) > 600 else ""))  # literal: no markup, no link
     tag = question_tag(Inputs.from_raw(pin.model, pin.text), pin.step)
     asked = [r for r in steps.QUESTIONS if r.startswith(f"{pin.step}-")]
     shown = report.histograms(found, tag)
     if not asked:
         st.info("This step asks no question.")
     elif not shown:
-        st.info(f"0 of {len(found.nicknames)} students answered this step's question yet.")
-    reveal = bool(asked) and st.toggle("Show the right answer", key="teacher_reveal")
+        st.info(f"No answer yet from the {_plural(joined, 'student', 'students')} of the class.")
+    # a new pin starts hidden again
+    reveal = bool(asked) and st.toggle("Show the right answer", key=f"teacher_reveal_{pin.revision}")
     for h in shown:
         record = f"{pin.step}-{h.qid.rsplit('-', 1)[1]}"
-        question = steps.QUESTIONS.get(record, record)
+        question = steps.QUESTIONS.get(record, record).split(": ", 1)[-1]
         version = f" ({h.variant})" if h.variant else ""
-        st.markdown(
-            f"**{h.answered} of {len(found.nicknames)} students answered**{version}: {question.split(': ', 1)[-1]}"
-        )
+        st.markdown(f"**{h.answered} of {joined} answered**{version}: {question}")
         title = "First answers" + (f": {h.variant}" if h.variant else "")
         chart(
             plots.classroom.answers_histogram(h.labels, h.counts, h.right, reveal, title),
@@ -144,7 +188,7 @@ def live(token: str) -> None:
     st.markdown(
         "| question | right at the first answer |\n|---|---|\n" + "\n".join(f"| {q} | {r} of {n} |" for q, r, n in rows)
     )
-    with st.expander(f"Who joined ({len(found.nicknames)})", icon=":material/group:"):
+    with st.expander(f"Who joined ({joined})", icon=":material/group:"):
         st.text(", ".join(found.nicknames) or "No one yet.")  # literal text: a nickname is never markup
     st.download_button(
         "Download every answer (CSV)",
