@@ -30,7 +30,9 @@ def next_token() -> None:
         if not st.button("Measure every head (once for this model, for everyone)", key="needed_measure"):
             st.stop()
         bar = st.progress(0.0, text="Ranking the heads...")
-        study = ui.loss_study(inp.model, lambda done, total: bar.progress(done / total, text=f"{done} of {total}"))
+        study = ui.loss_study(
+            inp.model, lambda done, total: bar.progress(done / total, text=f"{done} of {total}"), ui.queue_place(bar)
+        )
         bar.empty()
     st.subheader("What each head is worth")
     hover = [[f"layer {la}, head {h}: {study.gradient[la, h]:.4f}" for h in range(H)] for la in range(L)]
@@ -137,7 +139,9 @@ if study is None:
         note.info("Another session is measuring every head: waiting for its result...", icon=":material/hourglass:")
     bar = st.progress(0.0, text=f"Removing each of the {L * H} heads in turn (once per model)...")
     study = ui.heads_study(
-        inp.model, lambda done, total: bar.progress(done / total, text=f"{done} of {total} model runs")
+        inp.model,
+        lambda done, total: bar.progress(done / total, text=f"{done} of {total} model runs"),
+        ui.queue_place(note),
     )
     bar.empty()
     note.empty()

@@ -71,7 +71,12 @@ async def next_at_once(pages, step: int, servers) -> tuple[list[float], float, l
     async def one(page) -> float:
         t0 = time.perf_counter()
         await page.get_by_role("button", name="Next →").click()
-        await page.wait_for_selector(f"text=Step {step} of 8", timeout=300_000)
+        try:
+            await page.wait_for_selector(f"text=Step {step} of 8", timeout=120_000)
+        except Exception:
+            shot = Path(tempfile.gettempdir()) / f"mha_bench_class_stuck_{step}_{id(page)}.png"
+            await page.screenshot(path=str(shot), full_page=True)
+            raise AssertionError(f"a student's page did not show step {step}: {shot}, {page.url}") from None
         await settle(page)
         return time.perf_counter() - t0
 

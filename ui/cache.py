@@ -255,18 +255,23 @@ def cached_task_shared(model_name: str, layers: tuple[int, ...], path: CollapseP
     return _task_of(model).evaluate(model, replace=replace)
 
 
-def loss_study(model_name: str, progress: Callable[[int, int], None] | None = None) -> lm_pruning.LossStudy:
+def loss_study(
+    model_name: str, progress: Callable[[int, int], None] | None = None, told: Callable[[int], None] | None = None
+) -> lm_pruning.LossStudy:
     """A decoder's "Do we need every head?" study on next-token loss, once per process, computed by
-    the first session that asks (progress(done, total) as it goes); others wait for that result."""
+    the first session that asks (progress(done, total) as it goes; told(place) while it waits for a
+    training slot); others wait for that result."""
 
     def compute() -> lm_pruning.LossStudy:
         with server.all_cores():
             return lm_pruning.heads_study(load_model(model_name), progress)
 
-    return shared_run(STUDIES, model_name, compute)
+    return shared_run(STUDIES, model_name, compute, told)
 
 
-def heads_study(model_name: str, progress: Callable[[int, int], None] | None = None) -> pruning.HeadsStudy:
+def heads_study(
+    model_name: str, progress: Callable[[int, int], None] | None = None, told: Callable[[int], None] | None = None
+) -> pruning.HeadsStudy:
     """The "Do we need every head?" study of a model, once per process: the one shipped with the
     package if it was computed on exactly this model (pruning.shipped_study), else computed by the
     first session that asks (on every core, progress(done, total) as it goes); a session that
@@ -281,4 +286,4 @@ def heads_study(model_name: str, progress: Callable[[int, int], None] | None = N
         with server.all_cores():
             return pruning.heads_study(model, progress=progress)
 
-    return shared_run(STUDIES, model_name, compute)
+    return shared_run(STUDIES, model_name, compute, told)
