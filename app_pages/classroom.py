@@ -27,12 +27,12 @@ join_col, teach_col = st.columns(2)
 with join_col:
     st.subheader("Join a class")
     with st.form("class_join"):
-        code = st.text_input("Class code", value=st.query_params.get("join", "")[:32], max_chars=32, key="class_code")
+        # no max_chars: a longer paste would be emptied in the browser, silently; the server says why instead
+        code = st.text_input("Class code", value=st.query_params.get("join", "")[:32], key="class_code")
         nickname = st.text_input(
             "Nickname (optional)",
-            max_chars=classroom.NICKNAME_MAX,
             key="class_nickname",
-            help="No other data is asked.",
+            help=f"Up to {classroom.NICKNAME_MAX} letters, digits and spaces. No other data is asked.",
         )
         joined = st.form_submit_button("Join", type="primary")
     if joined:
@@ -45,9 +45,12 @@ with join_col:
 with teach_col:
     st.subheader("Teach a class")
     inp = ui.inputs()
+    if not inp.text.strip():
+        st.info("The sidebar's sentence is empty: type one there, and start a class on it.")
+        st.stop()
     st.markdown(
         f"Starts a class on the sidebar's sentence (*{ui.literal(inp.text, 60)}*) and model at step 1; you "
-        "can pin another from your teacher view. You get a code for students and a link for you alone."
+        "can pin another from your teacher view. You get a code for students and a view for you alone."
     )
     if st.button("Start a class", key="class_start"):
         try:

@@ -29,7 +29,8 @@ CODE_LENGTH = 8
 EXPIRES = 24 * 3600.0
 NICKNAME = re.compile(r"[^\W_](?:[\w .'-]{0,22}[^\W_])?")  # letters or digits at both ends
 NICKNAME_MAX = 24
-QID = re.compile(r"(\d+)-([0-9a-f]{8})-([a-z]+)")  # ui.quiz.question_tag + "-" + the question's name
+# ui.quiz.question_tag + "-" + the question's name [+ "-" + its version: step 1's token, step 3's layer and heads]
+QID = re.compile(r"(\d+)-([0-9a-f]{8})-([a-z]+)(?:-[0-9]{1,4}){0,3}")
 MAX_NUMBER = 2**53  # what a browser's number box holds exactly
 
 

@@ -20,6 +20,7 @@ class Histogram:
     option (or typed answer) and how many students gave it first; which of them are right."""
 
     qid: str
+    record: str  # the question (a key of mha.steps.QUESTIONS)
     variant: str
     labels: tuple[str, ...]
     counts: tuple[int, ...]
@@ -49,9 +50,8 @@ def histograms(view: TeacherView, tag: str) -> list[Histogram]:
             *(label for label, _ in counts.most_common()),
             *sorted(right - set(counts)),
         )
-        out.append(
-            Histogram(qid, version, options, tuple(counts[o] for o in options), tuple(o in right for o in options))
-        )
+        shown = tuple(counts[o] for o in options), tuple(o in right for o in options)
+        out.append(Histogram(qid, given[0].record, version, options, *shown))
     return out
 
 

@@ -17,6 +17,7 @@ import re
 import shutil
 import time
 import urllib.request
+from urllib.parse import urlencode
 
 import pytest
 import sqlalchemy as sa
@@ -26,6 +27,7 @@ from test_browser import AXE, AXE_RUN
 from livetest import CHROMIUM_FLAGS, ROOT, nginx_proxy, settle, streamlit_server
 
 N_STUDENTS = 6
+SENTENCE = "Seven tired owls watched the quiet river until the owls slept."
 PG_URL = os.environ.get("MHA_TEST_PG", "postgresql+psycopg://mha:mha@127.0.0.1:5432/mha_test")
 ARTIFACTS = ROOT / "artifacts"
 READ_BARS = """() => {
@@ -90,6 +92,8 @@ async def student(browser, url: str, code: str, n: int) -> dict:
     await page.get_by_role("button", name="Join").click()
     await wait_text(page, "Step 1 of 8")
     await settle(page)
+    box = page.locator('[data-testid="stSidebar"] textarea').first  # the class's sentence, in the sidebar too:
+    assert await box.input_value() == SENTENCE  # the student's next click must not send another one back
     return {"n": n, "context": context, "page": page, "replica": response.headers.get("x-mha-replica", "")}
 
 
@@ -114,7 +118,7 @@ async def class_flow(exe: str, url: str, kill=None) -> dict:
         browser = await p.chromium.launch(executable_path=exe, args=CHROMIUM_FLAGS)
         tctx = await browser.new_context(viewport={"width": 1280, "height": 720})
         teacher = await tctx.new_page()
-        await teacher.goto(f"{url}/classroom")
+        await teacher.goto(f"{url}/classroom?{urlencode({'text': SENTENCE})}")  # not the app's default sentence
         await teacher.get_by_role("button", name="Start a class").click()
         heading = teacher.locator("h1", has_text=re.compile(r"^Class \w{4} \w{4}$"))
         await heading.wait_for(timeout=60_000)
@@ -148,6 +152,8 @@ async def class_flow(exe: str, url: str, kill=None) -> dict:
                 for n in v["nodes"]
             ]
             assert not bad, (bad, texts)
+        for s in students:  # every answer was on the class's sentence
+            assert "owls" in (await s["page"].locator('[data-testid="stSidebar"] textarea').first.input_value())
         scores = [await score(s["page"]) for s in students]
         assert all(sc.endswith("of 1") for sc in scores), scores
         # a student may move on alone: the page stays where they went (the class's pin is unchanged)

@@ -141,6 +141,19 @@ def test_an_invalid_answer_is_refused(qid, keys, value, options):
         classes.checked_answer(qid, keys or [f"q_{qid}"], value, options)
 
 
+def test_each_version_of_a_question_keeps_its_own_first_answer(tmp_path):
+    """Step 1 on another token, step 3 on other heads: another version, its own first answer."""
+    url = f"sqlite:///{tmp_path / 'v.sqlite'}"
+    code, teacher = classes.start_class(DEFAULT_MODEL, TEXT, url=url)
+    seat = classes.join(code, "Ada", url=url)
+    for token, option in ((2, 2), (5, 1), (2, 0)):  # "mole", then "arm", then "mole" again
+        qid = f"{TAG}-spread-{token}"
+        classes.record_answer(seat.token, qid, [f"q_{TAG}-spread-{token}"], option, OPTIONS, option == 2, url=url)
+    got = {a.qid: (a.label, a.latest) for a in classes.answers_of(seat.token, url=url)}
+    assert got == {f"{TAG}-spread-2": ("2 or 3 words", "0"), f"{TAG}-spread-5": ("1 word", "1")}
+    assert report.scores(classes.teacher_class(teacher, url=url))[0][1:] == (1, 1)  # the question counts once
+
+
 def test_every_question_of_the_lesson_can_be_answered():
     for record in steps.QUESTIONS:
         n, name = record.split("-")

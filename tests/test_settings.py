@@ -18,7 +18,7 @@ CHANGES = {
     "lesson.py": [("radio", "q_1-", 0)],  # step 1's question, answered
     "overview.py": [("text_area", "text", "Dogs chase cats.")],
     "glossary.py": [("text_input", "text_b", "Cats sleep.")],
-    "classroom.py": [("text_input", "text_b", "Dogs bark.")],
+    "classroom.py": [("text_input", "text_b", "Dogs bark.")],  # the class page keeps the sidebar's link
     "build.py": [("selectbox", "build_heads", 6), ("toggle", "build_scale", False), ("selectbox", "build_follow", 2)],
     "bert_heads.py": [("toggle", "heads_merge", True), ("multiselect", "heads_overlay", [1, 3])],
     "collapse.py": [("slider", "collapse_alpha", 0.8), ("multiselect", "collapse_roles", ["q", "k"])],

@@ -74,6 +74,9 @@ def apply_pin(pin: Pin) -> None:
     """The teacher's sentence, model and step become this session's (before the sidebar is drawn)."""
     ss = st.session_state
     ss.update({"model": pin.model, "text": pin.text, "text_b": "", "step": pin.step, "_class_rev": pin.revision})
+    # and the sidebar's boxes themselves: a run that switches pages draws no widget, so the browser's
+    # boxes would keep the old sentence and send it back at the student's next click
+    ss.update({widget_key("model"): pin.model, widget_key("text"): pin.text, widget_key("text_b"): ""})
 
 
 def _forget_answers() -> None:

@@ -62,7 +62,8 @@ def choice_question(
         return None
     right = picked == answer
     first_try(qid, right)
-    record(qid, [key], picked, options, right, [options[answer]], version)  # in a class: kept on the server
+    kept = f"{qid}-{variant}" if variant else qid  # in a class each version keeps its own first answer
+    record(kept, [key], picked, options, right, [options[answer]], version)
     scroll_here(key)  # the feedback and the picture it unlocks on the screen, once
     (st.success if right else st.error)(("Right. " if right else f"Not quite: it is *{options[answer]}*. ") + why)
     return right

@@ -150,7 +150,12 @@ STATE_PREFIXES: dict[str, type | tuple[type, ...]] = {
     **_before("subspaces"),
 }
 
-ELEMENT_PREFIXES = ("_ex_", "class_", "teacher_")  # example buttons "_ex_<n>"; the class page's widgets
+ELEMENT_PREFIXES = (
+    "_ex_",
+    "class_",
+    "teacher_",
+    "FormSubmitter:",
+)  # example buttons "_ex_<n>"; the class page's widgets and forms
 ELEMENTS = (  # keys of elements that keep no setting: buttons, charts
     "lesson_back",
     "lesson_next",
@@ -190,7 +195,7 @@ def to_url(value: Any) -> str:
 
 
 def _item(text: str) -> Any:
-    if re.fullmatch(r"-?\d{1,9}", text):
+    if re.fullmatch(r"-?\d{1,4000}", text):
         return int(text)
     if re.fullmatch(r"\d+\.\d+", text):
         return tuple(int(x) for x in text.split("."))
@@ -209,7 +214,7 @@ def from_url(key: str, raw: str) -> Any:
         return raw == "1"
     if list in kinds:
         return [_item(x) for x in raw.split(",") if x]
-    if int in kinds and re.fullmatch(r"-?\d{1,9}", raw):
+    if int in kinds and re.fullmatch(r"-?\d{1,4000}", raw):  # (Python reads at most 4,300 digits)
         return int(raw)
     if float in kinds:
         value = float(raw)

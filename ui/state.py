@@ -152,11 +152,9 @@ def sync_url(inp: Inputs, page: str = "") -> None:
         want["step"] = str(ss["step"])
     if "_class_rev" in ss:  # a class's student: the pin this page follows (ui.classroom.arrive reads it back)
         want["pin"] = str(ss["_class_rev"])
-    if page == "classroom":  # the class page's own: a code to join with; the teacher's view (never its secret)
-        want |= {k: st.query_params[k] for k in ("join", "teach", "teacher") if k in st.query_params}
-        if want.get("teacher") and want["teacher"] == ss.get("_teacher"):  # the view has kept it (ui.teacher):
-            want["teach"] = "1"  # the address bar stops showing it
-            del want["teacher"]
+    if page == "classroom":  # the class page's own: a code to join with; the teacher's view shows only its own
+        own = {k: st.query_params[k] for k in ("join", "teacher", "teach") if k in st.query_params}
+        want = own if {"teacher", "teach"} & set(own) else want | own
     for key in page_settings(page):  # the page's settings that are not their default
         if key in ss and (ss[key] != SETTINGS[key].default or SETTINGS[key].default is None):
             want[key] = to_url(ss[key])

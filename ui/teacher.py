@@ -41,13 +41,14 @@ def token() -> str | None:
     ss, qp = st.session_state, st.query_params
     if qp.get("teacher"):
         ss["_teacher"] = qp["teacher"][:100]
+        del qp["teacher"]  # the address bar shows the view's mark, not its secret
+        qp["teach"] = "1"
+        return ss["_teacher"]
     elif qp.get("teach") == "1" and not ss.get("_teacher"):
         kept = st.context.cookies.get(TEACHER_COOKIE)
         if isinstance(kept, str) and kept:
             ss["_teacher"] = kept
-    if qp.get("teacher") or qp.get("teach") == "1":
-        return ss.get("_teacher", "")
-    return None
+    return ss.get("_teacher", "") if qp.get("teach") == "1" else None
 
 
 def _plural(n: int, one: str, many: str) -> str:
@@ -104,7 +105,8 @@ def view(secret: str) -> None:
     join = f" (or open {here}?join={code})" if here.startswith("http") else ""
     st.markdown(
         f"Students: open this app's **Class** page and type the code **{code[:4]} {code[4:]}** "
-        f"with a nickname{join}. Only this browser steers the class and sees its answers."
+        f"with a nickname{join}. Only this browser (and one you open the private link in) steers the class "
+        "and sees its answers."
     )
     back, forward = st.columns(2)  # a move that cannot be made is not drawn (a greyed button is hard to read)
     if pin.step > 1:
@@ -154,9 +156,8 @@ def live(secret: str) -> None:
         return
     try:
         found = classes.teacher_class(secret, address())
-    except ClassError:
-        st.info("This class has ended.")
-        return
+    except ClassError:  # ended (in another tab, or it expired): the whole view says so
+        st.rerun(scope="app")
     except TROUBLE as e:
         st.warning(db_trouble(e))
         return
@@ -174,8 +175,7 @@ def live(secret: str) -> None:
     # a new pin starts hidden again
     reveal = bool(asked) and st.toggle("Show the right answer", key=f"teacher_reveal_{pin.revision}")
     for h in shown:
-        record = f"{pin.step}-{h.qid.rsplit('-', 1)[1]}"
-        question = steps.QUESTIONS.get(record, record).split(": ", 1)[-1]
+        question = steps.QUESTIONS[h.record].split(": ", 1)[-1]
         version = f" ({h.variant})" if h.variant else ""
         st.markdown(f"**{h.answered} of {joined} answered**{version}: {question}")
         title = "First answers" + (f": {h.variant}" if h.variant else "")
