@@ -16,6 +16,12 @@ def test_every_styled_test_id_is_listed_and_exists_in_this_streamlit():
     bundle = "\n".join(p.read_text(errors="ignore") for p in frontend.static_js().glob("*.js"))
     missing = [t for t in frontend.TEST_IDS if f'"data-testid":`{t}`' not in bundle]
     assert not missing, f"Streamlit no longer renders these test ids (ui/style.css styles them): {missing}"
+    projector = set(re.findall(r'data-testid="([^"]+)"', frontend.PROJECTOR))
+    assert projector == set(frontend.PROJECTOR_IDS)
+    missing = [t for t in frontend.PROJECTOR_IDS if f'"data-testid":`{t}`' not in bundle]
+    assert not missing, (
+        f"Streamlit no longer renders these test ids (the teacher's view hides or styles them): {missing}"
+    )
 
 
 def test_the_plotly_chart_module_is_found():

@@ -4,7 +4,8 @@
   which `preload_plotly` imports when a page opens, so a page whose first chart waits for an
   answer (the lesson's step 1) does not load 4.7 MB of JavaScript between the click and the chart.
 - `TEST_IDS`: the `data-testid` attributes that ui/style.css styles (Streamlit's names for its
-  elements, not an API).
+  elements, not an API); `PROJECTOR_IDS` and `PROJECTOR`: the teacher's view without the sidebar
+  and in large black text (ui/teacher.py).
 
 tests/test_frontend.py checks both against the installed Streamlit (requirements.txt pins it):
 an upgrade that renames a test id or moves the chart module fails there, by name, before a page
@@ -26,6 +27,15 @@ TEST_IDS = (
     "stPageLink",  # page links that wrap
     "stElementContainer",  # the hidden element of ui.scroll_top
 )
+
+
+PROJECTOR_IDS = ("stSidebar", "stExpandSidebarButton", "stMainBlockContainer")
+PROJECTOR = """<style>
+[data-testid="stSidebar"], [data-testid="stExpandSidebarButton"] { display: none !important; }
+[data-testid="stMainBlockContainer"] { max-width: 1400px; }
+[data-testid="stMainBlockContainer"] :is(p, li, label p, td, th, pre) { font-size: 1.35rem; }
+[data-testid="stMainBlockContainer"] :is(p, li, td, th, pre):not(button *) { color: #000; }
+</style>"""  # large black text, but a button keeps its own colours (black on a red button fails contrast)
 
 
 def static_js() -> Path:

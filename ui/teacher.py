@@ -14,6 +14,7 @@ import streamlit as st
 from classroom import ClassError, classes, report
 from mha import bert, plots, steps
 
+from . import frontend
 from .classroom import TROUBLE, address, db_trouble, set_cookie
 from .quiz import question_tag
 from .state import Inputs, notice
@@ -21,18 +22,6 @@ from .widgets import chart
 
 LIVE_EVERY = 2.0  # s: how often the projector's counts and histogram are read again
 TEACHER_COOKIE = "mha_teacher"
-PROJECTOR = """<style>
-[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stExpandSidebarButton"] {
-  display: none !important;
-}
-[data-testid="stMainBlockContainer"] { max-width: 1400px; }
-[data-testid="stMainBlockContainer"] p, [data-testid="stMainBlockContainer"] li,
-[data-testid="stMainBlockContainer"] label p, [data-testid="stMainBlockContainer"] td,
-[data-testid="stMainBlockContainer"] th, [data-testid="stMainBlockContainer"] pre {
-  font-size: 1.35rem;
-}
-[data-testid="stMainBlockContainer"] :is(p, li, td, th, pre):not(button *) { color: #000; }
-</style>"""
 
 
 def token() -> str | None:
@@ -89,7 +78,7 @@ def _end(secret: str) -> None:
 
 def view(secret: str) -> None:
     """The whole teacher view of the class `secret` opens, or a message if it opens none."""
-    st.html(PROJECTOR)
+    st.html(frontend.PROJECTOR)
     said = st.session_state.pop("_teacher_said", None)
     if said:
         getattr(st, said[0])(said[1])
