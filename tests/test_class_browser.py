@@ -23,6 +23,7 @@ import pytest
 import sqlalchemy as sa
 from conftest import chromium_or_skip
 from test_browser import AXE, AXE_RUN
+from test_sessions import replica_for
 
 from livetest import CHROMIUM_FLAGS, ROOT, nginx_proxy, settle, streamlit_server
 
@@ -84,8 +85,10 @@ async def bars(page, want_total: int, timeout: float = 60.0) -> dict[str, int]:
         await page.wait_for_timeout(300)
 
 
-async def student(browser, url: str, code: str, n: int) -> dict:
+async def student(browser, url: str, code: str, n: int, key: str | None = None) -> dict:
     context = await browser.new_context(viewport={"width": 1300, "height": 900})
+    if key:  # the sticky cookie nginx would have given: this student's replica
+        await context.add_cookies([{"name": "mha_replica", "value": key, "url": url}])
     page = await context.new_page()
     response = await page.goto(f"{url}/classroom?join={code}")
     await page.get_by_role("textbox", name="Nickname (optional)").fill(f"Pupil {n}")
@@ -109,16 +112,20 @@ async def answer(s: dict, option: int) -> str:
     return text
 
 
-async def class_flow(exe: str, url: str, kill=None) -> dict:
-    """The whole flow through `url`; `kill(replica)` kills a replica (behind nginx) or is None."""
+async def class_flow(exe: str, url: str, kill=None, keys: list[str] | None = None) -> dict:
+    """The whole flow through `url`; `kill(replica)` kills a replica (behind nginx) or is None.
+    `keys`: sticky cookies, the teacher's first, then one per student (behind nginx)."""
     from playwright.async_api import async_playwright
 
     figures: dict = {}
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=exe, args=CHROMIUM_FLAGS)
         tctx = await browser.new_context(viewport={"width": 1280, "height": 720})
+        if keys:
+            await tctx.add_cookies([{"name": "mha_replica", "value": keys[0], "url": url}])
         teacher = await tctx.new_page()
-        await teacher.goto(f"{url}/classroom?{urlencode({'text': SENTENCE})}")  # not the app's default sentence
+        opened = await teacher.goto(f"{url}/classroom?{urlencode({'text': SENTENCE})}")  # not the default sentence
+        teacher_replica = opened.headers.get("x-mha-replica", "")
         await teacher.get_by_role("button", name="Start a class").click()
         heading = teacher.locator("h1", has_text=re.compile(r"^Class \w{4} \w{4}$"))
         await heading.wait_for(timeout=60_000)
@@ -133,7 +140,8 @@ async def class_flow(exe: str, url: str, kill=None) -> dict:
         await teacher.reload()  # the teacher's browser keeps the class (a cookie)
         await heading.wait_for(timeout=60_000)
         t0 = time.perf_counter()
-        students = await asyncio.gather(*(student(browser, url, code, n) for n in range(N_STUDENTS)))
+        picks = keys[1:] if keys else [None] * N_STUDENTS
+        students = await asyncio.gather(*(student(browser, url, code, n, k) for n, k in enumerate(picks)))
         figures["6 students joined and at step 1, s"] = round(time.perf_counter() - t0, 1)
         # first answers: student n picks option n % 3; students 0 and 1 then change their minds
         first = [await answer(s, s["n"] % 3) for s in students]
@@ -183,7 +191,9 @@ async def class_flow(exe: str, url: str, kill=None) -> dict:
         assert checked == changed[0], (checked, changed[0])  # step 1 shows the answer last given; the score the first
         await tab.close()
         if kill is not None:  # a replica dies: its students' pages reconnect to the other and keep their answers
-            doomed = students[0]["replica"]
+            # the replica of the students who are not on the teacher's (the teacher's own click, sent while
+            # its page reconnects, would be lost: a teacher clicks again; not what this test is about)
+            doomed = next(s["replica"] for s in students if s["replica"] != teacher_replica)
             moved = [s for s in students if s["replica"] == doomed]
             kill(doomed)
             t0 = time.perf_counter()
@@ -191,6 +201,7 @@ async def class_flow(exe: str, url: str, kill=None) -> dict:
             await asyncio.gather(*(wait_text(s["page"], "Step 3 of 8", 60_000) for s in students))
             figures["every student at the next pin after a replica was killed, s"] = round(time.perf_counter() - t0, 1)
             figures["students on the killed replica"] = len(moved)
+            assert len(moved) == N_STUDENTS // 2 and teacher_replica != doomed
             for s in moved:  # a new session on the survivor: the answers came back from the database
                 assert await score(s["page"]) == scores[s["n"]], s["n"]
         # a student's browser cannot open the teacher view with a forged link
@@ -236,7 +247,14 @@ def test_a_class_on_two_replicas_behind_nginx_with_postgresql():
 
             for r in replicas:  # both replicas up before the first visitor
                 urllib.request.urlopen(f"http://{r}/_stcore/health", timeout=10).read()
-            figures = asyncio.run(class_flow(exe, proxy.url, kill))
+            # sticky cookies as nginx hands them out: the teacher and students 0, 2, 4 on one replica,
+            # students 1, 3, 5 on the other (the one killed)
+            by: dict[str, list[str]] = {}
+            for n in range(200):
+                by.setdefault(replica_for(proxy.url, f"key{n}"), []).append(f"key{n}")
+            first, second = (by[r] for r in replicas)
+            keys = [first[0], *(first[1 + i // 2] if i % 2 == 0 else second[i // 2] for i in range(N_STUDENTS))]
+            figures = asyncio.run(class_flow(exe, proxy.url, kill, keys))
         for server in replicas.values():
             assert "Traceback" not in server.log.read_text()
     save("two replicas behind nginx, PostgreSQL", figures)
