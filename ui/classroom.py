@@ -22,7 +22,7 @@ import classroom
 from classroom import ClassError, Pin, classes
 from classroom.limits import TooManyAttempts
 
-from .settings import widget_key
+from .settings import quiz_keys, widget_key
 from .state import literal, notice
 
 NICKNAME_MAX = classes.NICKNAME_MAX
@@ -82,7 +82,7 @@ def apply_pin(pin: Pin) -> None:
 def _forget_answers() -> None:
     """This session's lesson answers and score out (another seat's are put back next)."""
     ss = st.session_state
-    for key in [k for k in ss if str(k).startswith(("q_", widget_key("q_")))]:
+    for key in quiz_keys():
         del ss[key]
     ss["lesson_first"], ss["_class_sent"] = {}, {}
 

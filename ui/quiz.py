@@ -10,7 +10,7 @@ import streamlit as st
 
 from .classroom import TROUBLE, record, restore_score, seat_token
 from .scroll import scroll_here
-from .settings import setting_widget, widget_key
+from .settings import quiz_keys, setting_widget
 from .state import Inputs
 
 
@@ -106,7 +106,7 @@ def lesson_score() -> tuple[int, int]:
 def reset_lesson() -> None:
     """Forget the answers and go back to step 1 (a class's student keeps the score: the first answers)."""
     ss = st.session_state
-    for key in [k for k in ss if str(k).startswith(("q_", widget_key("q_")))]:
+    for key in quiz_keys():
         del ss[key]
     ss["lesson_first"] = {}
     ss["step"] = 1

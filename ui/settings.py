@@ -226,6 +226,11 @@ def from_url(key: str, raw: str) -> Any:
     raise ValueError("not a whole number")
 
 
+def quiz_keys() -> list[str]:
+    """Every quiz answer this session keeps, as settings and as widgets ("q_...", "_w_q_...")."""
+    return [k for k in st.session_state if str(k).startswith(("q_", widget_key("q_")))]
+
+
 def widget_key(key: str) -> str:
     """The key of the widget that shows setting `key`."""
     return f"_w_{key}"

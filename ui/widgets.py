@@ -16,7 +16,7 @@ from mha.examples import EXAMPLES
 from . import frontend
 from .cache import cached_run, load_model
 from .settings import SETTINGS, setting_widget
-from .state import MAX_CHARS, Inputs, cut_paste, init_state, literal, notice, pasted_cut, show_notices
+from .state import MAX_CHARS, Inputs, cut_paste, literal, notice, pasted_cut, show_notices
 
 
 def _use_example(text: str) -> None:
@@ -29,8 +29,7 @@ def sidebar() -> Inputs:
     Returns this rerun's Inputs (also kept for ui.inputs()); nothing else reads the sentence
     out of the session.
     """
-    init_state()
-    sb = st.sidebar
+    sb = st.sidebar  # (app.py has read the link: ui.init_state, before a class's pin is applied)
     setting_widget(
         "text_area",
         "Sentence",
