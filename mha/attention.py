@@ -19,7 +19,7 @@ role with n of them.
 
 `MultiHeadAttention.trace` is the reference: the formula written out step by step, keeping every
 intermediate for the teaching pages; read it first. `forward` computes the same with two fast
-paths (one fused projection, Q scaled before the matmul, in-place masking and softmax);
+paths (Q scaled before the matmul, in-place masking and softmax, no copy of the weights);
 tests/test_attention.py proves every path equal to `trace` for every kind of split, padded,
 causal and rotary (mha/rotary.py: positions inside q . k, as Llama-class decoders have them).
 A query whose keys are all masked reads nothing: its weights and output are all zeros.
@@ -27,11 +27,13 @@ A query whose keys are all masked reads nothing: its weights and output are all 
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from . import rotary
 
@@ -176,8 +178,6 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(d_model, k_width, bias=bias)
         self.v_proj = nn.Linear(d_model, v_width, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-        self._fast_key: list | None = None  # see _fast_weights
-        self._fast: tuple | None = None
 
     @property
     def projection(self) -> str:
@@ -193,12 +193,41 @@ class MultiHeadAttention(nn.Module):
         """The roles ("q", "k", "v") with one projection used by every head (none for H = 1)."""
         return tuple(r for r, g in zip(ROLES, self.role_heads) if g == 1 and self.n_heads > 1)
 
-    def with_heads(self, heads: tuple[int, int, int] | None, n_heads: int | None = None) -> MultiHeadAttention:
+    def with_heads(
+        self, heads: tuple[int, int, int] | None, n_heads: int | None = None, empty: bool = False
+    ) -> MultiHeadAttention:
         """A new module (new weights) with this one's width, bias, mask and positions, and the split
-        `heads` of `n_heads` heads (this module's count by default)."""
+        `heads` of `n_heads` heads (this module's count by default). empty=True: its weights are not
+        allocated (built on torch's meta device); the caller sets every projection (set_projection)."""
         bias = self.q_proj.bias is not None
         n = self.n_heads if n_heads is None else n_heads
-        return MultiHeadAttention(self.d_model, n, heads, bias=bias, causal=self.causal, rope_theta=self.rope_theta)
+        with torch.device("meta") if empty else contextlib.nullcontext():
+            return MultiHeadAttention(self.d_model, n, heads, bias=bias, causal=self.causal, rope_theta=self.rope_theta)
+
+    def set_projection(self, role: str, weight: torch.Tensor, bias: torch.Tensor | None = None) -> None:
+        """Point projection `role` ("q", "k", "v" or "o" for W^O) at these tensors, not at copies of
+        them: a module made from another's weights shares them, and one that changes a projection
+        gives it new tensors, so the other module never sees the change. A module with biases
+        given none gets zeros (a model without biases)."""
+        proj = self.out_proj if role == "o" else getattr(self, f"{role}_proj")
+        if tuple(weight.shape) != tuple(proj.weight.shape):
+            raise ValueError(f"{role}: weight of shape {tuple(weight.shape)}, expected {tuple(proj.weight.shape)}")
+
+        def param(t: torch.Tensor) -> nn.Parameter:
+            return t if isinstance(t, nn.Parameter) else nn.Parameter(t, requires_grad=False)  # same storage
+
+        proj.weight = param(weight)
+        if proj.bias is not None:
+            proj.bias = param(bias if bias is not None else torch.zeros(proj.out_features, dtype=weight.dtype))
+
+    def borrowing(self) -> MultiHeadAttention:
+        """A new module of this one's structure whose projections are this module's own tensors (no
+        copy): what a caller may change by replacing projections (set_projection), never in place."""
+        m = self.with_heads(self.role_heads, empty=True)
+        for role in (*ROLES, "o"):
+            proj = self.out_proj if role == "o" else getattr(self, f"{role}_proj")
+            m.set_projection(role, proj.weight, proj.bias)
+        return m.train(self.training).requires_grad_(False)
 
     def num_parameters(self) -> int:
         """Number of learned parameters (weights and biases)."""
@@ -258,76 +287,28 @@ class MultiHeadAttention(nn.Module):
         B, T, C = x.shape
         if C != self.d_model:
             raise ValueError(f"input width {C} does not match d_model={self.d_model}")
-        w_t, b, o_t, o_b = self._fast_weights()
-        needs = (w_t, x) if b is None else (w_t, b, x)  # frozen weights may still have trainable biases
-        grad = torch.is_grad_enabled() and any(t.requires_grad for t in needs)
-        q, k, v = self._project(x, w_t, b, grad)  # (B, q, T, D), (B, k, T, D), (B, v, T, D)
-        if self.rope_theta is not None:  # linear in q, so it commutes with the 1/sqrt(D) folded into W^Q
+        q, k, v = self._project(x)  # (B, q, T, D), (B, k, T, D), (B, v, T, D); q already / sqrt(D)
+        if self.rope_theta is not None:  # linear in q, so it commutes with the 1/sqrt(D) already applied
             q, k = rotary.rotate(q, self.rope_theta), rotary.rotate(k, self.rope_theta)
         mask = attention_mask_for(attention_mask, T, self.causal, x.device)
         hq, hk, hv = self.role_heads
         grouped = hq == self.n_heads and hk == hv  # distinct, grouped-query or multi-query
         heads, weights = (self._grouped if grouped else self._by_role)(q, k, v, mask)
-        return self._mix(heads, o_t, o_b, head_mask), weights
+        return self._mix(heads, head_mask), weights
 
-    def _fast_weights(self) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
-        """Weights laid out for the fast paths: ((W^Q/sqrt(D) | W^K | W^V)^T, its bias, W^O^T, b^O).
-
-        Stacking the three projections makes one matmul; folding 1/sqrt(D) into W^Q scales Q
-        before the scores at no cost; transposed copies feed addmm directly. When no gradient
-        is needed they are cached and rebuilt only when a weight changes (in place or moved).
-        """
-        projs = (self.q_proj, self.k_proj, self.v_proj)
-        tracked = [p for p in self.parameters()]
-        grad = torch.is_grad_enabled() and any(t.requires_grad for t in tracked)
-        # inference tensors (a module built under inference_mode) have no version counter
-        cacheable = not grad and not any(t.is_inference() for t in tracked)
-        key = [(t.data_ptr(), t._version) for t in tracked] if cacheable else None
-        cached = self._fast if cacheable and self._fast_key == key else None
-        # weights cached in inference mode are inference tensors, which autograd may not save
-        # (for a gate or an input that needs a gradient): then they are rebuilt as ordinary ones
-        saving = torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
-        if cached is not None and not (saving and cached[0].is_inference()):
-            return cached
-        w = torch.cat([m.weight for m in projs])  # (Wq + Wk + Wv, C)
-        scale = torch.ones(w.shape[0], 1, dtype=w.dtype, device=w.device)  # (Wq + Wk + Wv, 1)
-        scale[: self.q_proj.out_features] = 1.0 / math.sqrt(self.d_head)
-        w_t = (w * scale).t().contiguous()  # (C, Wq + Wk + Wv)
-        b = None if projs[0].bias is None else torch.cat([m.bias for m in projs]) * scale[:, 0]
-        o_t = self.out_proj.weight.t().contiguous()  # (C, C), input axis first
-        fast = (w_t, b, o_t, self.out_proj.bias)
-        if cacheable:  # the weights first: a thread that sees the new key finds them ready
-            self._fast = fast
-            self._fast_key = key
-        return fast
-
-    def _project(self, x: torch.Tensor, w_t: torch.Tensor, b: torch.Tensor | None, grad: bool) -> list[torch.Tensor]:
-        """Q (pre-scaled), K and V for every head with one matmul, each role in its own contiguous
-        (B, n, T, D) block: the bias is added while copying, so no later matmul copies again (a
-        slice of one (B, q+k+v, T, D) block is not contiguous over the batch: bmm would copy it)."""
+    def _project(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """Q (already divided by sqrt(D)), K and V for every head, each role in its own contiguous
+        (B, n, T, D) block. The projections read the module's own weights as they are (no fused or
+        transposed copy is kept), so a module that borrows a model's weights (LoadedModel's
+        layers) adds no memory."""
         B, T, C = x.shape
         D = self.d_head
-        proj = x.reshape(B * T, C) @ w_t  # (B*T, (q+k+v) D)
-        if len(set(self.role_heads)) == 1:  # equal counts (H, H, H) or (1, 1, 1): one copy for all three
-            n = self.role_heads[0]
-            qkv = proj.view(B, T, 3, n, D).permute(2, 0, 3, 1, 4)  # (3, B, n, T, D), strided
-            if b is None:
-                return list(qkv.contiguous().unbind(0))
-            bias = b.view(3, 1, n, 1, D)  # (3, 1, n, 1, D)
-            qkv = qkv + bias if grad else torch.add(qkv, bias, out=qkv.new_empty(qkv.shape))
-            return list(qkv.unbind(0))  # each (B, n, T, D)
-        proj = proj.view(B, T, sum(self.role_heads), D)  # (B, T, q+k+v, D)
-        out, start = [], 0
-        for n in self.role_heads:
-            part = proj[:, :, start : start + n].permute(0, 2, 1, 3)  # (B, n, T, D), strided
-            bias = None if b is None else b[start * D : (start + n) * D].view(1, n, 1, D)  # (1, n, 1, D)
-            if bias is None:
-                out.append(part.contiguous())
-            elif grad:
-                out.append(part + bias)
-            else:
-                out.append(torch.add(part, bias, out=part.new_empty(part.shape)))
-            start += n
+        out = []
+        for proj, n in zip((self.q_proj, self.k_proj, self.v_proj), self.role_heads):
+            t = F.linear(x, proj.weight, proj.bias)  # (B, T, n D)
+            out.append(t.view(B, T, n, D).transpose(1, 2).contiguous())  # (B, T, n, D) -> (B, n, T, D)
+        q = out[0]
+        out[0] = q * (1.0 / math.sqrt(D)) if q.requires_grad else q.mul_(1.0 / math.sqrt(D))
         return out
 
     def _grouped(
@@ -378,15 +359,11 @@ class MultiHeadAttention(nn.Module):
             weights = weights.masked_fill(empty, 0.0) if weights.requires_grad else weights.masked_fill_(empty, 0.0)
         return weights
 
-    @staticmethod
-    def _mix(
-        heads: torch.Tensor, o_t: torch.Tensor, o_b: torch.Tensor | None, head_mask: torch.Tensor | None = None
-    ) -> torch.Tensor:
+    def _mix(self, heads: torch.Tensor, head_mask: torch.Tensor | None = None) -> torch.Tensor:
         """(B, H, T, D) head outputs, gated by head_mask ((H,) or (B, H)), concatenated and mixed
         by W^O -> (B, T, C)."""
         B, H, T, D = heads.shape
         if head_mask is not None:
             heads = heads * head_mask.to(heads.dtype).reshape(-1, H, 1, 1)  # (B or 1, H, 1, 1)
-        concat = heads.transpose(1, 2).reshape(B * T, H * D)  # (B*T, C)
-        out = concat @ o_t if o_b is None else torch.addmm(o_b, concat, o_t)  # (B*T, C)
-        return out.view(B, T, H * D)
+        concat = heads.transpose(1, 2).reshape(B, T, H * D)  # (B, H, T, D) -> (B, T, C)
+        return F.linear(concat, self.out_proj.weight, self.out_proj.bias)  # (B, T, C)

@@ -4,7 +4,8 @@ References: Devlin et al. 2019, "BERT"; Wang et al. 2020, "MiniLM" (the bundled 
 sentence-transformers' all-MiniLM-L6-v2, a 6-layer, 12-head, 384-wide BertModel).
 
 The loaded model is shared by every session of the app: nothing here modifies it. Shared or
-altered projections go through `scratch_layer`, which copies the weights.
+altered projections go through `scratch_layer`, whose modules borrow the weights and give a
+changed projection new tensors (mha/loaded.py).
 """
 
 from __future__ import annotations

@@ -63,11 +63,13 @@ class Stages:
 
 
 def resplit(m: MultiHeadAttention, n_heads: int) -> MultiHeadAttention:
-    """The same matrices as m, read as n_heads heads of C / n_heads (a copy)."""
+    """The same matrices as m (the same tensors), read as n_heads heads of C / n_heads."""
     if m.projection != "distinct":
         raise ValueError("resplit reads distinct projections (every head its own W^Q, W^K, W^V)")
-    out = m.with_heads(None, n_heads)
-    out.load_state_dict(m.state_dict())
+    out = m.with_heads(None, n_heads, empty=True)
+    for role in ("q", "k", "v", "o"):  # the same tensors, read as other heads
+        proj = m.out_proj if role == "o" else getattr(m, f"{role}_proj")
+        out.set_projection(role, proj.weight, proj.bias)
     return out.eval().requires_grad_(False)
 
 

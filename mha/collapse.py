@@ -29,7 +29,6 @@ cached BERT it came from) is never modified.
 
 from __future__ import annotations
 
-import copy
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -164,17 +163,16 @@ def shared_module(
     if source in POOLED:  # the mean of every head's slice: all heads pooled into one
         return group_heads(m, heads, rescale=source == "scaled")
     with torch.inference_mode(False), torch.no_grad():  # ordinary tensors, no autograd
-        s = m.with_heads(heads)
+        s = m.with_heads(heads, empty=True)
         for role in ROLES:
-            src, dst = getattr(m, f"{role}_proj"), getattr(s, f"{role}_proj")
-            if role not in roles:
-                dst.load_state_dict(src.state_dict())
+            src = getattr(m, f"{role}_proj")
+            if role not in roles:  # kept as it is: the same tensors
+                s.set_projection(role, src.weight, src.bias)
                 continue
             n = m.role_heads[ROLES.index(role)]
-            dst.weight.copy_(shared_slice(src.weight, H, source, n=n))
-            if bias:
-                dst.bias.copy_(shared_slice(src.bias, H, source, n=n))  # a head's own slice: no rescaling
-        s.out_proj.load_state_dict(m.out_proj.state_dict())
+            b = shared_slice(src.bias, H, source, n=n) if bias else None  # a head's own slice: no rescaling
+            s.set_projection(role, shared_slice(src.weight, H, source, n=n).clone(), b if b is None else b.clone())
+        s.set_projection("o", m.out_proj.weight, m.out_proj.bias)
     return s.eval().requires_grad_(False)
 
 
@@ -188,23 +186,24 @@ def group_heads(module: MultiHeadAttention, heads: tuple[int, int, int], rescale
     H, D, C = module.n_heads, module.d_head, module.d_model
     bias = module.q_proj.bias is not None
     with torch.inference_mode(False), torch.no_grad():
-        out = module.with_heads(tuple(heads))  # checks that each count divides H
+        out = module.with_heads(tuple(heads), empty=True)  # checks that each count divides H
         for role, n_src, n_dst in zip(ROLES, module.role_heads, out.role_heads):
-            src, dst = getattr(module, f"{role}_proj"), getattr(out, f"{role}_proj")
-            if n_src == n_dst:
-                dst.load_state_dict(src.state_dict())
+            src = getattr(module, f"{role}_proj")
+            if n_src == n_dst:  # kept as it is: the same tensors
+                out.set_projection(role, src.weight, src.bias)
                 continue
             per_group = H // n_dst
             w = src.weight.detach().reshape(n_src, D, C).repeat_interleave(H // n_src, 0)  # (H, D, C)
             groups = w.reshape(n_dst, per_group, D, C)  # (G, H/G, D, C)
             pooled = groups.mean(1)  # (G, D, C)
             factor = _group_norm_ratios(groups) if rescale else torch.ones(n_dst)  # (G,)
-            dst.weight.copy_((pooled * factor[:, None, None]).reshape(n_dst * D, C))
+            pooled_b = None
             if bias:
                 b = src.bias.detach().reshape(n_src, D).repeat_interleave(H // n_src, 0)  # (H, D)
-                pooled_b = b.reshape(n_dst, per_group, D).mean(1)  # (G, D)
-                dst.bias.copy_((pooled_b * factor[:, None]).reshape(n_dst * D))
-        out.out_proj.load_state_dict(module.out_proj.state_dict())
+                pooled_b = b.reshape(n_dst, per_group, D).mean(1) * factor[:, None]  # (G, D)
+                pooled_b = pooled_b.reshape(n_dst * D)  # (G D,)
+            out.set_projection(role, (pooled * factor[:, None, None]).reshape(n_dst * D, C), pooled_b)
+        out.set_projection("o", module.out_proj.weight, module.out_proj.bias)
     return out.eval().requires_grad_(False)
 
 
@@ -219,7 +218,7 @@ def interpolate(
     """
     _check(m)
     with torch.inference_mode(False):
-        return _interpolate_in_place(copy.deepcopy(m), alpha, source, roles)
+        return _pull(m.borrowing(), alpha, source, roles)
 
 
 def module_at(m: MultiHeadAttention, path: CollapsePath) -> MultiHeadAttention:
@@ -227,20 +226,20 @@ def module_at(m: MultiHeadAttention, path: CollapsePath) -> MultiHeadAttention:
     weights below 1, the shared structure (shared_module) at 1."""
     _check(m)
     with torch.inference_mode(False):
-        return _at(copy.deepcopy(m), path)
+        return _at(m.borrowing(), path)
 
 
 def _at(m: MultiHeadAttention, path: CollapsePath) -> MultiHeadAttention:
-    """module_at on a module the caller owns (a fresh copy): pulled in place below alpha = 1."""
+    """module_at on a module the caller owns (scratch_layer's, or a borrowing one): its pulled
+    projections replaced by new tensors below alpha = 1 (m's own tensors are never written)."""
     if path.alpha == 1.0:
         return shared_module(m, path.source, path.roles)
-    return _interpolate_in_place(m, path.alpha, path.source, path.roles)
+    return _pull(m, path.alpha, path.source, path.roles)
 
 
-def _interpolate_in_place(
-    m: MultiHeadAttention, alpha: float, source: Source, roles: Iterable[str]
-) -> MultiHeadAttention:
-    """interpolate() on m itself: only for a module the caller owns (a fresh copy)."""
+def _pull(m: MultiHeadAttention, alpha: float, source: Source, roles: Iterable[str]) -> MultiHeadAttention:
+    """interpolate() on a module the caller owns: each pulled projection of m gets new tensors
+    (set_projection), so tensors m shares with the model are read, never written."""
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must be in [0, 1], got {alpha}")
     roles = _roles(roles)
@@ -249,13 +248,15 @@ def _interpolate_in_place(
         for role in roles:
             proj, n = getattr(m, f"{role}_proj"), m.role_heads[ROLES.index(role)]
             scale = _scale(proj, n, source)  # from the weight before it is pulled
-            for name in ("weight", "bias"):
-                w = getattr(proj, name)
+            new = []
+            for w in (proj.weight, proj.bias):
                 if w is None:
+                    new.append(None)
                     continue
                 per_head = _head_slices(w, n)  # (n, D, ...): one slice per projection of the role
                 target = shared_slice(w, H, source, scale, n).expand_as(per_head)
-                w.copy_(((1 - alpha) * per_head + alpha * target).reshape(w.shape))
+                new.append(((1 - alpha) * per_head + alpha * target).reshape(w.shape))
+            m.set_projection(role, *new)
     return m.eval().requires_grad_(False)
 
 

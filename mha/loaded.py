@@ -1,14 +1,15 @@
 """What every loaded model family shares (mha/bert.py, mha/decoder.py): a read-only Hugging Face
-model whose attention layers are rebuilt from scratch on copies of their weights.
+model whose attention layers are rebuilt from scratch on its own weights (the same tensors: one
+copy of the weights in memory).
 
 A family says how its layers are shaped (`_new_layer`: the MultiHeadAttention structure) and where
 its attention weights are (`_projections`: W^Q, W^K, W^V and W^O as nn.Linear); this class builds
-each layer's template once (run_layers reads it, never changes it) and hands out copies.
+each layer's template once (run_layers reads it, never changes it) and hands out modules that
+borrow its tensors: a change (collapse, pooling, uptraining) makes new tensors, never writes.
 """
 
 from __future__ import annotations
 
-import copy
 import functools
 import hashlib
 import threading
@@ -17,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .attention import MultiHeadAttention
+from .attention import ROLES, MultiHeadAttention
 
 
 def weights_digest(model: torch.nn.Module) -> str:
@@ -121,12 +122,12 @@ class LoadedModel:
         return self.attend_with(run, **changes)[0]
 
     def scratch_layer(self, layer: int) -> MultiHeadAttention:
-        """A from-scratch MultiHeadAttention holding copies of layer `layer`'s real weights: fed
+        """A from-scratch MultiHeadAttention holding layer `layer`'s real weights: fed
         run.layer_input(layer), it reproduces the layer's attention and the attention sub-layer's
-        output (W^O applied, before the residual)."""
-        template = self._template(layer)
-        with torch.inference_mode(False):
-            return copy.deepcopy(template)
+        output (W^O applied, before the residual). Its projections are the model's own tensors, not
+        copies (MultiHeadAttention.borrowing): whoever changes one gives it new tensors
+        (set_projection) or trains a deep copy; nothing writes to them in place."""
+        return self._template(layer).borrowing()
 
     def _new_layer(self) -> MultiHeadAttention:
         """A layer of this family's structure, weights not set yet."""
@@ -137,19 +138,18 @@ class LoadedModel:
         raise NotImplementedError
 
     def _template(self, layer: int) -> MultiHeadAttention:
-        """The module scratch_layer copies, built once per layer: read-only (run_layers uses it)."""
+        """The module scratch_layer borrows from, built once per layer on the model's own tensors
+        (no copy): read-only (run_layers uses it)."""
         if not 0 <= layer < self.n_layers:
             raise ValueError(f"layer must be in 0..{self.n_layers - 1}, got {layer}")
         template = self._templates.get(layer)
         if template is None:
-            with torch.inference_mode(False):  # ordinary tensors, even when called in inference mode
+            with torch.inference_mode(False), torch.device("meta"):  # the structure, no weights of its own
                 template = self._new_layer()
-            ours = (template.q_proj, template.k_proj, template.v_proj, template.out_proj)
-            with torch.inference_mode(False), torch.no_grad():
-                for mine, theirs in zip(ours, self._projections(layer)):
-                    mine.weight.copy_(theirs.weight)
-                    if mine.bias is not None:
-                        mine.bias.copy_(theirs.bias) if theirs.bias is not None else mine.bias.zero_()
+            for role, theirs in zip((*ROLES, "o"), self._projections(layer)):
+                if theirs.weight.dtype != torch.float32:
+                    raise TypeError(f"layer {layer}'s {role} is {theirs.weight.dtype}: load the model in float32")
+                template.set_projection(role, theirs.weight, theirs.bias)  # the model's tensors, not copies
             template.eval().requires_grad_(False)
             self._templates[layer] = template
         return template

@@ -113,14 +113,37 @@ def test_empty_text_raises_an_actionable_error(bert):
             bert.attend(text)
 
 
-def test_nothing_modifies_the_loaded_model(bert):
-    before = state_digest(bert.model)
+def test_from_scratch_layers_share_the_model_weights_and_changes_never_reach_them(bert):
+    """One copy of the weights: a from-scratch layer's projections are the model's own tensors (the
+    same storage), and every change the pages make (a point of the collapse path, a shared or
+    pooled structure, uptraining) gives the changed projection new tensors: the model, and the
+    module it started from, stay bit for bit as they were."""
+    from mha import collapse, uptrain
+    from mha.collapse import CollapsePath
+
+    own = bert.model.encoder.layer[0].attention
     m = bert.scratch_layer(0)
-    with torch.no_grad():
-        m.q_proj.weight.zero_()  # mutating the copy ...
+    for mine, theirs in zip(
+        (m.q_proj, m.k_proj, m.v_proj, m.out_proj), (own.self.query, own.self.key, own.self.value, own.output.dense)
+    ):
+        assert mine.weight.data_ptr() == theirs.weight.data_ptr() and mine.bias.data_ptr() == theirs.bias.data_ptr()
+    before = state_digest(bert.model)
+    mine_before = [p.clone() for p in m.parameters()]
+    changed = [
+        collapse.module_at(m, CollapsePath(0.5)),
+        collapse.module_at(m, CollapsePath(1.0)),
+        collapse.interpolate(m, 0.3),
+        collapse.group_heads(m, (bert.n_heads, 2, 2), rescale=True),
+        collapse.shared_module(m, "scaled"),
+    ]
+    x, mask = bert.layer_inputs(SENTENCES[:4], 0)
+    fit = uptrain.uptrain(m, changed[3], (x, mask), steps=3)
+    assert not torch.equal(changed[0].q_proj.weight, m.q_proj.weight)  # the change is real ...
+    assert changed[0].out_proj.weight.data_ptr() == m.out_proj.weight.data_ptr()  # ... W^O, unchanged, still shared
+    assert not torch.equal(fit.module.k_proj.weight, changed[3].k_proj.weight)
     bert.attend(SENTENCES[1])
-    assert state_digest(bert.model) == before  # ... leaves the model untouched
-    assert bert.model.encoder.layer[0].attention.self.query.weight.abs().sum() > 0
+    assert state_digest(bert.model) == before  # ... and the model is untouched
+    assert all(torch.equal(a, b) for a, b in zip(m.parameters(), mine_before))
 
 
 def test_unknown_model_and_unreachable_hub_fail_fast():

@@ -1,0 +1,151 @@
+"""How each page's server time grows with the sentence and the model, as multiples of one forward pass.
+
+For each model shape (the bundled all-MiniLM-L6-v2, and randomly initialised BERTs of bert-base's
+and bert-large's shapes: 12 x 12 x 768 and 24 x 16 x 1024) and each length (32, 128, 512 tokens):
+every page opened by a fresh session (Streamlit's AppTest, in this process: the app's real script,
+sidebar and caches) on a sentence no session has typed, with the model already loaded. The time of
+that one script run is divided by the median time of one Transformers forward pass with attentions
+on a sentence of the same length, measured in the same process just before. The exponent is the
+slope of log(time) against log(T) between 128 and 512 tokens (2 = the page grows like T^2).
+
+Each shape runs in its own process (`--child`), so its peak RSS (after every page at every length)
+is its own: the bar is 1.5 GB on bert-base's shape and 3.5 GB on bert-large's.
+
+    python bench/bench_scale.py [--shapes bundled 12x12x768 24x16x1024] [--tokens 32 128 512] [--runs 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import sentence, server_threads
+
+ROOT = Path(__file__).resolve().parents[1]
+SKIP = {"classroom.py", "glossary.py"}  # no model at work
+BUDGET = 4.0  # forward passes, every page at 512 tokens
+RSS_BUDGET = {"12x12x768": 1.5e9, "24x16x1024": 3.5e9}
+
+
+def child(shape: str, tokens: list[int], runs: int) -> dict:
+    """Every page at every length on one shape, in this process: {page: {T: ratio}}, forward s, RSS."""
+    os.environ["MHA_WARM"] = "0"  # no background warm-up: the page's own work only
+    server_threads()
+    sys.path.insert(0, str(ROOT))
+    import torch
+    from streamlit.testing.v1 import AppTest
+
+    from mha.bert import save_random_bert
+    from ui import cache
+    from ui.pages import PAGES
+
+    if shape == "bundled":
+        name = "all-MiniLM-L6-v2"
+    else:
+        L, H, C = (int(v) for v in shape.split("x"))
+        os.environ["MHA_MODEL_DIR"] = save_random_bert(tempfile.mkdtemp(prefix="mha_bert_"), L, H, C)
+        name = "local"
+    model = cache.load_model(name)
+    rss_loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    def forward(text: str) -> float:
+        enc, _ = model.encode(text)
+        with torch.inference_mode():
+            t0 = time.perf_counter()
+            model.model(**enc, output_attentions=True)
+            return time.perf_counter() - t0
+
+    def page_run(page: str, text: str) -> float:
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=900)
+        at.query_params["model"] = name
+        at.query_params["text"] = text
+        at.switch_page(page)
+        t0 = time.perf_counter()
+        at.run()
+        seconds = time.perf_counter() - t0
+        if at.exception:
+            raise RuntimeError(f"{page}: {[e.value for e in at.exception]}")
+        return seconds
+
+    pages = [p for p in PAGES if p.file not in SKIP]
+    page_run(pages[0].path, sentence(16, 999))  # the app's imports and per-model work, once
+    out: dict = {"shape": shape, "forward": {}, "pages": {p.url_path: {} for p in pages}}
+    salt = 1000
+    for T in tokens:
+        forward(sentence(T, 0))
+        out["forward"][T] = statistics.median(forward(sentence(T, r)) for r in range(1, 4))
+        for p in pages:
+            times = []
+            for _ in range(runs):
+                salt += 1
+                times.append(page_run(p.path, sentence(T, salt)))
+            out["pages"][p.url_path][T] = statistics.median(times)
+            print(f"  {shape} {p.url_path} {T}: {out['pages'][p.url_path][T]:.2f} s", file=sys.stderr, flush=True)
+    out["rss_loaded"] = rss_loaded
+    out["rss_peak"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return out
+
+
+def exponent(t: dict, a: int, b: int) -> float:
+    return math.log(t[b] / t[a]) / math.log(b / a)
+
+
+def report(results: list[dict], tokens: list[int]) -> None:
+    for res in results:
+        fwd = res["forward"]
+        print(f"\n{res['shape']}: forward pass with attentions " + ", ".join(f"{fwd[T]:.3f} s @{T}" for T in tokens))
+        print(
+            f"peak RSS {res['rss_peak'] / 2**30:.2f} GiB (after the model's load {res['rss_loaded'] / 2**30:.2f} GiB)"
+            + (
+                f", budget {RSS_BUDGET[res['shape']] / 1e9:.1f} GB: "
+                f"{'OK' if res['rss_peak'] <= RSS_BUDGET[res['shape']] else 'OVER'}"
+                if res["shape"] in RSS_BUDGET
+                else ""
+            )
+        )
+        head = f"{'page':<14}" + "".join(f"{f'{T} tok':>10}" for T in tokens) + f"{'s @' + str(tokens[-1]):>9}"
+        fit = len(tokens) >= 2
+        print(head + ("  exponent" if fit else ""))
+        for page, t in res["pages"].items():
+            row = f"{page:<14}" + "".join(f"{t[T] / fwd[T]:>9.1f}x" for T in tokens) + f"{t[tokens[-1]]:>9.2f}"
+            if fit:
+                row += f"  {exponent(t, tokens[-2], tokens[-1]):8.2f}"
+            if tokens[-1] == 512 and res["shape"] != "bundled":
+                row += "  OK" if t[512] / fwd[512] <= BUDGET else "  OVER"
+            print(row)
+        print(f"{'forward':<14}" + "".join(f"{1.0:>9.1f}x" for _ in tokens) + f"{fwd[tokens[-1]]:>9.2f}", end="")
+        print(f"  {exponent(fwd, tokens[-2], tokens[-1]):8.2f}" if fit else "")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shapes", nargs="+", default=["bundled", "12x12x768", "24x16x1024"])
+    parser.add_argument("--tokens", nargs="+", type=int, default=[32, 128, 512])
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--child", default="", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.tokens, args.runs)))
+        return
+    results = []
+    for shape in args.shapes:
+        cmd = [sys.executable, __file__, "--child", shape, "--runs", str(args.runs), "--tokens", *map(str, args.tokens)]
+        done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
+        res = json.loads(done.stdout.strip().splitlines()[-1])
+        res["forward"] = {int(k): v for k, v in res["forward"].items()}
+        res["pages"] = {p: {int(k): v for k, v in t.items()} for p, t in res["pages"].items()}
+        results.append(res)
+    report(results, args.tokens)
+
+
+if __name__ == "__main__":
+    main()
