@@ -140,18 +140,42 @@ ui.chart(plots.collapse.sweep_chart(sweep, alpha))
 st.subheader(f"What it costs the whole model, at alpha = {alpha:.2f}")
 scope = ui.setting_widget("radio", "Share in", "collapse_scope", options=["this layer", "every layer"], horizontal=True)
 layers = (layer,) if scope == "this layer" else tuple(range(run.n_layers))
-with st.spinner("Running the whole model with shared projections..."):
-    effect = ui.cached_whole_model(inp, layers, path)
-    effect_shared = effect if alpha == 1.0 else ui.cached_whole_model(inp, layers, path.at(1.0))
+every = tuple(range(run.n_layers))
+points = [path] if alpha == 1.0 else [path, path.at(1.0)]
+cosine = "sentence embedding cosine" if model.family == "encoder" else "mean token cosine"  # a decoder pools nothing
+whole = ui.whole_model_runs(
+    model,
+    run,
+    [layers[0]] * (len(points) + 1) + [0],
+    all(ui.cached_whole_model.ready(inp, layers, p) for p in points)
+    and ui.cached_removal.ready(inp, layers)
+    and ui.cached_removal.ready(inp, every),
+    "collapse_whole",
+    f"the {cosine}s below",
+)
+effect = effect_shared = removed = none_left = None  # not run: the cosines wait for the button
+if whole:
+    with st.spinner("Running the whole model with shared projections..."):
+        effect, effect_shared = (ui.cached_whole_model(inp, layers, p) for p in (path, path.at(1.0)))
+        removed, none_left = ui.cached_removal(inp, layers), ui.cached_removal(inp, every)
 with st.spinner(f"Scoring the model on its task: {stick.name}..."):
     task_now = ui.cached_task_shared(inp.model, layers, path)
     task_shared = task_now if alpha == 1.0 else ui.cached_task_shared(inp.model, layers, path.at(1.0))
     task_base = ui.cached_task(inp.model)
     task_removed = ui.cached_task_without(inp.model, layers)
-    every = tuple(range(run.n_layers))
     task_none = ui.cached_task_without(inp.model, every)
-removed, none_left = ui.cached_removal(inp, layers), ui.cached_removal(inp, every)
-cosine = "sentence embedding cosine" if model.family == "encoder" else "mean token cosine"  # a decoder pools nothing
+
+
+def cos_of(measured: dict | None, key: str = cosine) -> float | None:
+    """A cosine of a whole-model run, rounded, or None where it was not run."""
+    return None if measured is None else round(measured[key], 3)
+
+
+def shown(measured: dict | None, key: str) -> str:
+    """A cosine of a whole-model run for a metric: three decimals, or "not run"."""
+    return "not run" if measured is None else f"{measured[key]:.3f}"
+
+
 e1, e2, e3, e4 = st.columns(4)
 _, now_low, now_high = ui.cached_task_change(inp.model, "bert", "shared", layers, path)
 e1.metric(
@@ -164,29 +188,29 @@ e1.metric(
     f"{now_high:+.3f}" + (" (it includes 0: within the noise of this set)." if now_low <= 0 <= now_high else "."),
 )
 if model.family == "encoder":
-    e2.metric(f"Sentence embedding cosine to {who}", f"{effect['sentence embedding cosine']:.3f}")
+    e2.metric(f"Sentence embedding cosine to {who}", shown(effect, "sentence embedding cosine"))
 else:
     e2.metric(
         "Perplexity", f"{task_now.perplexity:.1f}", delta=f"{who}'s own: {task_base.perplexity:.1f}", delta_color="off"
     )
-e3.metric("Mean token cosine", f"{effect['mean token cosine']:.3f}")
-e4.metric("Worst token cosine", f"{effect['min token cosine']:.3f}")
+e3.metric("Mean token cosine", shown(effect, "mean token cosine"))
+e4.metric("Worst token cosine", shown(effect, "min token cosine"))
 st.dataframe(
     [
         {
             "": f"{names} pulled to alpha = {alpha:.2f} in {scope}",
             stick.short: round(task_now.value, 3),
-            cosine: round(effect[cosine], 3),
+            cosine: cos_of(effect),
         },
         {
             "": f"baseline: every head of {scope} removed",
             stick.short: round(task_removed.value, 3),
-            cosine: round(removed[cosine], 3),
+            cosine: cos_of(removed),
         },
         {
             "": "baseline: every head of the model removed",
             stick.short: round(task_none.value, 3),
-            cosine: round(none_left[cosine], 3),
+            cosine: cos_of(none_left),
         },
     ],
     hide_index=True,
@@ -246,9 +270,13 @@ st.markdown(
         if ans.maps_shared == 1
         else "and the heads still differ where their projections do. "
     )
-    + f"Shared in {scope}, it moves the {'sentence embedding' if cosine.startswith('sentence') else 'final states'} "
-    f"to {'cosine' if cosine.startswith('sentence') else 'a mean token cosine'} {effect_shared[cosine]:.3f} of the "
-    "original, and the "
+    + (
+        f"Shared in {scope}, it moves the {'sentence embedding' if cosine.startswith('sentence') else 'final states'} "
+        f"to {'cosine' if cosine.startswith('sentence') else 'a mean token cosine'} {effect_shared[cosine]:.3f} of the "
+        "original, and the "
+        if whole
+        else f"Shared in {scope}, it changes the "
+    )
     + (
         f"model's {stick.short} on its own task "
         if stick is yardstick.NEXT_TOKEN or inp.model == bert.DEFAULT_MODEL

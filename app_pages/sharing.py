@@ -35,11 +35,19 @@ if G < H:
     )
 layer, _ = ui.layer_head(run, head=False)
 
-with st.spinner("Converting the layer rung by rung..."):
-    measured = ui.cached_ladder(inp, layer)
-    rescaled = ui.cached_ladder(inp, layer, True)
-    base = ui.cached_baselines(inp, layer)
 st.subheader(f"The ladder, layer {layer}")
+whole = ui.whole_model_runs(
+    model,
+    run,
+    ui.ladder_runs(inp.model, layer),
+    ui.ladder_ready(inp, layer),
+    "sharing_whole",
+    f"the {emb}s of the rungs and baselines",
+)
+with st.spinner("Converting the layer rung by rung..."):
+    measured = ui.cached_ladder(inp, layer, whole=whole)
+    rescaled = ui.cached_ladder(inp, layer, True, whole=whole)
+    base = ui.cached_baselines(inp, layer, whole)
 table = [
     {
         "rung": m.rung.name,
@@ -49,8 +57,8 @@ table = [
         "K/V cache per token, fp16 (whole model, as a decoder)": f"{m.kv_cache / 1024:.1f} KiB",
         "head diversity (JS), mean-pooled": float(f"{m.diversity:.3g}"),
         "head diversity (JS), scale restored": float(f"{r.diversity:.3g}"),
-        f"{emb}, mean-pooled": round(m.sentence_cosine, 3),
-        f"{emb}, scale restored": round(r.sentence_cosine, 3),
+        f"{emb}, mean-pooled": round(m.sentence_cosine, 3) if whole else None,
+        f"{emb}, scale restored": round(r.sentence_cosine, 3) if whole else None,
         "layer output cosine, mean-pooled": round(m.layer_cosine, 3),
         "layer output cosine, scale restored": round(r.layer_cosine, 3),
         "attention drift (JS), mean-pooled": round(m.drift, 3),
@@ -61,8 +69,8 @@ table += [
     {
         "rung": name,
         "shared across heads": "(baseline)",
-        f"{emb}, mean-pooled": round(cos, 3),
-        f"{emb}, scale restored": round(cos, 3),
+        f"{emb}, mean-pooled": round(cos, 3) if whole else None,
+        f"{emb}, scale restored": round(cos, 3) if whole else None,
         "layer output cosine, mean-pooled": round(layer_cos, 3) if layer_cos is not None else None,
         "layer output cosine, scale restored": round(layer_cos, 3) if layer_cos is not None else None,
     }
@@ -70,6 +78,7 @@ table += [
         (f"no attention in layer {layer}", base.sentence_cosine, base.layer_cosine),
         ("no head in any layer", base.sentence_cosine_no_heads, None),
     )
+    if whole or layer_cos is not None
 ]
 st.dataframe(table, hide_index=True)
 ui.chart(plots.ladder.ladder_chart(measured, rescaled, base, emb, who))
@@ -94,7 +103,7 @@ beat = [
     f"{m.rung.name} ({m.rung.pooling})"
     for pair in zip(measured[1:], rescaled[1:])
     for m in pair
-    if m.sentence_cosine <= base.sentence_cosine
+    if whole and m.sentence_cosine <= base.sentence_cosine
 ]
 if beat:
     st.warning(
@@ -265,7 +274,8 @@ if outcome is None:
     )
     st.stop()
 after = ladder.rung_measures(model, run, layer, rung, outcome.fit.module)
-before = next(m for m in (rescaled if rung.rescale else measured) if m.rung == rung)
+before = ladder.rung_measures(model, run, layer, rung)  # with its sentence cosine, whatever the ladder showed
+base = ui.cached_baselines(inp, layer)
 n_held = outcome.held_out_sentences
 st.dataframe(
     [

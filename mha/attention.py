@@ -229,6 +229,26 @@ class MultiHeadAttention(nn.Module):
             m.set_projection(role, proj.weight, proj.bias)
         return m.train(self.training).requires_grad_(False)
 
+    def shares_weights_with(self, other: MultiHeadAttention) -> bool:
+        """Whether `other` has this module's structure and reads the very same tensors (borrowing,
+        scratch_layer): then it computes exactly what this module computes."""
+        mine, theirs = list(self.parameters()), list(other.parameters())
+        return (
+            self.role_heads == other.role_heads
+            and len(mine) == len(theirs)
+            and all(a.data_ptr() == b.data_ptr() and a.shape == b.shape for a, b in zip(mine, theirs))
+        )
+
+    def silent_output(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, C) what forward(x, head_mask=0 for every head) returns as its output, without
+        computing the heads: every head's output is zeroed before W^O, so only W^O's bias is left
+        (zeros without a bias). Exactly equal, at a fraction of the work."""
+        B, T, _ = x.shape
+        bias = self.out_proj.bias
+        if bias is None:
+            return x.new_zeros(B, T, self.d_model)
+        return bias.to(x.dtype).expand(B, T, self.d_model).clone()
+
     def num_parameters(self) -> int:
         """Number of learned parameters (weights and biases)."""
         return sum(p.numel() for p in self.parameters())

@@ -411,7 +411,7 @@ def whole_model_effect(bert: LoadedBert, run: BertRun, layers: Iterable[int], pa
         return _effect(old, old)
     replace = {i: _at(bert.scratch_layer(i), path) for i in layers}
     with torch.inference_mode():  # the layers before the first changed one are the run's own
-        states, _ = bert.run_layers(run.layer_state(layers[0]), replace=replace, start=layers[0])
+        states, _ = bert.run_layers(run.layer_state(layers[0]), replace=replace, start=layers[0], keep=False)
     return _effect(states[-1][0].float().numpy(), old)
 
 
@@ -429,7 +429,7 @@ def removal_effect(bert: LoadedBert, run: BertRun, layers: Iterable[int]) -> dic
     start = layers[0] if layers else bert.n_layers  # the layers before the first changed one are the run's own
     with torch.inference_mode():
         mask = torch.as_tensor(removal_mask(bert, layers))  # (L, H)
-        states, _ = bert.run_layers(run.layer_state(start), head_mask=mask, start=start)
+        states, _ = bert.run_layers(run.layer_state(start), head_mask=mask, start=start, keep=False)
     new = states[-1][0].float().numpy() if states else run.hidden_states[-1]
     return _effect(new, run.hidden_states[-1])
 

@@ -166,7 +166,7 @@ class RungMeasures:
     drift: float
     diversity: float
     layer_cosine: float
-    sentence_cosine: float
+    sentence_cosine: float | None  # None: not measured (ladder_measures(whole=False))
 
 
 def rung_measures(
@@ -178,65 +178,87 @@ def rung_measures(
 
 
 def ladder_measures(
-    bert: LoadedBert, run: BertRun, layer: int, modules: list[tuple[Rung, MultiHeadAttention]]
+    bert: LoadedBert,
+    run: BertRun,
+    layer: int,
+    modules: list[tuple[Rung, MultiHeadAttention]],
+    whole: bool = True,
 ) -> list[RungMeasures]:
-    """rung_measures of several (rung, module) of one layer at once: the layers after `layer` run
-    once on all of them side by side (a batch), the layers before it not at all (the run's own)."""
+    """rung_measures of several (rung, module) of one layer at once. The measures inside the layer
+    read the run's own input to it; with `whole`, the sentence cosine runs the layers after
+    `layer` on every changed module (ladder_finals), otherwise it is None (not measured)."""
     original = bert.scratch_layer(layer)
     x = run.layer_input(layer)  # (1, T, C)
-    old_states = run.hidden_states[-1]
     D = bert.d_model // bert.n_heads
-    changed = [b for b, (_, m) in enumerate(modules) if m is not original]  # the model's own layer: its own states
-    with torch.inference_mode():
-        ref_out, ref_w = original(x)
-        h = run.layer_state(layer)  # (1, T, C)
-        outs = [m(x) for _, m in modules]  # (out (1, T, C), weights (1, H, T, T)) each
-        final = np.repeat(old_states[None], len(modules), 0)  # (B, T, C)
-        if changed:
-            entering = torch.cat([bert._layer(layer, h, modules[b][1], None, None)[0] for b in changed])  # (b, T, C)
-            states, _ = bert.run_layers(entering, start=layer + 1, keep=False)  # the model's own layers after it
-            final[changed] = (states[-1] if states else entering).float().numpy()
+    finals = ladder_finals(bert, run, layer, [m for _, m in modules]) if whole else [None] * len(modules)
     out = []
-    for b, ((rung, m), (o, w)) in enumerate(zip(modules, outs)):
-        out.append(
-            RungMeasures(
-                rung=rung,
-                parameters=m.num_parameters(),
-                kv_cache=kv_cache_bytes(bert.n_layers, m.role_heads[1], D, v_heads=m.role_heads[2]),
-                drift=float(metrics.js_divergence(w[0].numpy(), ref_w[0].numpy()).mean()),  # same head, new vs old
-                diversity=metrics.mean_off_diagonal(
-                    metrics.head_diversity(metrics.causal_rows(w[0].numpy(), m.causal))
-                ),
-                layer_cosine=float(metrics.cosine(o[0].numpy(), ref_out[0].numpy()).mean()),
-                sentence_cosine=collapse.final_cosine(final[b], old_states, run.causal),
+    with torch.inference_mode():
+        ref_out, ref_w = original(x)  # (1, T, C), (1, H, T, T)
+        ref_w = ref_w[0].numpy()
+        for (rung, m), final in zip(modules, finals):
+            o, w = m(x)  # one module at a time: one (H, T, T) alive, not one per rung
+            w = w[0].numpy()
+            out.append(
+                RungMeasures(
+                    rung=rung,
+                    parameters=m.num_parameters(),
+                    kv_cache=kv_cache_bytes(bert.n_layers, m.role_heads[1], D, v_heads=m.role_heads[2]),
+                    drift=float(metrics.js_divergence(w, ref_w).mean()),  # same head, new vs old
+                    diversity=metrics.mean_off_diagonal(metrics.head_diversity(metrics.causal_rows(w, m.causal))),
+                    layer_cosine=float(metrics.cosine(o[0].numpy(), ref_out[0].numpy()).mean()),
+                    sentence_cosine=final,
+                )
             )
-        )
     return out
+
+
+def ladder_finals(
+    bert: LoadedBert, run: BertRun, layer: int, modules: list[MultiHeadAttention], chunk: int = 4
+) -> list[float]:
+    """How close the whole model's last states stay (collapse.final_cosine) with each module in
+    place of `layer`'s attention. The layers before it are not run (the run's own states enter
+    it); the layers after it run on `chunk` changed modules side by side, and a module that reads
+    the model's own tensors (MHA's rung) is the run itself: cosine 1 without running anything."""
+    original = bert.scratch_layer(layer)
+    old_states = run.hidden_states[-1]  # (T, C)
+    finals = [collapse.final_cosine(old_states, old_states, run.causal)] * len(modules)
+    changed = [b for b, m in enumerate(modules) if not m.shares_weights_with(original)]
+    h = run.layer_state(layer)  # (1, T, C)
+    with torch.inference_mode():
+        for start in range(0, len(changed), chunk):
+            part = changed[start : start + chunk]
+            entering = torch.cat([bert._layer(layer, h, modules[b], None, None)[0] for b in part])  # (b, T, C)
+            states, _ = bert.run_layers(entering, start=layer + 1, keep=False)  # the model's own layers after it
+            last = (states[-1] if states else entering).float().numpy()  # (b, T, C)
+            for b, new in zip(part, last):
+                finals[b] = collapse.final_cosine(new, old_states, run.causal)
+    return finals
 
 
 @dataclass
 class Baselines:
     """What a conversion is worth against doing without: the same cosines as RungMeasures with
     every head of the layer removed (its attention sub-layer then adds only W^O's bias), and
-    the sentence cosine with every head of every layer removed."""
+    the sentence cosine with every head of every layer removed (None: not measured, whole=False)."""
 
     layer_cosine: float
-    sentence_cosine: float
-    sentence_cosine_no_heads: float
+    sentence_cosine: float | None
+    sentence_cosine_no_heads: float | None
 
 
-def baselines(bert: LoadedBert, run: BertRun, layer: int) -> Baselines:
-    """The layer without attention and the model without any head, measured as rung_measures does."""
+def baselines(bert: LoadedBert, run: BertRun, layer: int, whole: bool = True) -> Baselines:
+    """The layer without attention and the model without any head, measured as rung_measures does
+    (the whole-model cosines only with `whole`)."""
     original = bert.scratch_layer(layer)
     x = run.layer_input(layer)  # (1, T, C)
     key = "mean token cosine" if run.causal else "sentence embedding cosine"  # as collapse.final_cosine
     with torch.inference_mode():
-        out, _ = original(x, None, torch.zeros(bert.n_heads))  # every head's output zeroed before W^O
+        out = original.silent_output(x)  # every head's output zeroed before W^O
         ref_out, _ = original(x)
     return Baselines(
         layer_cosine=float(metrics.cosine(out[0].numpy(), ref_out[0].numpy()).mean()),
-        sentence_cosine=collapse.removal_effect(bert, run, [layer])[key],
-        sentence_cosine_no_heads=collapse.removal_effect(bert, run, range(bert.n_layers))[key],
+        sentence_cosine=collapse.removal_effect(bert, run, [layer])[key] if whole else None,
+        sentence_cosine_no_heads=collapse.removal_effect(bert, run, range(bert.n_layers))[key] if whole else None,
     )
 
 

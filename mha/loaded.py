@@ -101,6 +101,8 @@ class LoadedModel:
         for i in range(start, self.n_layers):
             attn = replace.get(i) or self._template(i)
             gate = None if head_mask is None else head_mask[..., i, :]  # (H,) or (B, H)
+            if not keep and gate is not None and not gate.requires_grad and not bool(gate.any()):
+                attn = _Silent(attn)  # every head removed: W^O's bias alone, the heads not computed
             h, weights = self._layer(i, h, attn, attention_mask, gate)
             if keep:
                 states.append(h)
@@ -153,3 +155,14 @@ class LoadedModel:
             template.eval().requires_grad_(False)
             self._templates[layer] = template
         return template
+
+
+class _Silent:
+    """A layer's attention with every head removed, for run_layers(keep=False): its output is W^O's
+    bias (MultiHeadAttention.silent_output) and it has no attention weights to return."""
+
+    def __init__(self, attn: MultiHeadAttention) -> None:
+        self.attn = attn
+
+    def __call__(self, x: torch.Tensor, mask: torch.Tensor | None = None, gate: torch.Tensor | None = None):
+        return self.attn.silent_output(x), None

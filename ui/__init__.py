@@ -29,6 +29,8 @@ from .cache import (
     cached_token_views,
     cached_whole_model,
     heads_study,
+    ladder_ready,
+    ladder_runs,
     layer_inputs,
     load_model,
     loss_study,
@@ -53,6 +55,7 @@ from .widgets import (
     sidebar,
     stored_result_button,
     token_picker,
+    whole_model_runs,
     words,
 )
 
@@ -89,6 +92,8 @@ __all__ = [
     "first_answers",
     "first_try",
     "heads_study",
+    "ladder_ready",
+    "ladder_runs",
     "Inputs",
     "init_state",
     "inputs",
@@ -117,5 +122,6 @@ __all__ = [
     "stored_result_button",
     "sync_url",
     "token_picker",
+    "whole_model_runs",
     "words",
 ]

@@ -11,6 +11,7 @@ SharedStore (store.py), in one of these stores:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import os
@@ -62,12 +63,17 @@ def shared_in(store: SharedStore) -> Callable[[Callable[..., Any]], Callable[...
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(fn)
 
-        @functools.wraps(fn)
-        def call(*args: Any) -> Any:
+        def key(args: tuple) -> tuple:
             bound = signature.bind(*args)
             bound.apply_defaults()
-            return store.get_or_compute((fn.__name__, *bound.args), lambda: fn(*bound.args))
+            return (fn.__name__, *bound.args)
 
+        @functools.wraps(fn)
+        def call(*args: Any) -> Any:
+            k = key(args)
+            return store.get_or_compute(k, lambda: fn(*k[1:]))
+
+        call.ready = lambda *args: store.get(key(args)) is not None  # computed already, for anyone
         return call
 
     return wrap
@@ -166,20 +172,55 @@ def cached_spectra(model_name: str, layer: int) -> subspaces.WeightSpectra:
     return subspaces.weight_spectra(load_model(model_name).scratch_layer(layer))
 
 
-def cached_ladder(inp: Inputs, layer: int, rescale: bool = False) -> list[ladder.RungMeasures]:
+def cached_ladder(inp: Inputs, layer: int, rescale: bool = False, whole: bool = True) -> list[ladder.RungMeasures]:
     """Every rung of the ladder MHA -> GQA -> MQA -> shared for one layer, measured (pooled
-    projections rescaled to their groups' norm if `rescale`)."""
-    return _ladders(inp, layer)[int(rescale)]
+    projections rescaled to their groups' norm if `rescale`); the sentence cosines (the layers
+    after `layer` run once per rung: ladder_finals) only with `whole`, else None."""
+    measured = _ladders(inp, layer)[int(rescale)]
+    if not whole:
+        return measured
+    finals = _ladder_finals(inp, layer)[int(rescale)]
+    return [dataclasses.replace(m, sentence_cosine=f) for m, f in zip(measured, finals)]
+
+
+def ladder_modules(model: LoadedModel, layer: int) -> tuple[list[ladder.Rung], list[ladder.Rung], list]:
+    """The ladder's rungs plainly mean-pooled and rescaled, and each one's module of `layer`."""
+    original = model.scratch_layer(layer)
+    plain, scaled = (ladder.rungs(model.n_heads, rescale, model.kv_groups) for rescale in (False, True))
+    return plain, scaled, [r.module(original) for r in plain + scaled]
 
 
 @per_sentence
 def _ladders(inp: Inputs, layer: int) -> tuple[list[ladder.RungMeasures], list[ladder.RungMeasures]]:
-    """The ladder plainly mean-pooled and rescaled, measured in one batch."""
+    """The ladder plainly mean-pooled and rescaled, measured inside the layer (no sentence cosine)."""
     model = load_model(inp.model)
-    original = model.scratch_layer(layer)
-    plain, scaled = (ladder.rungs(model.n_heads, rescale, model.kv_groups) for rescale in (False, True))
-    every = ladder.ladder_measures(model, cached_run(inp), layer, [(r, r.module(original)) for r in plain + scaled])
+    plain, scaled, modules = ladder_modules(model, layer)
+    every = ladder.ladder_measures(model, cached_run(inp), layer, list(zip(plain + scaled, modules)), whole=False)
     return every[: len(plain)], every[len(plain) :]
+
+
+@per_sentence
+def _ladder_finals(inp: Inputs, layer: int) -> tuple[list[float], list[float]]:
+    """The sentence cosine of every rung, plainly mean-pooled and rescaled (ladder.ladder_finals)."""
+    model = load_model(inp.model)
+    plain, _, modules = ladder_modules(model, layer)
+    finals = ladder.ladder_finals(model, cached_run(inp), layer, modules)
+    return finals[: len(plain)], finals[len(plain) :]
+
+
+def ladder_ready(inp: Inputs, layer: int) -> bool:
+    """Whether the ladder's sentence cosines and its baselines' are computed for this sentence."""
+    return _ladder_finals.ready(inp, layer) and cached_baselines.ready(inp, layer, True)
+
+
+def ladder_runs(model_name: str, layer: int) -> list[int]:
+    """Where each run behind the ladder's sentence cosines starts: `layer` once per rung that
+    changes it (plainly mean-pooled and rescaled) and for the layer's baseline, 0 for the model
+    without any head."""
+    model = load_model(model_name)
+    own = model.scratch_layer(layer).role_heads
+    every = [r for rescale in (False, True) for r in ladder.rungs(model.n_heads, rescale, model.kv_groups)]
+    return [layer] * (sum(r.heads != own for r in every) + 1) + [0]
 
 
 @per_model
@@ -191,9 +232,10 @@ def cached_group_diversity(model_name: str) -> groups.GroupDiversity:
 
 
 @per_sentence
-def cached_baselines(inp: Inputs, layer: int) -> ladder.Baselines:
-    """The layer without attention and the model without any head, on the sentence."""
-    return ladder.baselines(load_model(inp.model), cached_run(inp), layer)
+def cached_baselines(inp: Inputs, layer: int, whole: bool = True) -> ladder.Baselines:
+    """The layer without attention and the model without any head, on the sentence (the whole-model
+    cosines only with `whole`)."""
+    return ladder.baselines(load_model(inp.model), cached_run(inp), layer, whole)
 
 
 @per_sentence

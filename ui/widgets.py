@@ -310,3 +310,24 @@ def diagram(dot: str, words: str) -> None:
     """A Graphviz diagram across the column and its text alternative `words` under it."""
     st.graphviz_chart(dot, width="content")  # its own size: scaled to a column, a phone's text was 6 px
     st.expander("The diagram in words", icon=":material/notes:").markdown(literal(words, limit=10_000))
+
+
+def whole_model_runs(model: Any, run: bert.BertRun, starts: list[int], ready: bool, key: str, what: str) -> bool:
+    """Whether this rerun shows measures that run the model's layers start..L-1 on the sentence,
+    once per start in `starts`: at once when that is small (mha.work.at_once) or already computed
+    (`ready`, for anyone); otherwise the page says what it costs and offers a button (key `key`)."""
+    from mha import work
+
+    T = run.n_tokens
+    if ready or work.at_once(model, T, starts):
+        return True
+    passes = work.forward_passes(model, T, starts)
+    pressed = st.button(f"Run the whole model for {what}", key=key, icon=":material/play_arrow:")
+    if not pressed:
+        st.info(
+            f"On your {T} tokens, {what} take {len(starts)} runs of the model from the changed layer on: about "
+            f"{passes:.0f} times the work of one pass of the model over the sentence, so they wait for the button. "
+            "The results are kept for everyone who asks again.",
+            icon=":material/timer:",
+        )
+    return pressed

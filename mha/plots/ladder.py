@@ -21,7 +21,8 @@ def ladder_chart(
     who: str = "BERT",
 ) -> go.Figure:
     """The ladder's rungs (ladder.RungMeasures) left to right: the sentence cosine of the plain
-    mean-pooled conversion and, if given, of the one with its scale restored (left axis), their
+    mean-pooled conversion and, if given, of the one with its scale restored (left axis; left out
+    where not measured), their
     head diversity as bars (right axis), and the baselines (ladder.Baselines) as level lines.
     `cosine` names that cosine (a decoder's: "final-state cosine"), `who` the model it is to."""
     names = [r.rung.name for r in rows]
@@ -29,6 +30,8 @@ def ladder_chart(
     series = [("mean-pooled", rows, None)] + ([("scale restored", rescaled, "dot")] if rescaled else [])
     for kind, measured, dash in series:
         cosines = [r.sentence_cosine for r in measured]
+        if all(c is None for c in cosines):  # not measured (ladder_measures(whole=False))
+            continue
         line = dict(color=role_colour("sentence cosine"), dash=dash)
         fig.add_scatter(x=names, y=cosines, name=f"{cosine}, {kind}", mode="lines+markers", line=line)
     for (kind, measured, _), opacity in zip(series, (0.35, 0.7)):
@@ -39,6 +42,8 @@ def ladder_chart(
             (baselines.sentence_cosine, "layer's attention removed", "dash"),
             (baselines.sentence_cosine_no_heads, "every head removed", "dashdot"),
         ):
+            if value is None:
+                continue
             fig.add_trace(
                 go.Scatter(
                     x=[names[0], names[-1]],

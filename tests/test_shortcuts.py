@@ -1,0 +1,111 @@
+"""Every shortcut the pages take for speed gives the numbers of the long way round: a layer run from
+the run's own entering states, the ladder's batched runs after the changed layer, a layer whose
+every head is removed skipped, and the work estimate that decides when a page asks first."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import SENTENCES
+from streamlit.testing.v1 import AppTest
+from torch.utils.flop_counter import FlopCounterMode
+
+from livetest import ROOT
+from mha import collapse, ladder, work
+from mha.collapse import CollapsePath
+
+LONG = " ".join(["the river runs past seven old mills and under a stone bridge"] * 42)  # 512 tokens, cut
+
+
+@pytest.fixture(scope="module")
+def run(bert):
+    return bert.attend(SENTENCES[0])
+
+
+def relative(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+def test_a_layer_run_from_the_runs_entering_states_equals_the_full_run(bert, run):
+    """The issue's check: resuming at layer l from run.hidden_states[l] gives the full forward pass
+    (Transformers' own, in run) to 1e-6, for every l, with and without a changed layer."""
+    for layer in range(bert.n_layers):
+        with torch.inference_mode():
+            states, _ = bert.run_layers(run.layer_state(layer), start=layer)
+        assert relative(states[-1][0].numpy(), run.hidden_states[-1]) < 1e-6, layer
+    shared = {2: collapse.module_at(bert.scratch_layer(2), CollapsePath(1.0))}
+    full = bert.encode_with(run, replace=shared)[-1]  # from the embeddings, every layer run again
+    with torch.inference_mode():
+        resumed, _ = bert.run_layers(run.layer_state(2), replace=shared, start=2, keep=False)
+    assert relative(resumed[-1][0].numpy(), full) < 1e-6
+    assert relative(full, run.hidden_states[-1]) > 1e-3  # the change is real
+
+
+def test_the_ladders_batched_runs_equal_one_full_run_per_rung(bert, run):
+    layer = 1
+    original = bert.scratch_layer(layer)
+    rungs = ladder.rungs(bert.n_heads) + ladder.rungs(bert.n_heads, rescale=True)
+    modules = [r.module(original) for r in rungs]
+    finals = ladder.ladder_finals(bert, run, layer, modules, chunk=3)
+    for rung, m, got in zip(rungs, modules, finals):
+        full = bert.encode_with(run, replace={layer: m})[-1]  # (T, C) the whole model, from the embeddings
+        want = float(np.dot(full.mean(0), run.hidden_states[-1].mean(0)))
+        want /= float(np.linalg.norm(full.mean(0)) * np.linalg.norm(run.hidden_states[-1].mean(0)))
+        assert abs(got - want) < 1e-6, rung.name
+    assert finals[0] == pytest.approx(1.0, abs=1e-7)  # MHA: the model's own layer, not run again
+    assert min(finals) < 0.99
+
+
+def test_a_layer_with_every_head_removed_is_skipped_with_the_same_numbers(bert, run):
+    m = bert.scratch_layer(3)
+    x = run.layer_input(3)
+    with torch.inference_mode():
+        zeroed, _ = m(x, None, torch.zeros(bert.n_heads))
+        assert torch.equal(m.silent_output(x), zeroed)
+    for layers in ([3], range(bert.n_layers)):
+        fast = collapse.removal_effect(bert, run, layers)  # skips the removed layers' heads
+        slow = bert.encode_with(run, head_mask=collapse.removal_mask(bert, layers))[-1]  # computes them
+        assert fast["mean token cosine"] == pytest.approx(
+            collapse._effect(slow, run.hidden_states[-1])["mean token cosine"], abs=1e-6
+        )
+
+
+def test_the_work_estimate_counts_what_torch_counts(bert):
+    """layer_macs against PyTorch's own FLOP counter on one real layer (2 FLOPs per multiply-add)."""
+    for T in (16, 200):
+        enc, _ = bert.encode(" ".join(["word"] * (T - 2)))
+        h = bert.model.embeddings(input_ids=enc["input_ids"])
+        with torch.inference_mode(), FlopCounterMode(display=False) as counter:
+            bert.model.encoder.layer[0](h)
+        counted = counter.get_total_flops() / 2
+        assert work.layer_macs(bert, T) == pytest.approx(counted, rel=0.02), T
+    assert work.forward_passes(bert, 512, [0]) == 1.0
+    assert work.forward_passes(bert, 512, [3, 3]) == pytest.approx(1.0)  # two halves of the model
+
+
+def test_long_sentences_wait_for_the_button_and_then_show_the_same_numbers(bert):
+    """On 512 tokens the ladder's sentence cosines and the collapse page's whole-model cosines are
+    too much work to run as the page opens: the page says so, and the button runs them."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params["text"] = LONG
+    at.switch_page("app_pages/sharing.py").run()
+    assert not at.exception
+    assert any("wait for the button" in i.value for i in at.info)
+    table = at.dataframe[0].value
+    cosines = [c for c in table.columns if c.startswith("sentence cosine")]
+    assert cosines and table[cosines].isna().all().all()
+    at.button(key="sharing_whole").click().run()
+    table = at.dataframe[0].value
+    assert not table[cosines].iloc[:-1].isna().any().any()
+    run = bert.attend(LONG)
+    mqa = ladder.Rung("MQA", (bert.n_heads, 1, 1), bert.n_heads)
+    full = bert.encode_with(run, replace={0: mqa.module(bert.scratch_layer(0))})[-1]
+    want = collapse.final_cosine(full, run.hidden_states[-1])
+    got = table.set_index("rung").loc["MQA", "sentence cosine, mean-pooled"]
+    assert got == pytest.approx(want, abs=6e-4)  # shown to 3 decimals
+    at.switch_page("app_pages/collapse.py").run()
+    assert not at.exception
+    assert any("not run" in str(m.value) for m in at.metric)
+    at.button(key="collapse_whole").click().run()
+    assert not any("not run" in str(m.value) for m in at.metric)
