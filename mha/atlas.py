@@ -64,8 +64,20 @@ def entropy(att: np.ndarray) -> np.ndarray:
 
     0 = every query attends to one key; ln T = uniform attention (the upper bound).
     """
-    p = np.clip(att, 1e-12, 1.0)
-    return -(att * np.log(p)).sum(-1).mean(-1)
+    return row_entropy(att).mean(-1)
+
+
+def row_entropy(att: np.ndarray) -> np.ndarray:
+    """The entropy of every attention row, in nats -> att.shape[:-1]: -sum_j p_j ln p_j (weights
+    below 1e-12 count as 1e-12 inside the log), one layer at a time: (L, H, T, T) input needs one
+    (H, T, T) buffer, not a second copy of the whole array."""
+    out = np.empty(att.shape[:-1], dtype=np.float32)
+    for l in range(att.shape[0]):
+        p = np.maximum(att[l], 1e-12)  # (H, T, T) a copy, overwritten in place below
+        np.log(p, out=p)
+        p *= att[l]
+        out[l] = -p.sum(-1)
+    return out
 
 
 def confidence(att: np.ndarray, keys: np.ndarray | None = None) -> np.ndarray:
@@ -73,9 +85,14 @@ def confidence(att: np.ndarray, keys: np.ndarray | None = None) -> np.ndarray:
     [0, 1]. Voita et al. 2019 leave out the end-of-sentence token, where heads park attention;
     head_measures leaves out [CLS] and [SEP], so a head that parks everything there is not
     "confident" (all keys when none would be left)."""
-    if keys is not None and keys.any():
-        att = att[..., keys]
-    return att.max(-1).mean(-1)
+    if keys is None or not keys.any():
+        return att.max(-1).mean(-1)
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], keys.astype(np.int8), [0]])))  # where runs of True start/end
+    best = None
+    for a, b in zip(edges[::2], edges[1::2]):  # the max over each run of kept keys (a view, not a copy)
+        part = att[..., a:b].max(-1)
+        best = part if best is None else np.maximum(best, part)
+    return best.mean(-1)
 
 
 def positional(att: np.ndarray, min_share: float = POSITIONAL_MIN) -> tuple[np.ndarray, np.ndarray]:
@@ -121,8 +138,8 @@ def head_measures(
         "to itself": offset_share(att, 0),
         "to previous": offset_share(att, -1),
         "to next": offset_share(att, 1),
-        "entropy": entropy(att),
-        "entropy / ln T": entropy(att) / np.log(max(att.shape[-1], 2)),
+        "entropy": (ent := entropy(att)),
+        "entropy / ln T": ent / np.log(max(att.shape[-1], 2)),
         "confidence": confidence(att, ~np.isin(toks, ("[CLS]", "[SEP]"))),
     }
     flag, offset = positional(att)
@@ -144,14 +161,14 @@ def _causal_measures(att: np.ndarray, tokens: list[str]) -> dict[str, np.ndarray
     toks = np.array(tokens)
     first = np.zeros(T, dtype=bool)
     first[0] = True
-    row_entropy = -(rows * np.log(np.clip(rows, 1e-12, 1.0))).sum(-1)  # (L, H, T-1)
+    row_ent = row_entropy(rows)  # (L, H, T-1)
     out = {
         "to the first token": rows[..., 0].mean(-1),
         "to punctuation": _mean_share(rows, np.isin(toks, PUNCTUATION)),
         "to itself": np.diagonal(att, axis1=-2, axis2=-1)[..., 1:].mean(-1),
         "to previous": offset_share(att, -1),
-        "entropy": row_entropy.mean(-1),
-        "entropy / ln T": (row_entropy / np.log(np.arange(2, T + 1))).mean(-1),
+        "entropy": row_ent.mean(-1),
+        "entropy / ln T": (row_ent / np.log(np.arange(2, T + 1))).mean(-1),
         "confidence": confidence(rows, ~first),
     }
     flag, offset = positional(att)
@@ -214,6 +231,24 @@ def rollout(attentions: np.ndarray) -> np.ndarray:
         a /= a.sum(-1, keepdims=True)
         R = a @ R
         out[l] = R
+    return out
+
+
+def rollout_row(attentions: np.ndarray, token: int) -> np.ndarray:
+    """rollout(attentions)[:, token, :] -> (L, T) without the (T, T) products: row `token` of R_l
+    is e_token A_l' A_(l-1)' ... A_0', carried as one row vector per layer (L^2 / 2 vector-matrix
+    products instead of L matrix products)."""
+    L, _, T, _ = attentions.shape
+    a = []
+    for l in range(L):
+        m = attentions[l].mean(0, dtype=np.float64) + np.eye(T)  # (T, T): 2 x (0.5 mean_h A + 0.5 I)
+        a.append(m / m.sum(-1, keepdims=True))
+    out = np.empty((L, T))
+    for l in range(L):
+        row = a[l][token]  # (T,)
+        for k in range(l - 1, -1, -1):
+            row = row @ a[k]
+        out[l] = row
     return out
 
 
@@ -313,13 +348,19 @@ def value_weighted(module, x) -> np.ndarray:
         return (tr.weights[0] * norms[:, None, :]).numpy()  # (H, T, T)
 
 
-def value_weighted_row(module, x, query: int) -> np.ndarray:
+def value_weighted_row(module, x, query: int, weights: torch.Tensor | None = None) -> np.ndarray:
     """||sum_h alpha^h_(query,j) f_h(x_j)|| for every key j -> (T,): Kobayashi et al. 2020's
-    norm for a whole layer (the norm of the sum over heads, not a sum or mean of norms)."""
+    norm for a whole layer (the norm of the sum over heads, not a sum or mean of norms).
+    weights: (H, T) the query's attention in every head if known (a run's own), else computed
+    (module.trace); only the values are projected then."""
     with torch.inference_mode():
-        tr = module.trace(x)
-        f = _contributions(module, tr)  # (H, T, C)
-        summed = (tr.weights[0, :, query, :, None] * f).sum(0)  # (T, C): sum over heads
+        if weights is None:
+            return value_weighted_row(module, x, query, module.trace(x).weights[0, :, query])
+        T, H, D = x.shape[1], module.n_heads, module.d_head
+        v = module.v_proj(x[0]).view(T, -1, D)  # (T, n, D): n value projections (H, G or 1)
+        v = v.repeat_interleave(H // v.shape[1], dim=1)  # (T, H, D): head i reads projection i // (H / n)
+        weighted = (weights.T.to(v.dtype)[:, :, None] * v).reshape(T, H * D)  # (T, H*D): alpha^h_j v_h(x_j)
+        summed = weighted @ module.out_proj.weight.T  # (T, C): sum_h alpha^h_j v_h(x_j) W_h^O
         return summed.norm(dim=-1).numpy()
 
 
@@ -372,11 +413,12 @@ def token_views(bert: LoadedBert, run: BertRun, token: int) -> dict[str, np.ndar
     if not 0 <= token < run.n_tokens:
         raise ValueError(f"token must be in 0..{run.n_tokens - 1}, got {token}")
     raw = run.attentions[:, :, token, :].mean(1)  # (L, T)
-    roll = rollout(run.attentions)[:, token, :]  # (L, T)
+    roll = rollout_row(run.attentions, token)  # (L, T)
     vw = []
     for l in range(run.n_layers):
         x = run.layer_input(l)  # (1, T, C)
-        row = value_weighted_row(bert.scratch_layer(l), x, token)  # (T,)
+        weights = torch.from_numpy(run.attentions[l, :, token, :])  # (H, T): the run's own, not recomputed
+        row = value_weighted_row(bert.scratch_layer(l), x, token, weights)  # (T,)
         vw.append(row / row.sum())
     return {"raw attention": raw, "rollout": roll, "value-weighted": np.stack(vw)}
 

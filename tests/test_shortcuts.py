@@ -109,3 +109,24 @@ def test_long_sentences_wait_for_the_button_and_then_show_the_same_numbers(bert)
     assert any("not run" in str(m.value) for m in at.metric)
     at.button(key="collapse_whole").click().run()
     assert not any("not run" in str(m.value) for m in at.metric)
+
+
+def test_the_atlas_reads_the_runs_own_attention_with_the_same_numbers(bert, run):
+    """The token views' rollout row and value-weighted row, and the confidence over kept keys,
+    against the long way round: the full rollout product, the layer recomputed by trace, and a
+    copy of the kept keys (the sentence has [CLS] and [SEP] to leave out: two runs of kept keys
+    would be one; a key left out inside the sentence splits them)."""
+    from mha import atlas
+
+    att = run.attentions
+    for token in (0, 3, run.n_tokens - 1):
+        np.testing.assert_allclose(atlas.rollout_row(att, token), atlas.rollout(att)[:, token, :], atol=1e-12)
+        m, x = bert.scratch_layer(2), run.layer_input(2)
+        with torch.inference_mode():
+            tr = m.trace(x)
+            want = (tr.weights[0, :, token, :, None] * atlas._contributions(m, tr)).sum(0).norm(dim=-1).numpy()
+        got = atlas.value_weighted_row(m, x, token, torch.from_numpy(att[2, :, token, :]))
+        assert relative(got, want) < 1e-5
+    keys = np.ones(run.n_tokens, dtype=bool)
+    keys[[0, 4, run.n_tokens - 1]] = False
+    np.testing.assert_array_equal(atlas.confidence(att, keys), att[..., keys].max(-1).mean(-1))
