@@ -417,7 +417,7 @@ def token_views(bert: LoadedBert, run: BertRun, token: int) -> dict[str, np.ndar
     vw = []
     for l in range(run.n_layers):
         x = run.layer_input(l)  # (1, T, C)
-        weights = torch.from_numpy(run.attentions[l, :, token, :])  # (H, T): the run's own, not recomputed
+        weights = torch.tensor(run.attentions[l, :, token, :])  # (H, T): the run's own, not recomputed
         row = value_weighted_row(bert.scratch_layer(l), x, token, weights)  # (T,)
         vw.append(row / row.sum())
     return {"raw attention": raw, "rollout": roll, "value-weighted": np.stack(vw)}

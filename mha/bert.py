@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from .attention import MultiHeadAttention
-from .loaded import LoadedModel, weights_digest  # noqa: F401  (weights_digest: re-exported)
+from .loaded import LoadedModel, stacked, weights_digest  # noqa: F401  (weights_digest: re-exported)
 
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
@@ -257,11 +257,15 @@ class LoadedBert(LoadedModel):
     def attend(self, text: str, text_b: str | None = None) -> BertRun:
         """Run the sentence (or pair) through BERT; attentions and hidden states as numpy."""
         enc, dropped = self.encode(text, text_b)
-        out = self.model(**enc, output_attentions=True, output_hidden_states=True)
-        if not out.attentions:
+        T = enc["input_ids"].shape[1]
+        attentions = np.empty((self.n_layers, self.n_heads, T, T), dtype=np.float32)  # (L, H, T, T)
+        with self.attentions_into(attentions) as written:
+            out = self.model(**enc, output_hidden_states=True)
+        if not all(written):
             raise RuntimeError("the model returned no attentions: load it with attn_implementation='eager'")
-        attentions = torch.stack(out.attentions)[:, 0].float().numpy()  # (L, H, T, T)
-        hidden = torch.stack(out.hidden_states)[:, 0].float().numpy()  # (L+1, T, C)
+        states = list(out.hidden_states)
+        del out  # the list holds the only references now: stacked() frees each tensor once copied
+        hidden = stacked(states)  # (L+1, T, C)
         ids = enc["input_ids"][0].tolist()
         seq = enc.sequence_ids(0)
         raw_words = enc.word_ids(0)
@@ -275,8 +279,8 @@ class LoadedBert(LoadedModel):
             tokens=tokens,
             word_ids=word_ids,
             segment_ids=segments,
-            attentions=np.ascontiguousarray(attentions),
-            hidden_states=np.ascontiguousarray(hidden),
+            attentions=attentions,
+            hidden_states=hidden,
             truncated=dropped > 0,
             n_dropped=dropped,
             max_length=self.max_length,
@@ -324,6 +328,9 @@ class LoadedBert(LoadedModel):
 
     def _new_layer(self) -> MultiHeadAttention:
         return MultiHeadAttention(self.d_model, self.n_heads, bias=True)
+
+    def _attention_modules(self) -> list:
+        return [layer.attention.self for layer in self.model.encoder.layer]
 
     def _projections(self, layer: int) -> tuple:
         att = self.model.encoder.layer[layer].attention

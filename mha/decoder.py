@@ -83,12 +83,16 @@ class LoadedDecoder(LoadedModel):
         (text_b) is read after the first, in one sequence."""
         full = text if not (text_b and text_b.strip()) else f"{text} {text_b}"
         ids, words, dropped = self.encode(full)
-        out = self.model.model(input_ids=ids, output_attentions=True, output_hidden_states=True)
-        if not out.attentions:
+        T = ids.shape[1]
+        attentions = np.empty((self.n_layers, self.n_heads, T, T), dtype=np.float32)  # (L, H, T, T)
+        with self.attentions_into(attentions) as written:
+            out = self.model.model(input_ids=ids, output_hidden_states=True)
+        if not all(written):
             raise RuntimeError("the model returned no attentions: load it with attn_implementation='eager'")
         # the model's own states entering layers 0..L-1; its last one is after the final norm, so the
         # last layer's output before it is that one layer again (from scratch), not the whole stack
         states = list(out.hidden_states[:-1])  # L of (1, T, C)
+        del out
         last = self.n_layers - 1
         states.append(self._layer(last, states[last], self._template(last), None, None)[0])
         inputs = [layer.input_layernorm(x) for layer, x in zip(self.model.model.layers, states)]  # (1, T, C) each
@@ -99,7 +103,7 @@ class LoadedDecoder(LoadedModel):
             tokens=tokens,
             word_ids=words,
             segment_ids=[0] * len(tokens),
-            attentions=np.ascontiguousarray(torch.stack(out.attentions)[:, 0].float().numpy()),  # (L, H, T, T)
+            attentions=attentions,  # (L, H, T, T)
             hidden_states=np.ascontiguousarray(torch.cat(states).float().numpy()),  # (L + 1, T, C)
             truncated=dropped > 0,
             n_dropped=dropped,
@@ -186,6 +190,9 @@ class LoadedDecoder(LoadedModel):
         H, G = self.n_heads, self.kv_heads
         bias = self.model.model.layers[0].self_attn.q_proj.bias is not None
         return MultiHeadAttention(self.d_model, H, (H, G, G), bias=bias, causal=True, rope_theta=self.rope_theta)
+
+    def _attention_modules(self) -> list:
+        return [layer.self_attn for layer in self.model.model.layers]
 
     def _projections(self, layer: int) -> tuple:
         att = self.model.model.layers[layer].self_attn

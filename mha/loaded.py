@@ -10,9 +10,11 @@ borrow its tensors: a change (collapse, pooling, uptraining) makes new tensors, 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import threading
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -27,6 +29,18 @@ def weights_digest(model: torch.nn.Module) -> str:
     for k, v in model.state_dict().items():
         h.update(k.encode() + v.detach().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()
+
+
+def stacked(tensors: list[torch.Tensor]) -> np.ndarray:
+    """(n, ...) float32 numpy of n (1, ...) tensors, emptying the list as it copies: each tensor is
+    freed once copied, so a 512-token run's attentions are held once, not twice (a stacked copy
+    beside the model's tuple)."""
+    first = tensors[0]
+    out = np.empty((len(tensors), *first.shape[1:]), dtype=np.float32)  # pages are taken as they are written
+    for i in range(len(tensors)):
+        out[i] = tensors[i][0].float().numpy()
+        tensors[i] = None  # the list held the last reference
+    return out
 
 
 class LoadedModel:
@@ -51,7 +65,43 @@ class LoadedModel:
         self.name, self.model, self.tokenizer = name, model, tokenizer
         # the fast tokenizer keeps truncation settings in shared mutable state: one caller at a time
         self._tokenizer_lock = threading.Lock()
-        self._templates: dict[int, MultiHeadAttention] = {}  # scratch_layer's copies come from here
+        self._templates: dict[int, MultiHeadAttention] = {}  # scratch_layer's modules borrow from these
+        self._capture = threading.local()  # where this thread's forward pass writes attention (attentions_into)
+        self._hooks_lock = threading.Lock()
+        self._hooked = False
+
+    def _attention_modules(self) -> list[nn.Module]:
+        """The model's own attention modules, layer by layer; each forward returns (output, weights)."""
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def attentions_into(self, out: np.ndarray) -> Iterator[list[bool]]:
+        """While inside, a forward pass of the model in this thread writes layer i's attention
+        weights (batch item 0, (H, T, T)) into out[i] as each layer computes them, so a long
+        sentence's attentions exist once (not also as the model's tuple of tensors, then a stacked
+        copy). Yields the layers written. The hooks are registered once, do nothing in other
+        threads or outside this block, and change no result (other sessions share the model)."""
+        with self._hooks_lock:
+            if not self._hooked:
+                for i, module in enumerate(self._attention_modules()):
+                    module.register_forward_hook(functools.partial(self._keep_weights, i))
+                self._hooked = True
+        written = [False] * len(out)
+        self._capture.target = (out, written)
+        try:
+            yield written
+        finally:
+            self._capture.target = None
+
+    def _keep_weights(self, layer: int, module: nn.Module, args: tuple, output: tuple) -> None:
+        target = getattr(self._capture, "target", None)
+        if target is None:
+            return
+        if not isinstance(output, tuple) or len(output) < 2 or output[1] is None:
+            raise RuntimeError("the model returned no attention weights: load it with attn_implementation='eager'")
+        out, written = target
+        out[layer] = output[1][0].detach().float().numpy()  # (H, T, T)
+        written[layer] = True
 
     @functools.cached_property
     def digest(self) -> str:

@@ -42,7 +42,7 @@ def load_model(name: str, _progress: models.Progress | None = None) -> LoadedMod
 
 
 RESULTS_MB = int(os.environ.get("MHA_CACHE_MB", "64"))  # one 512-token run of the bundled model: 81 MB
-RESULTS = SharedStore(size=None, budget_mb=RESULTS_MB, group=lambda key: key[1])  # key[1]: the Inputs
+RESULTS = SharedStore(size=None, budget_mb=RESULTS_MB, group=lambda key: key[1].group)  # key[1]: the Inputs
 MODEL = SharedStore(size=None, budget_mb=128)  # two layers' uptraining inputs of bert-base: 117 MB
 EXPERIMENTS = SharedStore(16)
 UPTRAINS = SharedStore(16)

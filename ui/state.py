@@ -7,7 +7,7 @@ session across page switches, and written to and read from the URL here.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import streamlit as st
 
@@ -28,6 +28,9 @@ class Inputs:
     text: str
     text_b: str | None = None
     cut: int = 0
+    # the inputs of the page this one is compared on (with_text): its results are kept with theirs
+    # (ui/cache.py's RESULTS groups them), so computing one never pushes out the other; not part of the key
+    beside: Inputs | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_raw(cls, model: str, text: str, text_b: str = "", cut: int = 0) -> Inputs:
@@ -38,8 +41,13 @@ class Inputs:
         return cls(model, text, text_b.strip() or None, cut + cut_a + cut_b)
 
     def with_text(self, text: str) -> Inputs:
-        """The same model with another sentence (no second sentence)."""
-        return Inputs.from_raw(self.model, text)
+        """The same model with another sentence (no second sentence), to compare with this one."""
+        return replace(Inputs.from_raw(self.model, text), beside=self)
+
+    @property
+    def group(self) -> Inputs:
+        """The inputs whose results these are kept with: the page's own (see `beside`)."""
+        return self.beside.group if self.beside is not None else self
 
     def with_model(self, model: str) -> Inputs:
         return replace(self, model=model)

@@ -94,6 +94,18 @@ class SharedStore:
         with self.lock:
             return [(k, self.items[k][0]) for k in sorted(self.items, key=self.added.__getitem__)]
 
+    def _make_room(self, key: Hashable) -> None:
+        """Before computing `key`, drop what its put would drop anyway: other groups' entries while
+        the store is over budget (the one sentence in view may exceed it alone). Computing a new
+        sentence's results then does not hold the last sentence's beside them."""
+        with self.lock:
+            while self.budget is not None and self.bytes > self.budget:
+                old = next((k for k in self.items if k != key and not self._same_group(k, key)), None)
+                if old is None:
+                    break
+                self.bytes -= self.items.pop(old)[1]
+                self.added.pop(old, None)
+
     def _same_group(self, a: Hashable, b: Hashable) -> bool:
         return self.group is not None and self.group(a) == self.group(b)
 
@@ -104,6 +116,7 @@ class SharedStore:
             with self.lock_for(key):
                 value = self.get(key)
                 if value is None:
+                    self._make_room(key)
                     value = compute()
                     self.put(key, value)
             with self.lock:
