@@ -1,9 +1,11 @@
 """Attention heads: every layer x head of the real model; one head large; where one token attends."""
 
+import functools
+
 import streamlit as st
 
 import ui
-from mha import export, plots, sinks, views
+from mha import plots, sinks, views
 from mha.groups import group_ranges
 
 st.title("Attention heads")
@@ -114,21 +116,21 @@ st.subheader("Download")
 d1, d2, d3 = st.columns(3)
 d1.download_button(
     "All attention (.npz)",
-    lambda: export.to_npz(run.attentions, run.tokens),
+    functools.partial(ui.attention_file, inp, "npz"),  # not a lambda: see ui.attention_file
     file_name="attention.npz",
     mime="application/octet-stream",
     on_click="ignore",
 )
 d2.download_button(
     f"Layer {layer}, head {head} (.csv)",
-    lambda: export.to_csv(run.attentions, run.tokens, [layer], [head]),
+    functools.partial(ui.attention_file, inp, "csv", layer, head),
     file_name=f"attention_l{layer}_h{head}.csv",
     mime="text/csv",
     on_click="ignore",
 )
 d3.download_button(
     f"Layer {layer}, all heads (.csv)",
-    lambda: export.to_csv(run.attentions, run.tokens, [layer]),
+    functools.partial(ui.attention_file, inp, "csv", layer),
     file_name=f"attention_l{layer}.csv",
     mime="text/csv",
     on_click="ignore",

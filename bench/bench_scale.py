@@ -7,7 +7,7 @@ sidebar and caches) on a sentence no session has typed, with the model already l
 page visited once before on a short sentence (its per-model work done: printed apart). The time of
 that one script run is divided by the median time of one Transformers forward pass with attentions
 on a sentence of the same length, measured in the same process just before. The exponent is the
-slope of log(time) against log(T) between 128 and 512 tokens (2 = the page grows like T^2).
+least-squares slope of log(time) against log(T) over the lengths (2 = the page grows like T^2).
 
 Each shape runs in its own process (`--child`), so its peak RSS (after every page at every length)
 is its own: the bar is 1.5 GB on bert-base's shape and 3.5 GB on bert-large's.
@@ -62,7 +62,19 @@ def child(shape: str, tokens: list[int], runs: int) -> dict:
             model.model(**enc, output_attentions=True)
             return time.perf_counter() - t0
 
+    peaks: dict[str, int] = {}  # what set the high-water mark: page (or step) -> its peak RSS
+    now = {"T": 16}  # the length being measured (16: the first visits)
+
+    def high_water(step: str) -> None:
+        """Record the peak RSS since the last call (Linux: VmHWM, reset through clear_refs)."""
+        with open("/proc/self/status") as f:
+            hwm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM"))
+        peaks[step] = max(peaks.get(step, 0), hwm)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+
     def page_run(page: str, text: str) -> float:
+        high_water("before")
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=900)
         at.query_params["model"] = name
         at.query_params["text"] = text
@@ -70,6 +82,7 @@ def child(shape: str, tokens: list[int], runs: int) -> dict:
         t0 = time.perf_counter()
         at.run()
         seconds = time.perf_counter() - t0
+        high_water(f"{Path(page).stem} @{now['T']}")
         if at.exception:
             raise RuntimeError(f"{page}: {[e.value for e in at.exception]}")
         return seconds
@@ -81,8 +94,11 @@ def child(shape: str, tokens: list[int], runs: int) -> dict:
         out["first"][p.url_path] = page_run(p.path, sentence(16, 998))
     salt = 1000
     for T in tokens:
+        now["T"] = T
+        high_water("before")
         forward(sentence(T, 0))
         out["forward"][T] = statistics.median(forward(sentence(T, r)) for r in range(1, 4))
+        high_water(f"forward @{T}")
         for p in pages:
             times = []
             for _ in range(runs):
@@ -91,12 +107,18 @@ def child(shape: str, tokens: list[int], runs: int) -> dict:
             out["pages"][p.url_path][T] = statistics.median(times)
             print(f"  {shape} {p.url_path} {T}: {out['pages'][p.url_path][T]:.2f} s", file=sys.stderr, flush=True)
     out["rss_loaded"] = rss_loaded
-    out["rss_peak"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    high_water("after")
+    out["rss_peak"] = max(peaks.values())  # VmHWM between resets: getrusage's maxrss follows the resets
+    out["peaks"] = peaks
     return out
 
 
-def exponent(t: dict, a: int, b: int) -> float:
-    return math.log(t[b] / t[a]) / math.log(b / a)
+def exponent(t: dict, lengths: list[int]) -> float:
+    """The least-squares slope of log(time) against log(T) over `lengths`: time ~ T^exponent."""
+    x = [math.log(T) for T in lengths]
+    y = [math.log(t[T]) for T in lengths]
+    mx, my = statistics.fmean(x), statistics.fmean(y)
+    return sum((a - mx) * (b - my) for a, b in zip(x, y)) / sum((a - mx) ** 2 for a in x)
 
 
 def report(results: list[dict], tokens: list[int]) -> None:
@@ -116,18 +138,20 @@ def report(results: list[dict], tokens: list[int]) -> None:
             "first visit of each page for the model (per-model work, on a 16-token sentence): "
             + ", ".join(f"{p} {t:.1f} s" for p, t in res["first"].items() if t >= 0.5)
         )
+        top = sorted(res["peaks"].items(), key=lambda kv: -kv[1])[:5]
+        print("highest peaks: " + ", ".join(f"{k} {v / 2**30:.2f} GiB" for k, v in top))
         head = f"{'page':<14}" + "".join(f"{f'{T} tok':>10}" for T in tokens) + f"{'s @' + str(tokens[-1]):>9}"
         fit = len(tokens) >= 2
         print(head + ("  exponent" if fit else ""))
         for page, t in res["pages"].items():
             row = f"{page:<14}" + "".join(f"{t[T] / fwd[T]:>9.1f}x" for T in tokens) + f"{t[tokens[-1]]:>9.2f}"
             if fit:
-                row += f"  {exponent(t, tokens[-2], tokens[-1]):8.2f}"
+                row += f"  {exponent(t, tokens):8.2f}"
             if tokens[-1] == 512 and res["shape"] != "bundled":
                 row += "  OK" if t[512] / fwd[512] <= BUDGET else "  OVER"
             print(row)
         print(f"{'forward':<14}" + "".join(f"{1.0:>9.1f}x" for _ in tokens) + f"{fwd[tokens[-1]]:>9.2f}", end="")
-        print(f"  {exponent(fwd, tokens[-2], tokens[-1]):8.2f}" if fit else "")
+        print(f"  {exponent(fwd, tokens):8.2f}" if fit else "")
 
 
 def main() -> None:

@@ -38,6 +38,7 @@ def load_model(name: str, _progress: models.Progress | None = None) -> LoadedMod
     t0 = time.perf_counter()
     model = models.load_model(name, _progress)
     print(f"mha: loaded {name} in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    server.freeze_startup()  # the model and every module: never garbage, never scanned again
     return model
 
 
@@ -68,10 +69,15 @@ def shared_in(store: SharedStore) -> Callable[[Callable[..., Any]], Callable[...
             bound.apply_defaults()
             return (fn.__name__, *bound.args)
 
+        def compute(k: tuple) -> Any:
+            value = fn(*k[1:])
+            server.release_memory()  # at once if this grew the process by 64 MB (a long sentence)
+            return value
+
         @functools.wraps(fn)
         def call(*args: Any) -> Any:
             k = key(args)
-            return store.get_or_compute(k, lambda: fn(*k[1:]))
+            return store.get_or_compute(k, lambda: compute(k))
 
         call.ready = lambda *args: store.get(key(args)) is not None  # computed already, for anyone
         return call
@@ -98,8 +104,25 @@ def shared_run(
 
 @per_sentence
 def cached_run(inp: Inputs) -> bert.BertRun:
-    """BERT's attentions and hidden states for one sentence (or pair), cached by value."""
-    return load_model(inp.model).attend(inp.text, inp.text_b)
+    """BERT's attentions and hidden states for one sentence (or pair), cached by value. What the
+    forward pass freed goes back to the system at once (on a long sentence, as much again as the
+    run keeps), before the page builds on the run."""
+    run = load_model(inp.model).attend(inp.text, inp.text_b)
+    server.release_memory(every=0)
+    return run
+
+
+def attention_file(inp: Inputs, kind: str, layer: int | None = None, head: int | None = None) -> bytes:
+    """A download of the sentence's attention, built when the button is clicked (pass it as
+    functools.partial(attention_file, inp, ...): a lambda in a page would keep the page's whole
+    namespace, its run included, alive for as long as the session keeps the button). kind "npz":
+    every layer and head; "csv": `layer`'s heads (or one `head`) in long format."""
+    from mha import export
+
+    run = cached_run(inp)
+    if kind == "npz":
+        return export.to_npz(run.attentions, run.tokens)
+    return export.to_csv(run.attentions, run.tokens, [layer], None if head is None else [head])
 
 
 @per_sentence
