@@ -1,7 +1,8 @@
 """How each page's server time grows with the sentence and the model, as multiples of one forward pass.
 
-For each model shape (the bundled all-MiniLM-L6-v2, and randomly initialised BERTs of bert-base's
-and bert-large's shapes: 12 x 12 x 768 and 24 x 16 x 1024) and each length (32, 128, 512 tokens):
+For each model shape (the bundled all-MiniLM-L6-v2, randomly initialised BERTs of bert-base's and
+bert-large's shapes: 12 x 12 x 768 and 24 x 16 x 1024, and the real decoder SmolLM2-135M-Instruct,
+30 x 9 x 576 with 3 K/V groups) and each length (32, 128, 512 tokens):
 every page opened by a fresh session (Streamlit's AppTest, in this process: the app's real script,
 sidebar and caches) on a sentence no session has typed, with the model already loaded and each
 page visited once before on a short sentence (its per-model work done: printed apart). The time of
@@ -50,16 +51,24 @@ def child(shape: str, tokens: list[int], runs: int) -> dict:
 
     if shape == "bundled":
         name = "all-MiniLM-L6-v2"
+    elif shape == "decoder":
+        name = "SmolLM2-135M-Instruct"  # the real one (python -m mha.fetch converts it once)
     else:  # MHA_MODEL_DIR: the parent saved a random BERT of this shape there
         name = "local"
     model = cache.load_model(name)
     rss_loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
     def forward(text: str) -> float:
-        enc, _ = model.encode(text)
+        if model.family == "decoder":
+            ids = model.encode(text)[0]
+            out["tokens"][len(text.split()) + 2] = int(ids.shape[1])
+            call = lambda: model.model.model(input_ids=ids, output_attentions=True)  # noqa: E731
+        else:
+            enc = model.encode(text)[0]
+            call = lambda: model.model(**enc, output_attentions=True)  # noqa: E731
         with torch.inference_mode():
             t0 = time.perf_counter()
-            model.model(**enc, output_attentions=True)
+            call()
             return time.perf_counter() - t0
 
     peaks: dict[str, int] = {}  # what set the high-water mark: page (or step) -> its peak RSS
@@ -89,7 +98,7 @@ def child(shape: str, tokens: list[int], runs: int) -> dict:
 
     pages = [p for p in PAGES if p.file not in SKIP]
     page_run(pages[0].path, sentence(16, 999))  # the app's imports, once
-    out: dict = {"shape": shape, "forward": {}, "pages": {p.url_path: {} for p in pages}, "first": {}}
+    out: dict = {"shape": shape, "forward": {}, "pages": {p.url_path: {} for p in pages}, "first": {}, "tokens": {}}
     for p in pages:  # per-model work (task scores, the pool's runs, spectra): once per model, not per sentence
         out["first"][p.url_path] = page_run(p.path, sentence(16, 998))
     salt = 1000
@@ -125,6 +134,8 @@ def report(results: list[dict], tokens: list[int]) -> None:
     for res in results:
         fwd = res["forward"]
         print(f"\n{res['shape']}: forward pass with attentions " + ", ".join(f"{fwd[T]:.3f} s @{T}" for T in tokens))
+        if res.get("tokens"):  # the decoder's tokenizer cuts the same words into other counts
+            print("  its tokens for the lengths: " + ", ".join(f"{T} -> {n}" for T, n in res["tokens"].items()))
         print(
             f"peak RSS {res['rss_peak'] / 2**30:.2f} GiB (after the model's load {res['rss_loaded'] / 2**30:.2f} GiB)"
             + (
@@ -156,7 +167,7 @@ def report(results: list[dict], tokens: list[int]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shapes", nargs="+", default=["bundled", "12x12x768", "24x16x1024"])
+    parser.add_argument("--shapes", nargs="+", default=["bundled", "12x12x768", "24x16x1024", "decoder"])
     parser.add_argument("--tokens", nargs="+", type=int, default=[32, 128, 512])
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)
@@ -167,7 +178,7 @@ def main() -> None:
     results = []
     for shape in args.shapes:
         env = dict(os.environ)
-        if shape != "bundled":
+        if shape not in ("bundled", "decoder"):
             from mha.bert import save_random_bert
 
             L, H, C = (int(v) for v in shape.split("x"))

@@ -92,8 +92,11 @@ def running(
 
 
 @contextlib.contextmanager
-def streamlit_server(env: dict[str, str] | None = None, timeout: float = 90) -> Iterator[Server]:
-    """`streamlit run app.py` on a free loopback port, offline; stopped on exit.
+def streamlit_server(
+    env: dict[str, str] | None = None, timeout: float = 90, script: str = "app.py"
+) -> Iterator[Server]:
+    """`streamlit run app.py` (or another `script`, relative to the repository) on a free loopback
+    port, offline; stopped on exit.
 
     env: extra environment variables. Raises RuntimeError if the server is not healthy in time.
     """
@@ -108,7 +111,7 @@ def streamlit_server(env: dict[str, str] | None = None, timeout: float = 90) -> 
                 "-m",
                 "streamlit",
                 "run",
-                "app.py",
+                script,
                 "--server.headless",
                 "true",
                 "--server.port",

@@ -10,7 +10,7 @@ graded similarity the score is Spearman's rank correlation between cosine and gr
 
 All through the from-scratch attention, read-only. Shapes: N sentences, P pairs, T tokens, C =
 d_model, L layers, H heads. `_STATES` (beside ui/store.py): the bundled pairs' states entering
-every layer, per model (held weakly; 27 MB for the bundled model).
+every 4th layer (loaded.Checkpoints), per model (held weakly).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import torch
 from scipy.stats import rankdata, spearmanr
 
 from .attention import MultiHeadAttention
+from .loaded import CHECKPOINT_EVERY, Checkpoints
 
 if TYPE_CHECKING:
     from .bert import BertRun, LoadedBert
@@ -158,13 +159,14 @@ def _score(cos: torch.Tensor, gold: np.ndarray) -> TaskScore:
     return TaskScore(float(spearmanr(c, gold).statistic), c, gold)
 
 
-def _entering(bert: LoadedBert, batch: _Batch) -> list[list[torch.Tensor]]:
-    """For each chunk, the hidden states entering every layer and the last ones: (L + 1) x (n, t, C)."""
+def _entering(bert: LoadedBert, batch: _Batch, every: int = 1) -> list[Checkpoints]:
+    """For each chunk, the hidden states entering every `every`-th layer and the last ones
+    (Checkpoints of (n, t, C) tensors; every=1: all L + 1)."""
     out = []
     for ids, types, mask in batch.chunks:
         h = bert.model.embeddings(input_ids=ids, token_type_ids=types)  # (n, t, C)
         states, _ = bert.run_layers(h, mask)
-        out.append([h, *states])
+        out.append(Checkpoints.of([h, *states], every))
     return out
 
 
@@ -175,7 +177,10 @@ def _embed(
     states at `start`, or from the embeddings)."""
     pooled = []
     for n, (ids, types, mask) in enumerate(batch.chunks):
-        h = entering[n][start] if entering is not None else bert.model.embeddings(input_ids=ids, token_type_ids=types)
+        if entering is not None:  # from the kept states nearest before `start` (replace and head_mask begin there)
+            h, start = entering[n].resume(start)
+        else:
+            h = bert.model.embeddings(input_ids=ids, token_type_ids=types)
         states, _ = bert.run_layers(h, mask, replace, head_mask, start=start)
         pooled.append(_pool(states[-1] if states else h, mask))  # start = L: h is the last states
     return torch.cat(pooled)  # (N, C)
@@ -194,14 +199,14 @@ def mask_tensor(bert: LoadedBert, head_mask) -> torch.Tensor | None:
 _STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> _bundled_states, gone with it
 
 
-def _bundled_states(bert: LoadedBert) -> tuple[_Batch, list[list[torch.Tensor]]]:
-    """The bundled pairs' batch and the hidden states entering every layer (_entering), once per
-    model while it lives: a layer replaced at l needs only layers l.. run again."""
+def _bundled_states(bert: LoadedBert) -> tuple[_Batch, list[Checkpoints]]:
+    """The bundled pairs' batch and the hidden states entering every 4th layer (_entering), once
+    per model while it lives: a layer replaced at l needs only layers from the kept one before l."""
     states = _STATES.get(bert)
     if states is None:
         batch = _batch(bert, similarity_pairs())
         with torch.inference_mode():
-            states = _STATES[bert] = (batch, _entering(bert, batch))
+            states = _STATES[bert] = (batch, _entering(bert, batch, CHECKPOINT_EVERY))
     return states
 
 
@@ -362,7 +367,7 @@ def ablation_cosines(
     report = progress or (lambda done, n: None)
     with torch.inference_mode():
         entering = _entering(bert, batch)
-        base = _cosines(torch.cat([_pool(e[-1], c[2]) for e, c in zip(entering, batch.chunks)]), batch)
+        base = _cosines(torch.cat([_pool(e.last, c[2]) for e, c in zip(entering, batch.chunks)]), batch)
         report(1, 1 + L * H)
         for layer in range(L):
             for head in range(H):

@@ -130,3 +130,18 @@ def test_the_atlas_reads_the_runs_own_attention_with_the_same_numbers(bert, run)
     keys = np.ones(run.n_tokens, dtype=bool)
     keys[[0, 4, run.n_tokens - 1]] = False
     np.testing.assert_array_equal(atlas.confidence(att, keys), att[..., keys].max(-1).mean(-1))
+
+
+def test_the_task_resumes_from_kept_states_with_the_same_score(bert):
+    """The bundled pairs' states are kept at every 4th layer only (loaded.Checkpoints): a layer
+    changed in between resumes from the kept layer before it, and scores exactly what a run from
+    the embeddings scores."""
+    from mha import task
+
+    for layer in (1, 4, bert.n_layers - 1):
+        change = {layer: collapse.module_at(bert.scratch_layer(layer), CollapsePath(1.0))}
+        kept = task.evaluate(bert, replace=change)  # from the kept states
+        full = task.evaluate(bert, pairs=task.similarity_pairs(), replace=change)  # from the embeddings
+        assert kept.value == full.value, layer
+    states = task._bundled_states(bert)[1][0].states
+    assert sorted(states) == [0, 4, bert.n_layers]

@@ -325,9 +325,9 @@ def whole_model_runs(model: Any, run: bert.BertRun, starts: list[int], ready: bo
     pressed = st.button(f"Run the whole model for {what}", key=key, icon=":material/play_arrow:")
     if not pressed:
         st.info(
-            f"On your {T} tokens, {what} take {len(starts)} runs of the model from the changed layer on: about "
-            f"{passes:.0f} times the work of one pass of the model over the sentence, so they wait for the button. "
-            "The results are kept for everyone who asks again.",
+            f"On your {T} tokens, {what} take {len(starts)} runs through the model's layers (each from the layer "
+            f"it changes on): about {passes:.0f} times the work of one pass of the model over the sentence, so "
+            "they wait for the button. The results are kept for everyone who asks again.",
             icon=":material/timer:",
         )
     return pressed
