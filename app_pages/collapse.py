@@ -143,10 +143,14 @@ layers = (layer,) if scope == "this layer" else tuple(range(run.n_layers))
 every = tuple(range(run.n_layers))
 points = [path] if alpha == 1.0 else [path, path.at(1.0)]
 cosine = "sentence embedding cosine" if model.family == "encoder" else "mean token cosine"  # a decoder pools nothing
+runs = [(layers[0], False)] * len(points) + [
+    (layers[0], len(layers) == len(every))
+]  # the path's points, the scope's heads removed
+runs += [] if layers == every else [(0, True)]  # ... and every head of the model removed
 whole = ui.whole_model_runs(
     model,
     run,
-    [layers[0]] * (len(points) + 1) + [0],
+    runs,
     all(ui.cached_whole_model.ready(inp, layers, p) for p in points)
     and ui.cached_removal.ready(inp, layers)
     and ui.cached_removal.ready(inp, every),

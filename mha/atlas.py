@@ -293,7 +293,7 @@ def describe(m: dict[str, np.ndarray], label: str, layer: int, head: int, n_toke
         "to [CLS]": "the [CLS] token",
         "to [SEP]": "the [SEP] token",
         "to the first token": "the first token",
-        "to punctuation": "punctuation (every mark together)",
+        "to punctuation": "the tokens “.” and “,” together",  # PUNCTUATION, as Clark et al. 2019 count it
         "to itself": "itself",
         "to previous": "the previous token",
         "to next": "the next token",

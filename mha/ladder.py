@@ -57,7 +57,7 @@ class Rung:
     @property
     def pooling(self) -> str:
         """How the converted projections were made, in words (for display only)."""
-        return "mean-pooled, scale restored" if self.rescale else "mean-pooled"
+        return "scale restored" if self.rescale else "mean-pooled"  # the table's two columns
 
     @property
     def shares(self) -> str:

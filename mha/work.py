@@ -17,27 +17,31 @@ from .loaded import LoadedModel
 AT_ONCE = 2e10  # multiply-adds: about a third of a second on one core of this machine (bench_scale.py)
 
 
-def layer_macs(model: LoadedModel, n_tokens: int) -> float:
-    """Multiply-adds of one layer of `model` on n_tokens tokens (one sentence)."""
+def layer_macs(model: LoadedModel, n_tokens: int, heads: bool = True) -> float:
+    """Multiply-adds of one layer of `model` on n_tokens tokens (one sentence); heads=False: a
+    layer whose every head is removed, which runs its feed-forward only (LoadedModel.run_layers)."""
     C, H = model.d_model, model.n_heads
     kv = model.kv_groups * (C // H)  # width of K (and of V)
     config = model.model.config
     ffn = getattr(config, "intermediate_size", 4 * C)
     gated = 3 if model.family == "decoder" else 2
-    per_token = 2 * C * C + 2 * C * kv + 2 * n_tokens * C + gated * C * ffn
-    return float(n_tokens * per_token)
+    attention = 2 * C * C + 2 * C * kv + 2 * n_tokens * C if heads else 0
+    return float(n_tokens * (attention + gated * C * ffn))
 
 
-def runs_macs(model: LoadedModel, n_tokens: int, starts: list[int]) -> float:
-    """Multiply-adds of one run of layers start..L-1 on n_tokens tokens for each start in `starts`."""
-    return sum(max(0, model.n_layers - start) for start in starts) * layer_macs(model, n_tokens)
+Run = tuple[int, bool]  # (the first layer run, whether every head of every layer run is removed)
 
 
-def forward_passes(model: LoadedModel, n_tokens: int, starts: list[int]) -> float:
+def runs_macs(model: LoadedModel, n_tokens: int, runs: list[Run]) -> float:
+    """Multiply-adds of one run of layers start..L-1 on n_tokens tokens for each (start, silent)."""
+    return sum(max(0, model.n_layers - start) * layer_macs(model, n_tokens, not silent) for start, silent in runs)
+
+
+def forward_passes(model: LoadedModel, n_tokens: int, runs: list[Run]) -> float:
     """The same work in forward passes of the whole model on the sentence."""
-    return runs_macs(model, n_tokens, starts) / runs_macs(model, n_tokens, [0])
+    return runs_macs(model, n_tokens, runs) / runs_macs(model, n_tokens, [(0, False)])
 
 
-def at_once(model: LoadedModel, n_tokens: int, starts: list[int]) -> bool:
-    """Whether the runs of layers start..L-1, one per start, are small enough to run without asking."""
-    return runs_macs(model, n_tokens, starts) <= AT_ONCE
+def at_once(model: LoadedModel, n_tokens: int, runs: list[Run]) -> bool:
+    """Whether these runs are small enough to run without asking."""
+    return runs_macs(model, n_tokens, runs) <= AT_ONCE

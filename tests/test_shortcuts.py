@@ -4,6 +4,8 @@ every head is removed skipped, and the work estimate that decides when a page as
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -80,22 +82,52 @@ def test_the_work_estimate_counts_what_torch_counts(bert):
             bert.model.encoder.layer[0](h)
         counted = counter.get_total_flops() / 2
         assert work.layer_macs(bert, T) == pytest.approx(counted, rel=0.02), T
-    assert work.forward_passes(bert, 512, [0]) == 1.0
-    assert work.forward_passes(bert, 512, [3, 3]) == pytest.approx(1.0)  # two halves of the model
+    assert work.forward_passes(bert, 512, [(0, False)]) == 1.0
+    assert work.forward_passes(bert, 512, [(3, False), (3, False)]) == pytest.approx(1.0)  # two halves of the model
+    assert work.forward_passes(bert, 512, [(0, True)]) < 0.7  # every head removed: the feed-forward only
+    run = bert.attend(" ".join(["word"] * 198))
+    L = bert.n_layers
+    with torch.inference_mode(), FlopCounterMode(display=False) as counter:
+        bert.run_layers(run.layer_state(L - 1), head_mask=torch.zeros(L, bert.n_heads), start=L - 1, keep=False)
+    assert work.layer_macs(bert, 200, heads=False) == pytest.approx(counter.get_total_flops() / 2, rel=0.02)
 
 
-def test_long_sentences_wait_for_the_button_and_then_show_the_same_numbers(bert):
+def promised_runs(at: AppTest) -> int:
+    """The number of runs the page's info box says the button takes."""
+    said = next(i.value for i in at.info if "wait for the button" in i.value)
+    return int(re.search(r"take (\d+) runs", said).group(1))
+
+
+def counting_runs(monkeypatch) -> list[int]:
+    """Every sentence that LoadedModel.run_layers runs from now on, one entry per batch row."""
+    from mha.loaded import LoadedModel
+
+    rows: list[int] = []
+    original = LoadedModel.run_layers
+
+    def counted(self, h, *args, **kwargs):
+        rows.append(h.shape[0])
+        return original(self, h, *args, **kwargs)
+
+    monkeypatch.setattr(LoadedModel, "run_layers", counted)
+    return rows
+
+
+def test_long_sentences_wait_for_the_button_and_then_show_the_same_numbers(bert, monkeypatch):
     """On 512 tokens the ladder's sentence cosines and the collapse page's whole-model cosines are
-    too much work to run as the page opens: the page says so, and the button runs them."""
+    too much work to run as the page opens: the page says so and how many runs they take, and the
+    button runs exactly that many."""
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.query_params["text"] = LONG
     at.switch_page("app_pages/sharing.py").run()
     assert not at.exception
-    assert any("wait for the button" in i.value for i in at.info)
+    promised = promised_runs(at)
     table = at.dataframe[0].value
     cosines = [c for c in table.columns if c.startswith("sentence cosine")]
     assert cosines and table[cosines].isna().all().all()
+    rows = counting_runs(monkeypatch)
     at.button(key="sharing_whole").click().run()
+    assert sum(rows) == promised == 18
     table = at.dataframe[0].value
     assert not table[cosines].iloc[:-1].isna().any().any()
     run = bert.attend(LONG)
@@ -107,8 +139,13 @@ def test_long_sentences_wait_for_the_button_and_then_show_the_same_numbers(bert)
     at.switch_page("app_pages/collapse.py").run()
     assert not at.exception
     assert any("not run" in str(m.value) for m in at.metric)
+    promised, rows[:] = promised_runs(at), []
     at.button(key="collapse_whole").click().run()
     assert not any("not run" in str(m.value) for m in at.metric)
+    assert len(rows) == promised == 4  # one sentence per run: two points of the path, two baselines
+    # every layer shared: its heads removed is the model without heads, one run fewer (at once here)
+    at.radio(key="_w_collapse_scope").set_value("every layer").run()
+    assert not at.exception and not any("not run" in str(m.value) for m in at.metric)
 
 
 def test_the_atlas_reads_the_runs_own_attention_with_the_same_numbers(bert, run):

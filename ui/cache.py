@@ -236,14 +236,14 @@ def ladder_ready(inp: Inputs, layer: int) -> bool:
     return _ladder_finals.ready(inp, layer) and cached_baselines.ready(inp, layer, True)
 
 
-def ladder_runs(model_name: str, layer: int) -> list[int]:
-    """Where each run behind the ladder's sentence cosines starts: `layer` once per rung that
-    changes it (plainly mean-pooled and rescaled) and for the layer's baseline, 0 for the model
-    without any head."""
+def ladder_runs(model_name: str, layer: int) -> list[tuple[int, bool]]:
+    """The runs behind the ladder's sentence cosines, as (first layer, every head removed): one
+    from `layer` per rung that changes it (plainly mean-pooled and rescaled) and for the layer's
+    baseline, and one without any head from layer 0."""
     model = load_model(model_name)
     own = model.scratch_layer(layer).role_heads
     every = [r for rescale in (False, True) for r in ladder.rungs(model.n_heads, rescale, model.kv_groups)]
-    return [layer] * (sum(r.heads != own for r in every) + 1) + [0]
+    return [(layer, False)] * (sum(r.heads != own for r in every) + 1) + [(0, True)]
 
 
 @per_model

@@ -13,7 +13,6 @@ from mha import bert, collapse
 from mha.collapse import CollapsePath
 from mha.examples import EXAMPLES
 
-from . import frontend
 from .cache import cached_run, load_model
 from .settings import SETTINGS, setting_widget
 from .state import MAX_CHARS, Inputs, cut_paste, literal, notice, pasted_cut, show_notices
@@ -64,8 +63,6 @@ def sidebar() -> Inputs:
         help="\n\n".join(f"**{s.name}**: {s.description}" for s in specs.values()),
     )
     sb.caption(specs[st.session_state["model"]].description)
-    with sb:  # Plotly's code fetched and compiled while the learner reads, not after a click
-        frontend.preload_plotly()
     ss = st.session_state
     cut = pasted_cut("text") + pasted_cut("text_b")
     ss["_inputs"] = Inputs.from_raw(ss["model"], ss["text"], ss.get("text_b") or "", cut=cut)
@@ -312,20 +309,23 @@ def diagram(dot: str, words: str) -> None:
     st.expander("The diagram in words", icon=":material/notes:").markdown(literal(words, limit=10_000))
 
 
-def whole_model_runs(model: Any, run: bert.BertRun, starts: list[int], ready: bool, key: str, what: str) -> bool:
-    """Whether this rerun shows measures that run the model's layers start..L-1 on the sentence,
-    once per start in `starts`: at once when that is small (mha.work.at_once) or already computed
-    (`ready`, for anyone); otherwise the page says what it costs and offers a button (key `key`)."""
+def whole_model_runs(
+    model: Any, run: bert.BertRun, runs: list[tuple[int, bool]], ready: bool, key: str, what: str
+) -> bool:
+    """Whether this rerun shows measures that run the model's layers on the sentence, once per
+    (first layer, every head removed) in `runs`: at once when that is small (mha.work.at_once) or
+    already computed (`ready`, for anyone); otherwise the page says what it costs and offers a
+    button (key `key`)."""
     from mha import work
 
     T = run.n_tokens
-    if ready or work.at_once(model, T, starts):
+    if ready or work.at_once(model, T, runs):
         return True
-    passes = work.forward_passes(model, T, starts)
+    passes = work.forward_passes(model, T, runs)
     pressed = st.button(f"Run the whole model for {what}", key=key, icon=":material/play_arrow:")
     if not pressed:
         st.info(
-            f"On your {T} tokens, {what} take {len(starts)} runs through the model's layers (each from the layer "
+            f"On your {T} tokens, {what} take {len(runs)} runs through the model's layers (each from the layer "
             f"it changes on): about {passes:.0f} times the work of one pass of the model over the sentence, so "
             "they wait for the button. The results are kept for everyone who asks again.",
             icon=":material/timer:",

@@ -28,10 +28,12 @@ def ladder_chart(
     names = [r.rung.name for r in rows]
     fig = go.Figure()
     series = [("mean-pooled", rows, None)] + ([("scale restored", rescaled, "dot")] if rescaled else [])
+    drawn = False  # a sentence cosine line (not measured: ladder_measures(whole=False))
     for kind, measured, dash in series:
         cosines = [r.sentence_cosine for r in measured]
-        if all(c is None for c in cosines):  # not measured (ladder_measures(whole=False))
+        if all(c is None for c in cosines):
             continue
+        drawn = True
         line = dict(color=role_colour("sentence cosine"), dash=dash)
         fig.add_scatter(x=names, y=cosines, name=f"{cosine}, {kind}", mode="lines+markers", line=line)
     for (kind, measured, _), opacity in zip(series, (0.35, 0.7)):
@@ -57,7 +59,7 @@ def ladder_chart(
         title="Down the ladder: what sharing costs, and whether the heads stay different",
         height=400,
         margin=dict(l=10, r=10, t=50, b=10),
-        yaxis=dict(title=f"{cosine} to {who}", range=[0, 1.02]),
+        yaxis=dict(title=f"{cosine} to {who}", range=[0, 1.02]) if drawn else dict(visible=False),
         yaxis2=dict(title="head diversity (JS)", overlaying="y", side="right", rangemode="tozero"),
         xaxis=dict(type="category"),
         barmode="group",
