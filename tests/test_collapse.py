@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.linalg
+import scipy.stats
 import torch
 from conftest import SENTENCES
 
@@ -168,6 +169,12 @@ def test_head_diversity_matches_scipy_and_is_symmetric():
     assert d[1, 2] == pytest.approx(expect, rel=1e-5)
     same = np.stack([w[0]] * 3)
     assert metrics.mean_off_diagonal(metrics.head_diversity(same)) == 0
+    # heads with the same rows (computed once) among different ones: every pair still scipy's
+    mixed = w[[0, 1, 0, 2, 1, 3]]  # (6, T, T)
+    d = metrics.head_diversity(mixed)
+    expect = [[np.mean(jensenshannon(a, b, axis=-1) ** 2) for b in mixed.astype(np.float64)] for a in mixed]
+    np.testing.assert_allclose(d, np.nan_to_num(expect), atol=1e-6)
+    assert d[0, 2] == d[1, 4] == 0 and d[2, 5] == d[0, 5] > 0
     one_hot = np.stack([np.eye(5), np.roll(np.eye(5), 1, axis=1)])  # disjoint supports
     assert metrics.head_diversity(one_hot)[0, 1] == pytest.approx(np.log(2), rel=1e-5)
 
@@ -325,3 +332,32 @@ def test_a_grouped_query_layer_collapses_like_its_distinct_expansion(roles, sour
                 assert ours.causal and ours.rope_theta == 10_000.0
             else:
                 assert ours.role_heads == (6, 2, 2)
+
+
+def _distinct_the_long_way(maps: np.ndarray, tolerance: float) -> int:
+    """metrics.distinct_maps by its definition: every pair compared whole, in float64."""
+    kept: list[np.ndarray] = []
+    for m in maps.astype(np.float64):
+        if all(np.abs(m - k).max() > tolerance for k in kept):
+            kept.append(m)
+    return len(kept)
+
+
+def test_distinct_maps_and_entropy_share_against_the_long_way_round():
+    """The shortcuts of metrics.distinct_maps (the first rows first) and entropy_share (float32 in
+    one pass) against their definitions in float64: maps that differ only in their last row or by
+    less than the tolerance, and rows with zero weights."""
+    rng = np.random.default_rng(7)
+    T = 9
+    maps = rng.dirichlet(np.ones(T), size=(4, T)).astype(np.float32)  # (4, T, T)
+    maps[1] = maps[0]
+    maps[1, -1] = np.roll(maps[0, -1], 1)  # differs from head 0 in its last row only
+    maps[2] = maps[0] + np.float32(4e-6)  # within the tolerance of head 0
+    maps[3] = maps[1]  # the same as head 1
+    assert metrics.distinct_maps(maps, 1e-5) == _distinct_the_long_way(maps, 1e-5) == 2
+    assert metrics.distinct_maps(maps, 1e-7) == _distinct_the_long_way(maps, 1e-7) == 3
+    maps[:, :, 0] = 0  # a key no head reads
+    w = maps.astype(np.float64) / maps.astype(np.float64).sum(-1, keepdims=True)
+    ent = scipy.stats.entropy(w, axis=-1)  # (H, T), nats
+    assert metrics.entropy_share(w.astype(np.float32)) == pytest.approx(ent.mean() / np.log(T), rel=1e-6)
+    assert metrics.entropy_share(w) == pytest.approx(ent.mean() / np.log(T), rel=1e-12)
