@@ -143,10 +143,8 @@ layers = (layer,) if scope == "this layer" else tuple(range(run.n_layers))
 every = tuple(range(run.n_layers))
 points = [path] if alpha == 1.0 else [path, path.at(1.0)]
 cosine = "sentence embedding cosine" if model.family == "encoder" else "mean token cosine"  # a decoder pools nothing
-runs = [(layers[0], False)] * len(points) + [
-    (layers[0], len(layers) == len(every))
-]  # the path's points, the scope's heads removed
-runs += [] if layers == every else [(0, True)]  # ... and every head of the model removed
+runs = [(layers[0], 0)] * len(points) + [(layers[0], len(layers))]  # the path's points, the scope's heads removed
+runs += [] if layers == every else [(0, len(every))]  # ... and every head of the model removed
 whole = ui.whole_model_runs(
     model,
     run,

@@ -271,7 +271,7 @@ def link_ranking(attentions: np.ndarray, query: int, key: int, both_ways: bool =
 
 
 MOSTLY = 0.5  # a head "attends mostly to" something only with at least half of its weight there
-NEAR_UNIFORM = 0.9  # entropy at least this share of ln T: "close to uniform"
+NEAR_UNIFORM = 0.9  # entropy at least this share of the most a row can have: "widely"
 
 
 def most_entropy(n_tokens: int, causal: bool = False) -> float:
@@ -284,7 +284,7 @@ def most_entropy(n_tokens: int, causal: bool = False) -> float:
 
 def describe(m: dict[str, np.ndarray], label: str, layer: int, head: int, n_tokens: int) -> str:
     """One line on what a head does, from its measures: "mostly" only where a share is at least
-    MOSTLY, "close to uniform" only where the entropy is at least NEAR_UNIFORM of the most it can
+    MOSTLY, "widely" only where the entropy is at least NEAR_UNIFORM of the most it can
     have (most_entropy; a causal map's measures have no "to next")."""
     pick = {k: float(v[layer, head]) for k, v in m.items() if k.startswith("to ") or k in ("entropy", "confidence")}
     shares = {k: v for k, v in pick.items() if k.startswith("to ")}
@@ -304,7 +304,7 @@ def describe(m: dict[str, np.ndarray], label: str, layer: int, head: int, n_toke
         text = f"Layer {layer}, head {head} ({label}): attends mostly to {where} ({share:.0%})"
     else:
         spread = (
-            "spreads its attention close to uniformly"
+            f"spreads its attention widely (at least {NEAR_UNIFORM:.0%} of the most entropy a row can have)"
             if pick["entropy"] >= NEAR_UNIFORM * most
             else "spreads its attention"
         )

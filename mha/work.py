@@ -29,17 +29,23 @@ def layer_macs(model: LoadedModel, n_tokens: int, heads: bool = True) -> float:
     return float(n_tokens * (attention + gated * C * ffn))
 
 
-Run = tuple[int, bool]  # (the first layer run, whether every head of every layer run is removed)
+Run = tuple[int, int]  # (the first layer run, how many layers from it run with every head removed)
 
 
 def runs_macs(model: LoadedModel, n_tokens: int, runs: list[Run]) -> float:
-    """Multiply-adds of one run of layers start..L-1 on n_tokens tokens for each (start, silent)."""
-    return sum(max(0, model.n_layers - start) * layer_macs(model, n_tokens, not silent) for start, silent in runs)
+    """Multiply-adds of one run of layers start..L-1 on n_tokens tokens for each (start, silent):
+    its first `silent` layers run their feed-forward only, the rest whole."""
+    full, ffn = layer_macs(model, n_tokens), layer_macs(model, n_tokens, heads=False)
+    total = 0.0
+    for start, silent in runs:
+        n = max(0, model.n_layers - start)
+        total += min(silent, n) * ffn + max(0, n - silent) * full
+    return total
 
 
 def forward_passes(model: LoadedModel, n_tokens: int, runs: list[Run]) -> float:
     """The same work in forward passes of the whole model on the sentence."""
-    return runs_macs(model, n_tokens, runs) / runs_macs(model, n_tokens, [(0, False)])
+    return runs_macs(model, n_tokens, runs) / runs_macs(model, n_tokens, [(0, 0)])
 
 
 def at_once(model: LoadedModel, n_tokens: int, runs: list[Run]) -> bool:

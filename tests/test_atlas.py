@@ -194,7 +194,7 @@ def test_value_weighted_row_is_the_norm_of_the_sum_over_heads():
 
 def test_describe_says_mostly_only_above_a_threshold():
     """A near-uniform head whose largest share is [CLS] at 14% was described as attending
-    "mostly" to [CLS]; "mostly" needs half the weight, "close to uniform" 90% of ln T."""
+    "mostly" to [CLS]; "mostly" needs half the weight, "widely" 90% of ln T."""
     T = 16
     tokens = ["[CLS]", *[f"w{i}" for i in range(T - 2)], "[SEP]"]
     uniform = np.full((1, 2, T, T), 1.0 / T, dtype=np.float32)
@@ -202,7 +202,8 @@ def test_describe_says_mostly_only_above_a_threshold():
     uniform[0, 1, 0, 0] = 1.0  # ... and the first token itself
     m = atlas.head_measures(uniform, tokens)
     flat = atlas.describe(m, "heterogeneous", 0, 0, T)
-    assert "mostly" not in flat and "close to uniformly" in flat and f"ln T = {np.log(T):.2f}" in flat
+    assert "mostly" not in flat and "widely (at least 90% of the most entropy" in flat
+    assert f"ln T = {np.log(T):.2f}" in flat
     prev = atlas.describe(m, "diagonal", 0, 1, T)
     assert "attends mostly to the previous token" in prev
     assert m["entropy / ln T"][0, 0] == pytest.approx(1.0, rel=1e-5) and m["entropy / ln T"][0, 1] < 0.01

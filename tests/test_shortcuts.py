@@ -82,11 +82,13 @@ def test_the_work_estimate_counts_what_torch_counts(bert):
             bert.model.encoder.layer[0](h)
         counted = counter.get_total_flops() / 2
         assert work.layer_macs(bert, T) == pytest.approx(counted, rel=0.02), T
-    assert work.forward_passes(bert, 512, [(0, False)]) == 1.0
-    assert work.forward_passes(bert, 512, [(3, False), (3, False)]) == pytest.approx(1.0)  # two halves of the model
-    assert work.forward_passes(bert, 512, [(0, True)]) < 0.7  # every head removed: the feed-forward only
-    run = bert.attend(" ".join(["word"] * 198))
     L = bert.n_layers
+    assert work.forward_passes(bert, 512, [(0, 0)]) == 1.0
+    assert work.forward_passes(bert, 512, [(3, 0), (3, 0)]) == pytest.approx(2 * (L - 3) / L)  # twice layers 3..L-1
+    ffn = work.layer_macs(bert, 512, heads=False) / work.layer_macs(bert, 512)
+    assert work.forward_passes(bert, 512, [(0, L)]) == pytest.approx(ffn) and ffn < 0.7  # every head removed
+    assert work.forward_passes(bert, 512, [(L - 2, 1)]) == pytest.approx((1 + ffn) / L)  # one layer without heads
+    run = bert.attend(" ".join(["word"] * 198))
     with torch.inference_mode(), FlopCounterMode(display=False) as counter:
         bert.run_layers(run.layer_state(L - 1), head_mask=torch.zeros(L, bert.n_heads), start=L - 1, keep=False)
     assert work.layer_macs(bert, 200, heads=False) == pytest.approx(counter.get_total_flops() / 2, rel=0.02)
@@ -146,6 +148,25 @@ def test_long_sentences_wait_for_the_button_and_then_show_the_same_numbers(bert,
     # every layer shared: its heads removed is the model without heads, one run fewer (at once here)
     at.radio(key="_w_collapse_scope").set_value("every layer").run()
     assert not at.exception and not any("not run" in str(m.value) for m in at.metric)
+
+
+def test_the_lessons_recap_waits_for_the_same_button_on_a_long_sentence(monkeypatch):
+    """The lesson's last step quotes the ladder's sentence cosines: on a long sentence they wait for
+    a button as on What may be shared (the same runs), and the paragraph says so instead."""
+    text = " ".join(["a small boat drifts along the quiet canal towards the harbour lights"] * 40)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params["text"] = text
+    at.query_params["step"] = "8"
+    at.switch_page("app_pages/lesson.py")
+    rows = counting_runs(monkeypatch)
+    at.run()
+    assert not at.exception and sum(rows) == 0
+    assert promised_runs(at) == 18
+    said = " ".join(m.value for m in at.markdown)
+    assert "waits for the button above" in said and "keeps a sentence-embedding cosine" not in said
+    at.button(key="lesson_whole").click().run()
+    assert not at.exception and sum(rows) == 18
+    assert "keeps a sentence-embedding cosine" in " ".join(m.value for m in at.markdown)
 
 
 def test_the_atlas_reads_the_runs_own_attention_with_the_same_numbers(bert, run):

@@ -236,14 +236,14 @@ def ladder_ready(inp: Inputs, layer: int) -> bool:
     return _ladder_finals.ready(inp, layer) and cached_baselines.ready(inp, layer, True)
 
 
-def ladder_runs(model_name: str, layer: int) -> list[tuple[int, bool]]:
-    """The runs behind the ladder's sentence cosines, as (first layer, every head removed): one
-    from `layer` per rung that changes it (plainly mean-pooled and rescaled) and for the layer's
-    baseline, and one without any head from layer 0."""
+def ladder_runs(model_name: str, layer: int) -> list[tuple[int, int]]:
+    """The runs behind the ladder's sentence cosines, as (first layer, layers from it without
+    heads; mha.work.Run): one from `layer` per rung that changes it (plainly mean-pooled and
+    rescaled), the layer's baseline (that layer without heads) and the model without any head."""
     model = load_model(model_name)
     own = model.scratch_layer(layer).role_heads
     every = [r for rescale in (False, True) for r in ladder.rungs(model.n_heads, rescale, model.kv_groups)]
-    return [(layer, False)] * (sum(r.heads != own for r in every) + 1) + [(0, True)]
+    return [(layer, 0)] * sum(r.heads != own for r in every) + [(layer, 1), (0, model.n_layers)]
 
 
 @per_model

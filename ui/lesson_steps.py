@@ -19,7 +19,7 @@ from .classroom import record
 from .quiz import choice_question, first_answers, first_try, number_question
 from .settings import setting_widget
 from .state import Inputs
-from .widgets import chart, diagram, layer_head, token_picker
+from .widgets import chart, diagram, layer_head, token_picker, whole_model_runs
 
 
 @dataclass(frozen=True)
@@ -370,10 +370,18 @@ def recap_step(c: StepContext) -> None:
     st.markdown(recap.sharing(ans, layer, c.model.who))
     if c.model.kv_groups < c.model.n_heads:
         st.markdown(_grouped(c, layer))
-    plain = {r.rung.name: r for r in cache.cached_ladder(c.inp, layer)}
-    scaled = {r.rung.name: r for r in cache.cached_ladder(c.inp, layer, True)}
+    whole = whole_model_runs(  # a long sentence: its cosines wait for a button, as on What may be shared
+        c.model,
+        c.run,
+        cache.ladder_runs(c.inp.model, layer),
+        cache.ladder_ready(c.inp, layer),
+        "lesson_whole",
+        "the sentence cosines below",
+    )
+    plain = {r.rung.name: r for r in cache.cached_ladder(c.inp, layer, whole=whole)}
+    scaled = {r.rung.name: r for r in cache.cached_ladder(c.inp, layer, True, whole=whole)}
     if "MQA" in plain and "MHA" in plain:
-        st.markdown(recap.production(layer, plain, scaled, cache.cached_baselines(c.inp, layer)))
+        st.markdown(recap.production(layer, plain, scaled, cache.cached_baselines(c.inp, layer, whole)))
         trained = [
             o
             for k, o in cache.UPTRAINS.entries()

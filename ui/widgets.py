@@ -310,23 +310,24 @@ def diagram(dot: str, words: str) -> None:
 
 
 def whole_model_runs(
-    model: Any, run: bert.BertRun, runs: list[tuple[int, bool]], ready: bool, key: str, what: str
+    model: Any, run: bert.BertRun, runs: list[tuple[int, int]], ready: bool, key: str, what: str
 ) -> bool:
     """Whether this rerun shows measures that run the model's layers on the sentence, once per
-    (first layer, every head removed) in `runs`: at once when that is small (mha.work.at_once) or
-    already computed (`ready`, for anyone); otherwise the page says what it costs and offers a
-    button (key `key`)."""
+    (first layer, layers from it without heads: mha.work.Run) in `runs`: at once when that is
+    small (mha.work.at_once) or already computed (`ready`, for anyone); otherwise the page says
+    what it costs and offers a button (key `key`)."""
     from mha import work
 
     T = run.n_tokens
     if ready or work.at_once(model, T, runs):
         return True
     passes = work.forward_passes(model, T, runs)
+    about = f"{passes:.0f}" if passes >= 10 else f"{passes:.1f}"
     pressed = st.button(f"Run the whole model for {what}", key=key, icon=":material/play_arrow:")
     if not pressed:
         st.info(
             f"On your {T} tokens, {what} take {len(runs)} runs through the model's layers (each from the layer "
-            f"it changes on): about {passes:.0f} times the work of one pass of the model over the sentence, so "
+            f"it changes on): about {about} times the work of one pass of the model over the sentence, so "
             "they wait for the button. The results are kept for everyone who asks again.",
             icon=":material/timer:",
         )
