@@ -10,14 +10,13 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import streamlit as st  # noqa: E402
 
 import ui  # noqa: E402
-from ui import classroom, frontend, server, warm  # noqa: E402
+from ui import classroom, server, warm  # noqa: E402
 from ui.pages import DEFAULT, PAGES  # noqa: E402
 
 server.configure()
 # the icon is a file served by the app itself: a :material/...: page icon is fetched from a font CDN
 st.set_page_config(page_title="Multi-Head Attention Explorer", page_icon=server.ICON, layout="wide")
 st.html(server.STYLE)
-frontend.preload_plotly()  # first, before the sidebar: a fresh browser fetches Plotly's code while the rest arrives
 page = st.navigation([st.Page(p.path, title=p.title, icon=p.icon, default=p is DEFAULT) for p in PAGES])
 name = page.url_path or DEFAULT.url_path  # the default page's own path is ""
 with server.timed(name):

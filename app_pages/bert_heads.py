@@ -1,7 +1,5 @@
 """Attention heads: every layer x head of the real model; one head large; where one token attends."""
 
-import functools
-
 import streamlit as st
 
 import ui
@@ -116,21 +114,21 @@ st.subheader("Download")
 d1, d2, d3 = st.columns(3)
 d1.download_button(
     "All attention (.npz)",
-    functools.partial(ui.attention_file, inp, "npz"),  # not a lambda: see ui.attention_file
+    ui.attention_download(inp, "npz"),
     file_name="attention.npz",
     mime="application/octet-stream",
     on_click="ignore",
 )
 d2.download_button(
     f"Layer {layer}, head {head} (.csv)",
-    functools.partial(ui.attention_file, inp, "csv", layer, head),
+    ui.attention_download(inp, "csv", layer, head),
     file_name=f"attention_l{layer}_h{head}.csv",
     mime="text/csv",
     on_click="ignore",
 )
 d3.download_button(
     f"Layer {layer}, all heads (.csv)",
-    functools.partial(ui.attention_file, inp, "csv", layer),
+    ui.attention_download(inp, "csv", layer),
     file_name=f"attention_l{layer}.csv",
     mime="text/csv",
     on_click="ignore",

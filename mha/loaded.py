@@ -114,7 +114,7 @@ class LoadedModel:
         with self._hooks_lock:
             if not self._hooked:
                 for i, module in enumerate(self._attention_modules()):
-                    module.register_forward_hook(functools.partial(self._keep_weights, i))
+                    module.register_forward_hook(_KeepWeights(self, i))
                 self._hooked = True
         written = [False] * len(out)
         self._capture.target = (out, written)
@@ -246,3 +246,18 @@ class _Silent:
 
     def __call__(self, x: torch.Tensor, mask: torch.Tensor | None = None, gate: torch.Tensor | None = None):
         return self.attn.silent_output(x), None
+
+
+class _KeepWeights:
+    """The forward hook of attentions_into: layer `layer`'s weights into its owner's target. A
+    copy of the model (copy.deepcopy) keeps the same hook, which writes only inside its owner's
+    attentions_into block in the owner's thread (the copy's own LoadedModel adds its own)."""
+
+    def __init__(self, owner: LoadedModel, layer: int) -> None:
+        self.owner, self.layer = owner, layer
+
+    def __call__(self, module: nn.Module, args: tuple, output: tuple) -> None:
+        self.owner._keep_weights(self.layer, module, args, output)
+
+    def __deepcopy__(self, memo: dict) -> _KeepWeights:
+        return self  # not the owner, its lock and its thread-local state

@@ -8,9 +8,9 @@ graded similarity the score is Spearman's rank correlation between cosine and gr
   zeroed before W^O), gradient importance I_h = E_x |d loss(x) / d gate_h| with every gate at 1.
 - Voita et al. 2019: most heads can be pruned with little loss.
 
-All through the from-scratch attention, read-only. Shapes: N sentences, P pairs, T tokens, C =
-d_model, L layers, H heads. `_STATES` (beside ui/store.py): the bundled pairs' states entering
-every 4th layer (loaded.Checkpoints), per model (held weakly).
+All through the from-scratch attention, read-only. Shapes: N sentences, P pairs, T tokens, C = d_model,
+L layers, H heads. `_STATES` (beside ui/store.py): the bundled pairs' states entering every 4th layer
+(loaded.Checkpoints), per model (held weakly).
 """
 
 from __future__ import annotations
@@ -160,8 +160,7 @@ def _score(cos: torch.Tensor, gold: np.ndarray) -> TaskScore:
 
 
 def _entering(bert: LoadedBert, batch: _Batch, every: int = 1) -> list[Checkpoints]:
-    """For each chunk, the hidden states entering every `every`-th layer and the last ones
-    (Checkpoints of (n, t, C) tensors; every=1: all L + 1)."""
+    """For each chunk, the states entering every `every`-th layer and the last: Checkpoints of (n, t, C)."""
     out = []
     for ids, types, mask in batch.chunks:
         h = bert.model.embeddings(input_ids=ids, token_type_ids=types)  # (n, t, C)
@@ -173,15 +172,12 @@ def _entering(bert: LoadedBert, batch: _Batch, every: int = 1) -> list[Checkpoin
 def _embed(
     bert: LoadedBert, batch: _Batch, head_mask=None, replace=None, start: int = 0, entering=None
 ) -> torch.Tensor:
-    """Sentence embeddings (N, C), every chunk through layers start..L-1 (from `entering`'s
-    states at `start`, or from the embeddings)."""
-    pooled = []
+    """Sentence embeddings (N, C), every chunk through layers start..L-1 (replace and head_mask begin
+    there), from the states `entering` kept nearest before `start`, or from the embeddings."""
+    pooled, embed = [], bert.model.embeddings
     for n, (ids, types, mask) in enumerate(batch.chunks):
-        if entering is not None:  # from the kept states nearest before `start` (replace and head_mask begin there)
-            h, start = entering[n].resume(start)
-        else:
-            h = bert.model.embeddings(input_ids=ids, token_type_ids=types)
-        states, _ = bert.run_layers(h, mask, replace, head_mask, start=start)
+        h, first = entering[n].resume(start) if entering else (embed(input_ids=ids, token_type_ids=types), start)
+        states, _ = bert.run_layers(h, mask, replace, head_mask, start=first)
         pooled.append(_pool(states[-1] if states else h, mask))  # start = L: h is the last states
     return torch.cat(pooled)  # (N, C)
 
@@ -200,8 +196,7 @@ _STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> _bu
 
 
 def _bundled_states(bert: LoadedBert) -> tuple[_Batch, list[Checkpoints]]:
-    """The bundled pairs' batch and the hidden states entering every 4th layer (_entering), once
-    per model while it lives: a layer replaced at l needs only layers from the kept one before l."""
+    """The bundled pairs' batch and their states entering every 4th layer, once per model while it lives."""
     states = _STATES.get(bert)
     if states is None:
         batch = _batch(bert, similarity_pairs())

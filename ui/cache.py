@@ -112,6 +112,13 @@ def cached_run(inp: Inputs) -> bert.BertRun:
     return run
 
 
+def attention_download(
+    inp: Inputs, kind: str, layer: int | None = None, head: int | None = None
+) -> Callable[[], bytes]:
+    """attention_file for a download button, built when it is clicked (not a lambda: see attention_file)."""
+    return functools.partial(attention_file, inp, kind, layer, head)
+
+
 def attention_file(inp: Inputs, kind: str, layer: int | None = None, head: int | None = None) -> bytes:
     """A download of the sentence's attention, built when the button is clicked (pass it as
     functools.partial(attention_file, inp, ...): a lambda in a page would keep the page's whole

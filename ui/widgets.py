@@ -13,6 +13,7 @@ from mha import bert, collapse
 from mha.collapse import CollapsePath
 from mha.examples import EXAMPLES
 
+from . import frontend
 from .cache import cached_run, load_model
 from .settings import SETTINGS, setting_widget
 from .state import MAX_CHARS, Inputs, cut_paste, literal, notice, pasted_cut, show_notices
@@ -63,6 +64,8 @@ def sidebar() -> Inputs:
         help="\n\n".join(f"**{s.name}**: {s.description}" for s in specs.values()),
     )
     sb.caption(specs[st.session_state["model"]].description)
+    with sb:  # Plotly's code fetched and compiled while the learner reads, not after a click
+        frontend.preload_plotly()
     ss = st.session_state
     cut = pasted_cut("text") + pasted_cut("text_b")
     ss["_inputs"] = Inputs.from_raw(ss["model"], ss["text"], ss.get("text_b") or "", cut=cut)
