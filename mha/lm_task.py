@@ -77,15 +77,15 @@ _STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> the
 
 
 def _score_states(model: LoadedModel) -> tuple[torch.Tensor, torch.Tensor, Checkpoints]:
-    """The score set's ids, lengths and hidden states entering every 4th layer and after the last
-    (loaded.Checkpoints of (N, T, C)), once per model while it lives (about 25 MB for the 30-layer
-    decoder): a layer replaced at l needs only the layers from the kept one before l run again."""
+    """The score set's ids, lengths and hidden states entering kept layers and after the last
+    (loaded.Checkpoints.within, of (N, T, C)), once per model while it lives: a layer replaced at l
+    needs only the layers from the kept one before l run again."""
     found = _STATES.get(model)
     if found is None:
         ids, lengths = model.encode_batch(texts())
         h = model.model.model.embed_tokens(ids)  # (N, T, C)
         states, _ = model.run_layers(h)
-        found = _STATES[model] = (ids, lengths, Checkpoints.of([h, *states]))
+        found = _STATES[model] = (ids, lengths, Checkpoints.within([[h, *states]])[0])
     return found
 
 

@@ -9,8 +9,8 @@ graded similarity the score is Spearman's rank correlation between cosine and gr
 - Voita et al. 2019: most heads can be pruned with little loss.
 
 All through the from-scratch attention, read-only. Shapes: N sentences, P pairs, T tokens, C = d_model,
-L layers, H heads. `_STATES` (beside ui/store.py): the bundled pairs' states entering every 4th layer
-(loaded.Checkpoints), per model (held weakly).
+L layers, H heads. `_STATES` (beside ui/store.py): the bundled pairs' states entering kept layers
+(loaded.Checkpoints.within), per model (held weakly).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import torch
 from scipy.stats import rankdata, spearmanr
 
 from .attention import MultiHeadAttention
-from .loaded import CHECKPOINT_EVERY, Checkpoints
+from .loaded import Checkpoints
 
 if TYPE_CHECKING:
     from .bert import BertRun, LoadedBert
@@ -159,14 +159,14 @@ def _score(cos: torch.Tensor, gold: np.ndarray) -> TaskScore:
     return TaskScore(float(spearmanr(c, gold).statistic), c, gold)
 
 
-def _entering(bert: LoadedBert, batch: _Batch, every: int = 1) -> list[Checkpoints]:
-    """For each chunk, the states entering every `every`-th layer and the last: Checkpoints of (n, t, C)."""
+def _entering(bert: LoadedBert, batch: _Batch, every: int | None = 1) -> list[Checkpoints]:
+    """Per chunk, the states entering every `every`-th layer (None: Checkpoints.within) and the last."""
     out = []
     for ids, types, mask in batch.chunks:
         h = bert.model.embeddings(input_ids=ids, token_type_ids=types)  # (n, t, C)
         states, _ = bert.run_layers(h, mask)
-        out.append(Checkpoints.of([h, *states], every))
-    return out
+        out.append([h, *states])
+    return Checkpoints.within(out) if every is None else [Checkpoints.of(c, every) for c in out]
 
 
 def _embed(
@@ -196,12 +196,12 @@ _STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> _bu
 
 
 def _bundled_states(bert: LoadedBert) -> tuple[_Batch, list[Checkpoints]]:
-    """The bundled pairs' batch and their states entering every 4th layer, once per model while it lives."""
+    """The bundled pairs' batch and their states entering kept layers, once per model while it lives."""
     states = _STATES.get(bert)
     if states is None:
         batch = _batch(bert, similarity_pairs())
         with torch.inference_mode():
-            states = _STATES[bert] = (batch, _entering(bert, batch, CHECKPOINT_EVERY))
+            states = _STATES[bert] = (batch, _entering(bert, batch, None))
     return states
 
 
