@@ -79,14 +79,7 @@ class SharedStore:
             self.puts += 1
             self.added[key] = self.puts
             self.bytes += size
-            while (self.size is not None and len(self.items) > self.size) or (
-                self.budget is not None and self.bytes > self.budget
-            ):
-                old = next((k for k in self.items if k != key and not self._same_group(k, key)), None)
-                if old is None:
-                    break
-                self.bytes -= self.items.pop(old)[1]
-                self.added.pop(old, None)
+            self._evict_while(key, lambda: (self.size is not None and len(self.items) > self.size) or self._over())
 
     def entries(self) -> list[tuple[Hashable, Any]]:
         """Every (key, value) held now, in the order they were put, oldest first (a snapshot; no
@@ -99,12 +92,19 @@ class SharedStore:
         the store is over budget (the one sentence in view may exceed it alone). Computing a new
         sentence's results then does not hold the last sentence's beside them."""
         with self.lock:
-            while self.budget is not None and self.bytes > self.budget:
-                old = next((k for k in self.items if k != key and not self._same_group(k, key)), None)
-                if old is None:
-                    break
-                self.bytes -= self.items.pop(old)[1]
-                self.added.pop(old, None)
+            self._evict_while(key, self._over)
+
+    def _over(self) -> bool:
+        return self.budget is not None and self.bytes > self.budget
+
+    def _evict_while(self, key: Hashable, over: Callable[[], bool]) -> None:
+        """Drop the oldest entries of groups other than key's while over() (the caller holds the lock)."""
+        while over():
+            old = next((k for k in self.items if k != key and not self._same_group(k, key)), None)
+            if old is None:
+                break
+            self.bytes -= self.items.pop(old)[1]
+            self.added.pop(old, None)
 
     def _same_group(self, a: Hashable, b: Hashable) -> bool:
         return self.group is not None and self.group(a) == self.group(b)
