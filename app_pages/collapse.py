@@ -34,11 +34,11 @@ st.caption(
     )
 )
 
-with st.spinner("Recomputing the layer along the path from distinct to shared..."):
-    sweep = ui.cached_sweep(inp, layer, path)  # does not depend on alpha: cached
+with st.spinner("Recomputing the layer at alpha = 0, at your alpha and at alpha = 1..."):
+    ends = ui.sweep_ends(inp, layer, path)  # alpha = 0 and 1, the path's first and last points: cached
     now = ui.cached_collapse(inp, layer, path)
-summary, before = now.summary(), sweep[0]
-ans = check.answer(sweep[0], sweep[-1], C, H, path)
+summary, before = now.summary(), ends[0]
+ans = check.answer(ends[0], ends[-1], C, H, path)
 first_role = roles[0] if "q" not in roles else "q"
 overlap_key = f"subspace overlap W^{first_role.upper()}"
 
@@ -135,7 +135,21 @@ st.page_link(
 )
 
 st.subheader("Along the path")
-ui.chart(plots.collapse.sweep_chart(sweep, alpha))
+steps, _, pairs = collapse.sweep_counts(H)
+sweep = None  # the points between alpha = 0 and 1: at once, or on a long sentence after the button
+if ui.long_measures(
+    model,
+    run,
+    collapse.sweep_counts(H),
+    ui.sweep_ready(inp, layer, path),
+    "collapse_path",
+    f"Measure the path's {steps} points",
+    f"the path's {steps} points run layer {layer} {steps} times and compare its {H} heads two by two at each "
+    f"point ({pairs:,} pairs of {T} x {T} attention maps)",
+):
+    with st.spinner("Recomputing the layer along the path from distinct to shared..."):
+        sweep = ui.cached_sweep(inp, layer, path)  # does not depend on alpha: cached
+    ui.chart(plots.collapse.sweep_chart(sweep, alpha))
 
 st.subheader(f"What it costs the whole model, at alpha = {alpha:.2f}")
 scope = ui.setting_widget("radio", "Share in", "collapse_scope", options=["this layer", "every layer"], horizontal=True)
@@ -301,13 +315,14 @@ st.markdown(
         else ""
     )
 )
-st.download_button(
-    "Measures along alpha (.csv)",
-    collapse.sweep_csv(sweep),
-    file_name=f"collapse_layer{layer}.csv",
-    mime="text/csv",
-    on_click="ignore",
-)
+if sweep is not None:
+    st.download_button(
+        "Measures along alpha (.csv)",
+        collapse.sweep_csv(sweep),
+        file_name=f"collapse_layer{layer}.csv",
+        mime="text/csv",
+        on_click="ignore",
+    )
 ui.words(
     "alpha",
     "head diversity",

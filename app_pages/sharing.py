@@ -36,7 +36,9 @@ if G < H:
 layer, _ = ui.layer_head(run, head=False)
 
 st.subheader(f"The ladder, layer {layer}")
-whole = ui.whole_model_runs(
+rungs = ladder.rungs(H, False, G)
+inside = ui.ladder_inside(inp, run, layer, "sharing_inside")
+whole = inside and ui.whole_model_runs(
     model,
     run,
     ui.ladder_runs(inp.model, layer),
@@ -45,9 +47,21 @@ whole = ui.whole_model_runs(
     f"the {emb}s of the rungs and baselines",
 )
 with st.spinner("Converting the layer rung by rung..."):
-    measured = ui.cached_ladder(inp, layer, whole=whole)
-    rescaled = ui.cached_ladder(inp, layer, True, whole=whole)
     base = ui.cached_baselines(inp, layer, whole)
+    measured = ui.cached_ladder(inp, layer, whole=whole) if inside else []
+    rescaled = ui.cached_ladder(inp, layer, True, whole=whole) if inside else []
+structure = [
+    {
+        "rung": r.name,
+        "shared across heads": r.shares,
+        "projections of Q, K, V": " / ".join(str(g) for g in r.heads),
+        "parameters (layer)": r.module(model.scratch_layer(layer)).num_parameters(),
+        "K/V cache per token, fp16 (whole model, as a decoder)": (
+            f"{ladder.kv_cache_bytes(model.n_layers, r.heads[1], D, v_heads=r.heads[2]) / 1024:.1f} KiB"
+        ),
+    }
+    for r in rungs
+]
 table = [
     {
         "rung": m.rung.name,
@@ -80,8 +94,9 @@ table += [
     )
     if whole or layer_cos is not None
 ]
-st.dataframe(table, hide_index=True)
-ui.chart(plots.ladder.ladder_chart(measured, rescaled, base, emb, who))
+st.dataframe(table if inside else structure, hide_index=True)
+if inside:
+    ui.chart(plots.ladder.ladder_chart(measured, rescaled, base, emb, who))
 st.caption(
     "Projections: how many distinct $W^Q$, $W^K$, $W^V$ the layer has (each $d_{model} \\times d_k$); head $i$ "
     "reads its group's. Mean-pooled: each group's slices averaged (Ainslie et al. 2023); scale restored: that mean "
@@ -114,7 +129,9 @@ if beat:
     )
 
 st.subheader("Which of Q, K, V must differ for heads to differ?")
-if H > 1:
+if not inside:
+    st.info("The rungs' measures above answer it: they wait for the button.", icon=":material/timer:")
+elif H > 1:
     by_heads = {m.rung.heads: m for m in measured}
     by_heads_scaled = {m.rung.heads: m for m in rescaled}
     bert_div = measured[0].diversity
@@ -217,7 +234,7 @@ st.markdown(
 u1, u0, u2, u3 = st.columns([2, 1.4, 1, 1])
 about = "The plain mean of each group's slices (Ainslie et al. 2023), or that mean rescaled to a slice's length."
 pooling = ui.setting_widget("radio", "Start from", "sharing_pooling", u0, options=POOLINGS, help=about)
-choices = [m.rung for m in (rescaled if pooling == POOLINGS[1] else measured) if m.rung.name != "MHA"]
+choices = [r for r in ladder.rungs(H, pooling == POOLINGS[1], G) if r.name != "MHA"]
 if not choices:
     st.stop()
 by_name = {r.name: r for r in choices}

@@ -76,7 +76,8 @@ def page_seconds(T: int, runs: int) -> list[float]:
         t0 = time.perf_counter()
         at.run()
         times.append(time.perf_counter() - t0)
-        assert not at.exception and len(at.get("plotly_chart")) >= 7, "the page did not draw"
+        waits = any(b.key == "collapse_path" for b in at.button)  # the path's points wait on a long sentence
+        assert not at.exception and len(at.get("plotly_chart")) >= (6 if waits else 7), "the page did not draw"
     return times
 
 
@@ -105,6 +106,34 @@ def browser_seconds(T: int, runs: int) -> list[float]:
                 times.append(time.perf_counter() - t0)
         browser.close()
     return times
+
+
+def work_estimate(bert, run, sweep_s: float, runs: int) -> None:
+    """mha.work's estimate of the alpha sweep (runs of the layer, maps measured, pairs compared, one
+    measured weight as COMPARE_MACS multiply-adds) against its time, both as forward passes of the
+    model on the same sentence, and the COMPARE_MACS this machine's times imply."""
+    import torch
+
+    from mha import work
+
+    enc, _ = bert.encode(" ".join(run.tokens[1:-1]))
+
+    def forward() -> None:
+        with torch.inference_mode():
+            bert.model(**enc, output_attentions=True)
+
+    T, fwd = run.n_tokens, median_seconds(forward, runs)
+    counts = collapse.sweep_counts(bert.n_heads)
+    one_pass = work.runs_macs(bert, T, [(0, 0)])
+    estimate = work.measures_macs(bert, T, *counts) / one_pass
+    per_mac = fwd / one_pass
+    layers, maps, pairs = counts
+    implied = (sweep_s / per_mac - layers * work.layer_macs(bert, T)) / ((maps + pairs) * T * T)
+    print(
+        f"  alpha sweep in forward passes ({fwd:.3f} s each): estimated {estimate:.1f} (mha.work), measured "
+        f"{sweep_s / fwd:.1f}; a measured weight costs {implied:.0f} multiply-adds here "
+        f"(COMPARE_MACS = {work.COMPARE_MACS}); waits for a button: {not work.measures_at_once(bert, T, estimate * one_pass)}"
+    )
 
 
 UNTUNED = (  # two sentences nobody tuned the app for (tests/test_sharing_honest.py uses them too)
@@ -183,6 +212,7 @@ def main() -> None:
         ours, ref = measured["head diversity (ours)"], measured["head diversity (scipy reference)"]
         err = np.abs(metrics.head_diversity(w) - scipy_diversity(w)).max()
         print(f"  head diversity: {ref / ours:.1f}x faster than scipy, max difference {err:.1e}")
+        work_estimate(bert, run, measured["alpha sweep, 11 points"], args.runs)
     task_figures(bert)
     sharing_figures(bert)
     for T, budget in ((128, 1.0), (512, 2.0)):

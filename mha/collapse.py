@@ -370,13 +370,27 @@ def measures_from(
     )
 
 
+SWEEP_STEPS = 11  # alpha = 0, 0.1, ..., 1
+
+
+def sweep_alphas(steps: int = SWEEP_STEPS) -> list[float]:
+    """`steps` evenly spaced alphas from 0 (distinct) to 1 (shared)."""
+    return [float(a) for a in np.linspace(0.0, 1.0, steps)]
+
+
 def alpha_sweep(
-    bert: LoadedBert, run: BertRun, layer: int, path: CollapsePath, steps: int = 11
+    bert: LoadedBert, run: BertRun, layer: int, path: CollapsePath, steps: int = SWEEP_STEPS
 ) -> list[dict[str, float]]:
     """The scalar measures (diversity, the subspace overlap of W^Q, W^K and W^V, effective rank)
-    at `steps` evenly spaced alphas from 0 (distinct) to 1 (shared) on the path's source and roles
-    (its own alpha is not used)."""
-    return [collapse_layer(bert, run, layer, path.at(float(a))).summary() for a in np.linspace(0.0, 1.0, steps)]
+    at the `steps` alphas of sweep_alphas on the path's source and roles (its own alpha is not used)."""
+    return [collapse_layer(bert, run, layer, path.at(a)).summary() for a in sweep_alphas(steps)]
+
+
+def sweep_counts(n_heads: int, steps: int = SWEEP_STEPS) -> tuple[int, int, int]:
+    """What the sweep computes, for mha.work.measures_macs: (runs of the layer, head maps measured
+    alone, pairs of head maps compared): at each alpha the layer's run, each head's map normalised,
+    its entropy and its score spread, and every two heads' Jensen-Shannon divergence."""
+    return steps, 3 * n_heads * steps, n_heads * (n_heads - 1) // 2 * steps
 
 
 def _effect(new: np.ndarray, old: np.ndarray) -> dict[str, float]:

@@ -212,6 +212,14 @@ def ladder_measures(
     return out
 
 
+def ladder_counts(n_heads: int, modules: int) -> tuple[int, int, int]:
+    """What ladder_measures computes inside the layer for `modules` rungs, for mha.work.measures_macs:
+    (runs of the layer, head maps measured alone, pairs of head maps compared): the model's own layer
+    and each rung's, each head's map normalised and its drift from the model's, and every two heads'
+    Jensen-Shannon divergence in each rung."""
+    return modules + 1, n_heads * (2 * modules + 1), n_heads * (n_heads - 1) // 2 * modules
+
+
 def ladder_finals(
     bert: LoadedBert, run: BertRun, layer: int, modules: list[MultiHeadAttention], chunk: int = 4
 ) -> list[float]:

@@ -5,6 +5,12 @@ A page runs a changed layer and the layers after it once per variant it measures
 sentence, many variants are many forward passes. `at_once` says whether such runs are small
 enough to run as the page opens; otherwise the page asks first (ui.whole_model_runs).
 
+A page also measures a layer's variants against one another, head by head, over every T x T weight
+(Jensen-Shannon divergences, entropies): work that grows as heads^2 T^2 whatever the model's width,
+so on a narrow model and a long sentence it outgrows the forward pass. `measures_macs` counts it
+in multiply-adds (one measured weight as COMPARE_MACS of them) and `measures_at_once` says whether
+it runs as the page opens (ui.long_measures).
+
 Per layer and token: the attention projections 2 C (C_q + C_kv) (W^Q and W^O of C x C, W^K and
 W^V of C x G D), the scores and the mix 2 T C (Q K^T and weights V; causal or not, counted whole),
 and the feed-forward 2 C F (BERT) or 3 C F (a gated decoder MLP), F its width.
@@ -15,6 +21,9 @@ from __future__ import annotations
 from .loaded import LoadedModel
 
 AT_ONCE = 2e10  # multiply-adds: about a third of a second on one core of this machine (bench_scale.py)
+COMPARE_MACS = 100  # one attention weight measured (add, log, multiply, sum) takes about as long as 100
+# multiply-adds of the model's matrix products on one core (bench/bench_collapse.py prints the ratio)
+MEASURES_AT_ONCE = 3.0  # forward passes of the model: measures beyond this (and beyond AT_ONCE) wait
 
 
 def layer_macs(model: LoadedModel, n_tokens: int, heads: bool = True) -> float:
@@ -51,3 +60,15 @@ def forward_passes(model: LoadedModel, n_tokens: int, runs: list[Run]) -> float:
 def at_once(model: LoadedModel, n_tokens: int, runs: list[Run]) -> bool:
     """Whether these runs are small enough to run without asking."""
     return runs_macs(model, n_tokens, runs) <= AT_ONCE
+
+
+def measures_macs(model: LoadedModel, n_tokens: int, layer_runs: int, maps: int, pairs: int) -> float:
+    """Multiply-adds of `layer_runs` runs of one layer, `maps` head maps measured alone (normalised,
+    entropy, spread, drift) and `pairs` pairs of head maps compared (Jensen-Shannon), all T x T."""
+    return layer_runs * layer_macs(model, n_tokens) + COMPARE_MACS * (maps + pairs) * float(n_tokens) ** 2
+
+
+def measures_at_once(model: LoadedModel, n_tokens: int, macs: float) -> bool:
+    """Whether measures of `macs` multiply-adds run as the page opens: small ones always, others
+    when they are at most MEASURES_AT_ONCE forward passes of the model."""
+    return macs <= AT_ONCE or macs <= MEASURES_AT_ONCE * runs_macs(model, n_tokens, [(0, 0)])

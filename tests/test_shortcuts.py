@@ -4,12 +4,13 @@ every head is removed skipped, and the work estimate that decides when a page as
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
 import pytest
 import torch
-from conftest import SENTENCES
+from conftest import SENTENCES, plotly_array
 from streamlit.testing.v1 import AppTest
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -17,7 +18,7 @@ from livetest import ROOT
 from mha import collapse, ladder, work
 from mha.collapse import CollapsePath
 
-LONG = " ".join(["the river runs past seven old mills and under a stone bridge"] * 42)  # 512 tokens, cut
+LONG = " ".join(["the river runs past seven old mills and under a stone bridge"] * 42)  # 506 tokens
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +97,13 @@ def test_the_work_estimate_counts_what_torch_counts(bert):
 
 def promised_runs(at: AppTest) -> int:
     """The number of runs the page's info box says the button takes."""
-    said = next(i.value for i in at.info if "wait for the button" in i.value)
+    said = next(i.value for i in at.info if "wait for the button" in i.value and " runs " in i.value)
     return int(re.search(r"take (\d+) runs", said).group(1))
+
+
+def measures_said(at: AppTest) -> str:
+    """The info box of measures between heads that wait for a button (ui.long_measures)."""
+    return next(i.value for i in at.info if "waits for the button" in i.value)
 
 
 def counting_runs(monkeypatch) -> list[int]:
@@ -123,6 +129,23 @@ def test_long_sentences_wait_for_the_button_and_then_show_the_same_numbers(bert,
     at.query_params["text"] = LONG
     at.switch_page("app_pages/sharing.py").run()
     assert not at.exception
+    # first the rungs' measures inside the layer (heads^2 T^2 on this narrow model): the counts said
+    H, pairs, T = bert.n_heads, bert.n_heads * (bert.n_heads - 1) // 2, bert.attend(LONG).n_tokens
+    said = measures_said(at)
+    assert "9 rungs" in said and "18 versions of layer 0" in said and f"{18 * pairs:,} pairs of {T} x {T}" in said
+    assert "head diversity (JS), mean-pooled" not in at.dataframe[0].value.columns  # the structure only
+    assert at.dataframe[0].value.set_index("rung").loc["MQA", "parameters (layer)"] == (
+        ladder.Rung("MQA", (H, 1, 1), H).module(bert.scratch_layer(0)).num_parameters()
+    )
+    at.button(key="sharing_inside").click().run()
+    assert not at.exception
+    run = bert.attend(LONG)
+    plain = ladder.rungs(H)
+    direct = ladder.ladder_measures(bert, run, 0, [(r, r.module(bert.scratch_layer(0))) for r in plain], whole=False)
+    shown = at.dataframe[0].value.set_index("rung")
+    for m in direct:  # the same numbers as the long way round, as shown
+        assert shown.loc[m.rung.name, "head diversity (JS), mean-pooled"] == float(f"{m.diversity:.3g}"), m.rung.name
+        assert shown.loc[m.rung.name, "attention drift (JS), mean-pooled"] == round(m.drift, 3), m.rung.name
     promised = promised_runs(at)
     table = at.dataframe[0].value
     cosines = [c for c in table.columns if c.startswith("sentence cosine")]
@@ -132,7 +155,6 @@ def test_long_sentences_wait_for_the_button_and_then_show_the_same_numbers(bert,
     assert sum(rows) == promised == 18
     table = at.dataframe[0].value
     assert not table[cosines].iloc[:-1].isna().any().any()
-    run = bert.attend(LONG)
     mqa = ladder.Rung("MQA", (bert.n_heads, 1, 1), bert.n_heads)
     full = bert.encode_with(run, replace={0: mqa.module(bert.scratch_layer(0))})[-1]
     want = collapse.final_cosine(full, run.hidden_states[-1])
@@ -141,6 +163,17 @@ def test_long_sentences_wait_for_the_button_and_then_show_the_same_numbers(bert,
     at.switch_page("app_pages/collapse.py").run()
     assert not at.exception
     assert any("not run" in str(m.value) for m in at.metric)
+    # the path's 11 points wait too; the figures above compare with its ends, computed at once
+    assert "11 points run layer 0 11 times" in measures_said(at) and f"({11 * pairs:,} pairs" in measures_said(at)
+    sweep = collapse.alpha_sweep(bert, run, 0, CollapsePath())
+    diversity = next(m for m in at.metric if m.label.startswith("Head diversity"))
+    assert f"{sweep[0]['head diversity (JS)']:.3f}" in diversity.proto.delta
+    at.button(key="collapse_path").click().run()
+    assert not at.exception
+    drawn = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if "Distinct (alpha = 0)" in c.proto.spec)
+    curve = next(t for t in drawn["data"] if t["name"] == "head diversity (JS)")
+    np.testing.assert_allclose(plotly_array(curve["x"]), [p["alpha"] for p in sweep])
+    np.testing.assert_allclose(plotly_array(curve["y"]), [p["head diversity (JS)"] for p in sweep], rtol=1e-12)
     promised, rows[:] = promised_runs(at), []
     at.button(key="collapse_whole").click().run()
     assert not any("not run" in str(m.value) for m in at.metric)
@@ -160,6 +193,9 @@ def test_the_lessons_recap_waits_for_the_same_button_on_a_long_sentence(monkeypa
     at.switch_page("app_pages/lesson.py")
     rows = counting_runs(monkeypatch)
     at.run()
+    assert not at.exception and sum(rows) == 0
+    assert "9 rungs" in measures_said(at)  # first the rungs' measures inside the layer, as on What may be shared
+    at.button(key="lesson_inside").click().run()
     assert not at.exception and sum(rows) == 0
     assert promised_runs(at) == 18
     said = " ".join(m.value for m in at.markdown)

@@ -139,13 +139,25 @@ def cached_collapse(inp: Inputs, layer: int, path: CollapsePath) -> collapse.Lay
 
 
 def cached_sweep(inp: Inputs, layer: int, path: CollapsePath) -> list[dict[str, float]]:
-    """The measures at alpha = 0, 0.1, ..., 1 on the path's source and roles (not its alpha)."""
-    return _sweep(inp, layer, path.at(1.0))
+    """The measures at alpha = 0, 0.1, ..., 1 on the path's source and roles (not its alpha):
+    collapse.alpha_sweep, each point kept on its own."""
+    return [_sweep_point(inp, layer, path.at(a)) for a in collapse.sweep_alphas()]
+
+
+def sweep_ends(inp: Inputs, layer: int, path: CollapsePath) -> list[dict[str, float]]:
+    """The sweep's first and last points (alpha = 0 and 1), the same as cached_sweep's: what the
+    collapse page compares with when the points between wait for a button."""
+    return [_sweep_point(inp, layer, path.at(a)) for a in (0.0, 1.0)]
+
+
+def sweep_ready(inp: Inputs, layer: int, path: CollapsePath) -> bool:
+    """Whether every point of the sweep is computed for this sentence."""
+    return all(_sweep_point.ready(inp, layer, path.at(a)) for a in collapse.sweep_alphas())
 
 
 @per_sentence
-def _sweep(inp: Inputs, layer: int, path: CollapsePath) -> list[dict[str, float]]:
-    return collapse.alpha_sweep(load_model(inp.model), cached_run(inp), layer, path)
+def _sweep_point(inp: Inputs, layer: int, path: CollapsePath) -> dict[str, float]:
+    return collapse.collapse_layer(load_model(inp.model), cached_run(inp), layer, path).summary()
 
 
 @per_sentence
@@ -236,6 +248,19 @@ def _ladder_finals(inp: Inputs, layer: int) -> tuple[list[float], list[float]]:
     plain, _, modules = ladder_modules(model, layer)
     finals = ladder.ladder_finals(model, cached_run(inp), layer, modules)
     return finals[: len(plain)], finals[len(plain) :]
+
+
+def ladder_measured(inp: Inputs, layer: int) -> bool:
+    """Whether the ladder's measures inside the layer are computed for this sentence."""
+    return _ladders.ready(inp, layer)
+
+
+def ladder_counts(model_name: str) -> tuple[int, int, int]:
+    """What the ladder's measures inside a layer compute (ladder.ladder_counts), for its rungs
+    plainly mean-pooled and rescaled."""
+    model = load_model(model_name)
+    every = [r for rescale in (False, True) for r in ladder.rungs(model.n_heads, rescale, model.kv_groups)]
+    return ladder.ladder_counts(model.n_heads, len(every))
 
 
 def ladder_ready(inp: Inputs, layer: int) -> bool:

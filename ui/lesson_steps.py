@@ -19,7 +19,7 @@ from .classroom import record
 from .quiz import choice_question, first_answers, first_try, number_question
 from .settings import setting_widget
 from .state import Inputs
-from .widgets import chart, diagram, layer_head, token_picker, whole_model_runs
+from .widgets import chart, diagram, ladder_inside, layer_head, token_picker, whole_model_runs
 
 
 @dataclass(frozen=True)
@@ -370,7 +370,9 @@ def recap_step(c: StepContext) -> None:
     st.markdown(recap.sharing(ans, layer, c.model.who))
     if c.model.kv_groups < c.model.n_heads:
         st.markdown(_grouped(c, layer))
-    whole = whole_model_runs(  # a long sentence: its cosines wait for a button, as on What may be shared
+    # a long sentence: the rungs' measures, then their cosines, wait for a button, as on What may be shared
+    inside = ladder_inside(c.inp, c.run, layer, "lesson_inside")
+    whole = inside and whole_model_runs(
         c.model,
         c.run,
         cache.ladder_runs(c.inp.model, layer),
@@ -378,8 +380,8 @@ def recap_step(c: StepContext) -> None:
         "lesson_whole",
         "the sentence cosines below",
     )
-    plain = {r.rung.name: r for r in cache.cached_ladder(c.inp, layer, whole=whole)}
-    scaled = {r.rung.name: r for r in cache.cached_ladder(c.inp, layer, True, whole=whole)}
+    plain = {r.rung.name: r for r in cache.cached_ladder(c.inp, layer, whole=whole)} if inside else {}
+    scaled = {r.rung.name: r for r in cache.cached_ladder(c.inp, layer, True, whole=whole)} if inside else {}
     if "MQA" in plain and "MHA" in plain:
         st.markdown(recap.production(layer, plain, scaled, cache.cached_baselines(c.inp, layer, whole)))
         trained = [

@@ -9,12 +9,12 @@ from typing import Any
 
 import streamlit as st
 
-from mha import bert, collapse
+from mha import bert, collapse, ladder
 from mha.collapse import CollapsePath
 from mha.examples import EXAMPLES
 
 from . import frontend
-from .cache import cached_run, load_model
+from .cache import cached_run, ladder_counts, ladder_measured, load_model
 from .settings import SETTINGS, setting_widget
 from .state import MAX_CHARS, Inputs, cut_paste, literal, notice, pasted_cut, show_notices
 
@@ -335,3 +335,45 @@ def whole_model_runs(
             icon=":material/timer:",
         )
     return pressed
+
+
+def long_measures(
+    model: Any, run: bert.BertRun, counts: tuple[int, int, int], ready: bool, key: str, label: str, what: str
+) -> bool:
+    """Whether this rerun shows measures between heads that compute `counts` (runs of one layer,
+    head maps measured alone, pairs of maps compared: mha.work.measures_macs): at once when that is
+    small next to the model's forward pass (mha.work.measures_at_once) or already computed
+    (`ready`, for anyone); otherwise the page says what they compute and offers a button (key `key`)."""
+    from mha import work
+
+    T = run.n_tokens
+    if ready or work.measures_at_once(model, T, work.measures_macs(model, T, *counts)):
+        return True
+    pressed = st.button(label, key=key, icon=":material/play_arrow:")
+    if not pressed:
+        st.info(
+            f"On your {T} tokens, {what}. That work grows as the square of the sentence's length: on a sentence "
+            f"this long it is several times the work of one pass of {model.who} over it, so it waits for the "
+            "button. The results are kept for everyone who asks again.",
+            icon=":material/timer:",
+        )
+    return pressed
+
+
+def ladder_inside(inp: Inputs, run: bert.BertRun, layer: int, key: str) -> bool:
+    """long_measures for the ladder's measures inside `layer` (What may be shared, the lesson's recap)."""
+    model = load_model(inp.model)
+    H = model.n_heads
+    layers_run, _, pairs = ladder_counts(inp.model)
+    n = len(ladder.rungs(H, False, model.kv_groups))
+    return long_measures(
+        model,
+        run,
+        ladder_counts(inp.model),
+        ladder_measured(inp, layer),
+        key,
+        "Measure the rungs on your sentence",
+        f"the ladder's {n} rungs, mean-pooled and rescaled ({layers_run - 1} versions of layer {layer}), compare their "
+        f"{H} heads two by two ({pairs:,} pairs of {run.n_tokens} x {run.n_tokens} attention maps) and each head's "
+        f"map with {model.who}'s own",
+    )
