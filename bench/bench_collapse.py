@@ -129,10 +129,11 @@ def work_estimate(bert, run, sweep_s: float, runs: int) -> None:
     per_mac = fwd / one_pass
     layers, maps, pairs = counts
     implied = (sweep_s / per_mac - layers * work.layer_macs(bert, T)) / ((maps + pairs) * T * T)
+    waits = not work.measures_at_once(bert, T, estimate * one_pass)
     print(
         f"  alpha sweep in forward passes ({fwd:.3f} s each): estimated {estimate:.1f} (mha.work), measured "
         f"{sweep_s / fwd:.1f}; a measured weight costs {implied:.0f} multiply-adds here "
-        f"(COMPARE_MACS = {work.COMPARE_MACS}); waits for a button: {not work.measures_at_once(bert, T, estimate * one_pass)}"
+        f"(COMPARE_MACS = {work.COMPARE_MACS}); waits for a button: {waits}"
     )
 
 
