@@ -33,7 +33,7 @@ from livetest import CHROMIUM_FLAGS, ROOT, nginx_proxy, streamlit_server
 from mha import collapse
 from ui.pages import PAGES
 
-N_SESSIONS = 4
+N_SESSIONS = 3  # one on the replica that survives, one on the one killed, one first visit (either)
 ARTIFACTS = ROOT / "artifacts"
 COLLAPSE = [p.url_path for p in PAGES].index("collapse")  # its place in the sidebar
 WORDS = ["river", "violin", "planet", "garden", "engine", "castle", "forest", "rocket"]

@@ -93,6 +93,15 @@ def test_the_work_estimate_counts_what_torch_counts(bert):
     with torch.inference_mode(), FlopCounterMode(display=False) as counter:
         bert.run_layers(run.layer_state(L - 1), head_mask=torch.zeros(L, bert.n_heads), start=L - 1, keep=False)
     assert work.layer_macs(bert, 200, heads=False) == pytest.approx(counter.get_total_flops() / 2, rel=0.02)
+    # measures between heads: on this narrow model the path's 11 points and the ladder's 18 versions of
+    # a layer outgrow 3 forward passes at 512 tokens (bench_collapse: measured 5.5), not at 128 or 256
+    H = bert.n_heads
+    assert collapse.sweep_counts(H) == (11, 11 * 3 * H, 11 * H * (H - 1) // 2)
+    assert ladder.ladder_counts(H, 18) == (19, H * 37, 18 * H * (H - 1) // 2)
+    for counts in (collapse.sweep_counts(H), ladder.ladder_counts(H, 18)):
+        assert not work.measures_at_once(bert, 512, work.measures_macs(bert, 512, *counts))
+        assert work.measures_at_once(bert, 128, work.measures_macs(bert, 128, *counts))
+    assert work.measures_at_once(bert, 256, work.measures_macs(bert, 256, *collapse.sweep_counts(H)))
 
 
 def promised_runs(at: AppTest) -> int:
