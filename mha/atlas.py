@@ -102,7 +102,8 @@ def positional(att: np.ndarray, min_share: float = POSITIONAL_MIN) -> tuple[np.n
     """
     T = att.shape[-1]
     L, H = att.shape[:2]
-    offsets = att.argmax(-1) - np.arange(T) + T  # (L, H, T) argmax offset, shifted to >= 0
+    # (L, H, T) argmax offset, shifted to >= 0; layer by layer: numpy's argmax copies its input
+    offsets = np.stack([layer.argmax(-1) for layer in att]) - np.arange(T) + T
     counts = np.stack([np.bincount(row, minlength=2 * T) for row in offsets.reshape(L * H, T)])
     counts = counts.reshape(L, H, 2 * T)  # (L, H, 2T) how many queries have each offset
     return counts.max(-1) / T >= min_share, counts.argmax(-1) - T
