@@ -135,17 +135,17 @@ st.page_link(
 )
 
 st.subheader("Along the path")
-steps, _, pairs = collapse.sweep_counts(H)
+between = collapse.sweep_counts(H, collapse.SWEEP_STEPS - 2)  # alpha = 0 and 1 are computed above
 sweep = None  # the points between alpha = 0 and 1: at once, or on a long sentence after the button
 if ui.long_measures(
     model,
     run,
-    collapse.sweep_counts(H),
+    between,
     ui.sweep_ready(inp, layer, path),
     "collapse_path",
-    f"Measure the path's {steps} points",
-    f"the path's {steps} points run layer {layer} {steps} times and compare its {H} heads two by two at each "
-    f"point ({pairs:,} pairs of {T} x {T} attention maps)",
+    "Measure the path between alpha = 0 and 1",
+    f"the path's {between[0]} points between alpha = 0 and 1 run layer {layer} {between[0]} times and compare its "
+    f"{H} heads two by two at each point ({between[2]:,} pairs of {T} x {T} attention maps)",
 ):
     with st.spinner("Recomputing the layer along the path from distinct to shared..."):
         sweep = ui.cached_sweep(inp, layer, path)  # does not depend on alpha: cached

@@ -57,7 +57,7 @@ structure = [
         "projections of Q, K, V": " / ".join(str(g) for g in r.heads),
         "parameters (layer)": r.module(model.scratch_layer(layer)).num_parameters(),
         "K/V cache per token, fp16 (whole model, as a decoder)": (
-            f"{ladder.kv_cache_bytes(model.n_layers, r.heads[1], D, v_heads=r.heads[2]) / 1024:.1f} KiB"
+            f"{ladder.kv_cache_bytes(model.n_layers, r.heads[1], D, v_heads=r.heads[2]) / 1024:g} KiB"
         ),
     }
     for r in rungs
@@ -68,7 +68,7 @@ table = [
         "shared across heads": m.rung.shares,
         "projections of Q, K, V": " / ".join(str(g) for g in m.rung.heads),
         "parameters (layer)": m.parameters,
-        "K/V cache per token, fp16 (whole model, as a decoder)": f"{m.kv_cache / 1024:.1f} KiB",
+        "K/V cache per token, fp16 (whole model, as a decoder)": f"{m.kv_cache / 1024:g} KiB",
         "head diversity (JS), mean-pooled": float(f"{m.diversity:.3g}"),
         "head diversity (JS), scale restored": float(f"{r.diversity:.3g}"),
         f"{emb}, mean-pooled": round(m.sentence_cosine, 3) if whole else None,

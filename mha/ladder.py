@@ -212,12 +212,15 @@ def ladder_measures(
     return out
 
 
-def ladder_counts(n_heads: int, modules: int) -> tuple[int, int, int]:
-    """What ladder_measures computes inside the layer for `modules` rungs, for mha.work.measures_macs:
+def ladder_counts(rungs: list[Rung]) -> tuple[int, int, int]:
+    """What ladder_measures computes inside the layer for these rungs, for mha.work.measures_macs:
     (runs of the layer, head maps measured alone, pairs of head maps compared): the model's own layer
     and each rung's, each head's map normalised and its drift from the model's, and every two heads'
-    Jensen-Shannon divergence in each rung."""
-    return modules + 1, n_heads * (2 * modules + 1), n_heads * (n_heads - 1) // 2 * modules
+    Jensen-Shannon divergence in each rung whose heads compute different maps (one Q and one K for
+    every head: one map, compared once)."""
+    H = rungs[0].n_heads
+    pairs = H * (H - 1) // 2 * sum(not r.same_attention for r in rungs)
+    return len(rungs) + 1, H * (2 * len(rungs) + 1), pairs
 
 
 def ladder_finals(

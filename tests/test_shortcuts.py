@@ -97,8 +97,9 @@ def test_the_work_estimate_counts_what_torch_counts(bert):
     # a layer outgrow 3 forward passes at 512 tokens (bench_collapse: measured 5.5), not at 128 or 256
     H = bert.n_heads
     assert collapse.sweep_counts(H) == (11, 11 * 3 * H, 11 * H * (H - 1) // 2)
-    assert ladder.ladder_counts(H, 18) == (19, H * 37, 18 * H * (H - 1) // 2)
-    for counts in (collapse.sweep_counts(H), ladder.ladder_counts(H, 18)):
+    both = ladder.rungs(H) + ladder.rungs(H, rescale=True)  # 18, of which 4 give every head one map
+    assert ladder.ladder_counts(both) == (19, H * 37, 14 * H * (H - 1) // 2)
+    for counts in (collapse.sweep_counts(H), ladder.ladder_counts(both)):
         assert not work.measures_at_once(bert, 512, work.measures_macs(bert, 512, *counts))
         assert work.measures_at_once(bert, 128, work.measures_macs(bert, 128, *counts))
     assert work.measures_at_once(bert, 256, work.measures_macs(bert, 256, *collapse.sweep_counts(H)))
@@ -141,7 +142,7 @@ def test_long_sentences_wait_for_the_button_and_then_show_the_same_numbers(bert,
     # first the rungs' measures inside the layer (heads^2 T^2 on this narrow model): the counts said
     H, pairs, T = bert.n_heads, bert.n_heads * (bert.n_heads - 1) // 2, bert.attend(LONG).n_tokens
     said = measures_said(at)
-    assert "9 rungs" in said and "18 versions of layer 0" in said and f"{18 * pairs:,} pairs of {T} x {T}" in said
+    assert "16 converted versions of layer 0" in said and f"{H} heads over {T} x {T}" in said
     assert "head diversity (JS), mean-pooled" not in at.dataframe[0].value.columns  # the structure only
     assert at.dataframe[0].value.set_index("rung").loc["MQA", "parameters (layer)"] == (
         ladder.Rung("MQA", (H, 1, 1), H).module(bert.scratch_layer(0)).num_parameters()
@@ -173,7 +174,8 @@ def test_long_sentences_wait_for_the_button_and_then_show_the_same_numbers(bert,
     assert not at.exception
     assert any("not run" in str(m.value) for m in at.metric)
     # the path's 11 points wait too; the figures above compare with its ends, computed at once
-    assert "11 points run layer 0 11 times" in measures_said(at) and f"({11 * pairs:,} pairs" in measures_said(at)
+    said = measures_said(at)  # the 9 points between the ends, which the figures above already use
+    assert "9 points between alpha = 0 and 1 run layer 0 9 times" in said and f"({9 * pairs:,} pairs" in said
     sweep = collapse.alpha_sweep(bert, run, 0, CollapsePath())
     diversity = next(m for m in at.metric if m.label.startswith("Head diversity"))
     assert f"{sweep[0]['head diversity (JS)']:.3f}" in diversity.proto.delta
@@ -203,7 +205,7 @@ def test_the_lessons_recap_waits_for_the_same_button_on_a_long_sentence(monkeypa
     rows = counting_runs(monkeypatch)
     at.run()
     assert not at.exception and sum(rows) == 0
-    assert "9 rungs" in measures_said(at)  # first the rungs' measures inside the layer, as on What may be shared
+    assert "16 converted versions" in measures_said(at)  # first the rungs inside the layer, as on What may be shared
     at.button(key="lesson_inside").click().run()
     assert not at.exception and sum(rows) == 0
     assert promised_runs(at) == 18

@@ -259,8 +259,13 @@ def ladder_counts(model_name: str) -> tuple[int, int, int]:
     """What the ladder's measures inside a layer compute (ladder.ladder_counts), for its rungs
     plainly mean-pooled and rescaled."""
     model = load_model(model_name)
-    every = [r for rescale in (False, True) for r in ladder.rungs(model.n_heads, rescale, model.kv_groups)]
-    return ladder.ladder_counts(model.n_heads, len(every))
+    both = [r for rescale in (False, True) for r in ladder.rungs(model.n_heads, rescale, model.kv_groups)]
+    return ladder.ladder_counts(both)
+
+
+def ladder_conversions(model_name: str, layer: int) -> int:
+    """How many of the ladder's versions of `layer`, plainly mean-pooled and rescaled, change the model's own."""
+    return len(ladder_runs(model_name, layer)) - 2  # ladder_runs: one run per changed rung, then two baselines
 
 
 def ladder_ready(inp: Inputs, layer: int) -> bool:

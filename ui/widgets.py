@@ -9,12 +9,12 @@ from typing import Any
 
 import streamlit as st
 
-from mha import bert, collapse, ladder
+from mha import bert, collapse
 from mha.collapse import CollapsePath
 from mha.examples import EXAMPLES
 
 from . import frontend
-from .cache import cached_run, ladder_counts, ladder_measured, load_model
+from .cache import cached_run, ladder_conversions, ladder_counts, ladder_measured, load_model
 from .settings import SETTINGS, setting_widget
 from .state import MAX_CHARS, Inputs, cut_paste, literal, notice, pasted_cut, show_notices
 
@@ -353,8 +353,8 @@ def long_measures(
     if not pressed:
         st.info(
             f"On your {T} tokens, {what}. That work grows as the square of the sentence's length: on a sentence "
-            f"this long it is several times the work of one pass of {model.who} over it, so it waits for the "
-            "button. The results are kept for everyone who asks again.",
+            f"this long it is several times the work of one pass of {model.who} over it and too long to run as "
+            "the page opens, so it waits for the button. The results are kept for everyone who asks again.",
             icon=":material/timer:",
         )
     return pressed
@@ -363,9 +363,7 @@ def long_measures(
 def ladder_inside(inp: Inputs, run: bert.BertRun, layer: int, key: str) -> bool:
     """long_measures for the ladder's measures inside `layer` (What may be shared, the lesson's recap)."""
     model = load_model(inp.model)
-    H = model.n_heads
-    layers_run, _, pairs = ladder_counts(inp.model)
-    n = len(ladder.rungs(H, False, model.kv_groups))
+    T, versions = run.n_tokens, ladder_conversions(inp.model, layer)
     return long_measures(
         model,
         run,
@@ -373,7 +371,7 @@ def ladder_inside(inp: Inputs, run: bert.BertRun, layer: int, key: str) -> bool:
         ladder_measured(inp, layer),
         key,
         "Measure the rungs on your sentence",
-        f"the ladder's {n} rungs, mean-pooled and rescaled ({layers_run - 1} versions of layer {layer}), compare their "
-        f"{H} heads two by two ({pairs:,} pairs of {run.n_tokens} x {run.n_tokens} attention maps) and each head's "
-        f"map with {model.who}'s own",
+        f"the ladder's {versions} converted versions of layer {layer} (its rungs, mean-pooled and rescaled) compare"
+        f" every two of their {model.n_heads} heads over {T} x {T} attention maps, and each "
+        f"head's map with {model.who}'s own",
     )
