@@ -142,7 +142,8 @@ def test_long_sentences_wait_for_the_button_and_then_show_the_same_numbers(bert,
     # first the rungs' measures inside the layer (heads^2 T^2 on this narrow model): the counts said
     H, pairs, T = bert.n_heads, bert.n_heads * (bert.n_heads - 1) // 2, bert.attend(LONG).n_tokens
     said = measures_said(at)
-    assert "16 converted versions of layer 0" in said and f"{H} heads over {T} x {T}" in said
+    assert "16 converted versions of layer 0" in said and f"measured on {T} x {T}" in said
+    assert f"every two of their {H} heads" in said
     assert "head diversity (JS), mean-pooled" not in at.dataframe[0].value.columns  # the structure only
     assert at.dataframe[0].value.set_index("rung").loc["MQA", "parameters (layer)"] == (
         ladder.Rung("MQA", (H, 1, 1), H).module(bert.scratch_layer(0)).num_parameters()

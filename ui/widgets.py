@@ -331,7 +331,8 @@ def whole_model_runs(
         st.info(
             f"On your {T} tokens, {what} take {len(runs)} runs through the model's layers (each from the layer "
             f"it changes on): about {about} times the work of one pass of the model over the sentence, so "
-            "they wait for the button. The results are kept for everyone who asks again.",
+            "they wait for the button. The results are then kept for everyone who asks about this sentence, until "
+            "other long sentences take their place.",
             icon=":material/timer:",
         )
     return pressed
@@ -354,7 +355,8 @@ def long_measures(
         st.info(
             f"On your {T} tokens, {what}. That work grows as the square of the sentence's length: on a sentence "
             f"this long it is several times the work of one pass of {model.who} over it and too long to run as "
-            "the page opens, so it waits for the button. The results are kept for everyone who asks again.",
+            "the page opens, so it waits for the button. The results are then kept for everyone who asks about this "
+            "sentence, until other long sentences take their place.",
             icon=":material/timer:",
         )
     return pressed
@@ -371,7 +373,7 @@ def ladder_inside(inp: Inputs, run: bert.BertRun, layer: int, key: str) -> bool:
         ladder_measured(inp, layer),
         key,
         "Measure the rungs on your sentence",
-        f"the ladder's {versions} converted versions of layer {layer} (its rungs, mean-pooled and rescaled) compare"
-        f" every two of their {model.n_heads} heads over {T} x {T} attention maps, and each "
-        f"head's map with {model.who}'s own",
+        f"the ladder's {versions} converted versions of layer {layer} (its rungs, mean-pooled and rescaled) are "
+        f"measured on {T} x {T} attention maps: how far each head's map moves from {model.who}'s own, and how far "
+        f"apart every two of their {model.n_heads} heads' maps are",
     )
