@@ -94,7 +94,11 @@ table += [
     )
     if whole or layer_cos is not None
 ]
-st.dataframe(table if inside else structure, hide_index=True)
+st.dataframe(  # whole numbers, also beside the baselines' empty cells (which make the column float)
+    table if inside else structure,
+    hide_index=True,
+    column_config={"parameters (layer)": st.column_config.NumberColumn(format="%d")},
+)
 if inside:
     ui.chart(plots.ladder.ladder_chart(measured, rescaled, base, emb, who))
 st.caption(
