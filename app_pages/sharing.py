@@ -50,12 +50,13 @@ with st.spinner("Converting the layer rung by rung..."):
     base = ui.cached_baselines(inp, layer, whole)
     measured = ui.cached_ladder(inp, layer, whole=whole) if inside else []
     rescaled = ui.cached_ladder(inp, layer, True, whole=whole) if inside else []
-structure = [
+bias = model.scratch_layer(layer).q_proj.bias is not None
+structure = [  # each rung's structure, counted from it (the same as its built module's: tests/test_ladder.py)
     {
         "rung": r.name,
         "shared across heads": r.shares,
         "projections of Q, K, V": " / ".join(str(g) for g in r.heads),
-        "parameters (layer)": r.module(model.scratch_layer(layer)).num_parameters(),
+        "parameters (layer)": r.parameter_count(C, bias),
         "K/V cache per token, fp16 (whole model, as a decoder)": (
             f"{ladder.kv_cache_bytes(model.n_layers, r.heads[1], D, v_heads=r.heads[2]) / 1024:g} KiB"
         ),
@@ -64,11 +65,7 @@ structure = [
 ]
 table = [
     {
-        "rung": m.rung.name,
-        "shared across heads": m.rung.shares,
-        "projections of Q, K, V": " / ".join(str(g) for g in m.rung.heads),
-        "parameters (layer)": m.parameters,
-        "K/V cache per token, fp16 (whole model, as a decoder)": f"{m.kv_cache / 1024:g} KiB",
+        **row,
         "head diversity (JS), mean-pooled": float(f"{m.diversity:.3g}"),
         "head diversity (JS), scale restored": float(f"{r.diversity:.3g}"),
         f"{emb}, mean-pooled": round(m.sentence_cosine, 3) if whole else None,
@@ -77,7 +74,7 @@ table = [
         "layer output cosine, scale restored": round(r.layer_cosine, 3),
         "attention drift (JS), mean-pooled": round(m.drift, 3),
     }
-    for m, r in zip(measured, rescaled)
+    for row, m, r in zip(structure, measured, rescaled)
 ]
 table += [
     {

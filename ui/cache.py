@@ -225,10 +225,16 @@ def cached_ladder(inp: Inputs, layer: int, rescale: bool = False, whole: bool = 
     return [dataclasses.replace(m, sentence_cosine=f) for m, f in zip(measured, finals)]
 
 
+def ladder_rungs(model: LoadedModel) -> tuple[list[ladder.Rung], list[ladder.Rung]]:
+    """The ladder's rungs plainly mean-pooled and rescaled."""
+    plain, scaled = (ladder.rungs(model.n_heads, rescale, model.kv_groups) for rescale in (False, True))
+    return plain, scaled
+
+
 def ladder_modules(model: LoadedModel, layer: int) -> tuple[list[ladder.Rung], list[ladder.Rung], list]:
     """The ladder's rungs plainly mean-pooled and rescaled, and each one's module of `layer`."""
     original = model.scratch_layer(layer)
-    plain, scaled = (ladder.rungs(model.n_heads, rescale, model.kv_groups) for rescale in (False, True))
+    plain, scaled = ladder_rungs(model)
     return plain, scaled, [r.module(original) for r in plain + scaled]
 
 
@@ -258,9 +264,8 @@ def ladder_measured(inp: Inputs, layer: int) -> bool:
 def ladder_counts(model_name: str) -> tuple[int, int, int]:
     """What the ladder's measures inside a layer compute (ladder.ladder_counts), for its rungs
     plainly mean-pooled and rescaled."""
-    model = load_model(model_name)
-    both = [r for rescale in (False, True) for r in ladder.rungs(model.n_heads, rescale, model.kv_groups)]
-    return ladder.ladder_counts(both)
+    plain, scaled = ladder_rungs(load_model(model_name))
+    return ladder.ladder_counts(plain + scaled)
 
 
 def ladder_conversions(model_name: str, layer: int) -> int:
@@ -279,8 +284,8 @@ def ladder_runs(model_name: str, layer: int) -> list[tuple[int, int]]:
     rescaled), the layer's baseline (that layer without heads) and the model without any head."""
     model = load_model(model_name)
     own = model.scratch_layer(layer).role_heads
-    every = [r for rescale in (False, True) for r in ladder.rungs(model.n_heads, rescale, model.kv_groups)]
-    return [(layer, 0)] * sum(r.heads != own for r in every) + [(layer, 1), (0, model.n_layers)]
+    plain, scaled = ladder_rungs(model)
+    return [(layer, 0)] * sum(r.heads != own for r in plain + scaled) + [(layer, 1), (0, model.n_layers)]
 
 
 @per_model
