@@ -326,13 +326,23 @@ def whole_model_runs(
         return True
     passes = work.forward_passes(model, T, runs)
     about = f"{passes:.0f}" if passes >= 10 else f"{passes:.1f}"
-    pressed = st.button(f"Run the whole model for {what}", key=key, icon=":material/play_arrow:")
+    return _wait_for_button(
+        f"Run the whole model for {what}",
+        key,
+        f"On your {T} tokens, {what} take {len(runs)} runs through the model's layers (each from the layer it "
+        f"changes on): about {about} times the work of one pass of the model over the sentence, so they wait for "
+        "the button.",
+    )
+
+
+def _wait_for_button(label: str, key: str, why: str) -> bool:
+    """A button (key `key`) and, until it is pressed, `why` the page waits for it and how long what it
+    computes is kept; whether it was pressed in this rerun."""
+    pressed = st.button(label, key=key, icon=":material/play_arrow:")
     if not pressed:
         st.info(
-            f"On your {T} tokens, {what} take {len(runs)} runs through the model's layers (each from the layer "
-            f"it changes on): about {about} times the work of one pass of the model over the sentence, so "
-            "they wait for the button. The results are then kept for everyone who asks about this sentence, until "
-            "other long sentences take their place.",
+            f"{why} The results are then kept for everyone who asks about this sentence, until other long "
+            "sentences take their place.",
             icon=":material/timer:",
         )
     return pressed
@@ -350,16 +360,13 @@ def long_measures(
     T = run.n_tokens
     if ready or work.measures_at_once(model, T, work.measures_macs(model, T, *counts)):
         return True
-    pressed = st.button(label, key=key, icon=":material/play_arrow:")
-    if not pressed:
-        st.info(
-            f"On your {T} tokens, {what}. That work grows as the square of the sentence's length: on a sentence "
-            f"this long it is several times the work of one pass of {model.who} over it and too long to run as "
-            "the page opens, so it waits for the button. The results are then kept for everyone who asks about this "
-            "sentence, until other long sentences take their place.",
-            icon=":material/timer:",
-        )
-    return pressed
+    return _wait_for_button(
+        label,
+        key,
+        f"On your {T} tokens, {what}. That work grows as the square of the sentence's length: on a sentence this "
+        f"long it is several times the work of one pass of {model.who} over it and too long to run as the page "
+        "opens, so it waits for the button.",
+    )
 
 
 def ladder_inside(inp: Inputs, run: bert.BertRun, layer: int, key: str) -> bool:
