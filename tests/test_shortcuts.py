@@ -143,6 +143,9 @@ def test_long_sentences_wait_for_the_button_and_then_show_the_same_numbers(bert,
     H, pairs, T = bert.n_heads, bert.n_heads * (bert.n_heads - 1) // 2, bert.attend(LONG).n_tokens
     said = measures_said(at)
     assert "16 converted versions of layer 0" in said and f"measured on {T} x {T}" in said
+    original = bert.scratch_layer(0)  # "converted": the versions that do not read the model's own tensors
+    both = ladder.rungs(H) + ladder.rungs(H, rescale=True)
+    assert sum(not r.module(original).shares_weights_with(original) for r in both) == 16
     assert f"every two of their {H} heads" in said
     assert "head diversity (JS), mean-pooled" not in at.dataframe[0].value.columns  # the structure only
     assert at.dataframe[0].value.set_index("rung").loc["MQA", "parameters (layer)"] == (
@@ -180,7 +183,13 @@ def test_long_sentences_wait_for_the_button_and_then_show_the_same_numbers(bert,
     sweep = collapse.alpha_sweep(bert, run, 0, CollapsePath())
     diversity = next(m for m in at.metric if m.label.startswith("Head diversity"))
     assert f"{sweep[0]['head diversity (JS)']:.3f}" in diversity.proto.delta
+    from mha import metrics
+
+    compared = []  # every pair of head maps the button's work compares (metrics._mix_plogp: one call a pair)
+    mix = metrics._mix_plogp
+    monkeypatch.setattr(metrics, "_mix_plogp", lambda *a: compared.append(1) or mix(*a))
     at.button(key="collapse_path").click().run()
+    assert len(compared) == 9 * pairs  # the box's "594 pairs", counted as they run
     assert not at.exception
     drawn = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if "Distinct (alpha = 0)" in c.proto.spec)
     curve = next(t for t in drawn["data"] if t["name"] == "head diversity (JS)")
