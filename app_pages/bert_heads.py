@@ -101,7 +101,7 @@ with c2:
         default=[head],
         follows=head,
         options=range(run.n_heads),
-        format_func=lambda h: plots.heads.head_names(run.n_heads, groups)[h],
+        format_func=plots.heads.head_names(run.n_heads, groups).__getitem__,
         max_selections=6,
     )
     ui.chart(plots.heads.line_view(att[others or [head]], labels, others or [head]))

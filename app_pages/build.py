@@ -27,7 +27,7 @@ source = ui.setting_widget(
     options=SOURCES,
     horizontal=True,
     help=about,
-    format_func=lambda o: o.replace("BERT", who),
+    format_func={o: o.replace("BERT", who) for o in SOURCES}.__getitem__,
 )
 layer, _ = ui.layer_head(run, container=c2, head=False)
 choices = [H_model] if grouped else [h for h in valid_head_counts(C) if h <= 48]  # K/V groups fix the count
@@ -44,7 +44,7 @@ H = ui.setting_widget(
     else f"Only divisors of $d_{{model}}$ = {C} split it evenly into heads of $d_k = d_{{model}} / H$.",
 )
 head = ui.setting_widget(
-    "selectbox", "Head to follow", "build_follow", c4, options=range(H), format_func=lambda h: f"head {h}"
+    "selectbox", "Head to follow", "build_follow", c4, options=range(H), format_func="head {}".format
 )
 t1, t2, t3, t4 = st.columns(4)
 shared = ui.setting_widget("toggle", "Shared Q/K/V", "build_shared", t1)

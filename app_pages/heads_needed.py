@@ -78,7 +78,7 @@ def editor(importance, scored_on: str, name: str, sign: int, least_help: str, no
         "needed_remove",
         e1,
         options=[(la, h) for la in range(L) for h in range(H)],
-        format_func=lambda lh: f"layer {lh[0]}, head {lh[1]}",
+        format_func="layer {0[0]}, head {0[1]}".format,
     )
     least = int(
         ui.setting_widget(

@@ -19,12 +19,6 @@ step = int(ss["step"])
 current = steps.STEPS[step - 1]
 
 
-def go(to: int) -> None:
-    st.session_state["step"] = to
-    st.session_state["lesson_moves"] = st.session_state.get("lesson_moves", 0) + 1  # each move opens at the top
-    ui.scroll_here_done()
-
-
 ui.scroll_top(f"lesson-{ss.get('lesson_moves', 0)}")
 head_row = st.columns([3, 1.4, 0.6])  # the last column stays empty: Streamlit's header sits over it
 head_row[0].title("Lesson: multi-head attention")
@@ -49,10 +43,16 @@ st.markdown(current.opening(this.shape))
 lesson_steps.DRAW[current.key](this)
 
 b1, _, reset, b2 = st.columns([1, 2.6, 1.4, 1])
-b1.button("← Back", disabled=step == 1, on_click=go, args=(step - 1,), key="lesson_back", width="stretch")
+b1.button("← Back", disabled=step == 1, on_click=ui.go_to_step, args=(step - 1,), key="lesson_back", width="stretch")
 reset.button("Reset lesson", on_click=ui.reset_lesson, key="lesson_reset", width="stretch")
 b2.button(
-    "Next →", disabled=step == N, on_click=go, args=(step + 1,), key="lesson_next", type="primary", width="stretch"
+    "Next →",
+    disabled=step == N,
+    on_click=ui.go_to_step,
+    args=(step + 1,),
+    key="lesson_next",
+    type="primary",
+    width="stretch",
 )
 right, answered = ui.lesson_score()  # after every question of this run: the same numbers everywhere
 score_box.metric("Right at the first try", f"{right} of {answered}")

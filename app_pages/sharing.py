@@ -248,7 +248,7 @@ rung = by_name[
         default=choices[min(1, len(choices) - 1)].name,
         follows=inp.model,
         options=by_name,
-        format_func=lambda n: f"{n} (shares {by_name[n].shares})",
+        format_func={n: f"{n} (shares {r.shares})" for n, r in by_name.items()}.__getitem__,
     )
 ]
 steps = ui.setting_widget("select_slider", "Steps", "sharing_steps", u2, options=[250, 500, 1000, 2000])

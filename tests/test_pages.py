@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 
@@ -11,8 +12,10 @@ from conftest import plotly_array, weights_digest
 from streamlit.testing.v1 import AppTest
 
 from livetest import ROOT
+from mha.bert import BertRun
 from mha.collapse import CollapsePath
 from mha.examples import DEFAULT_TEXT
+from ui import cache
 from ui.pages import PAGES as SPECS
 
 TIMEOUT = 120
@@ -79,6 +82,15 @@ def test_every_page_runs_on_a_typed_sentence(page):
     for fig, text in zip(charts, said):
         title = plain(fig["layout"].get("title", {}).get("text", "")) or "A chart"
         assert text.startswith(title), (page, title, text[:80])
+    # the session keeps its widgets' functions: none may hold the page's namespace (a function
+    # defined in the page does, with every array the page made); at 512 tokens on bert-base a
+    # held namespace kept the last sentence's run alive beside the next one (0.2 GiB per session)
+    gc.collect()
+    kept = [o for o in gc.get_objects() if isinstance(o, dict) and str(o.get("__file__", "")).endswith(page)]
+    assert not kept, f"{page}: the session holds the page's namespace"
+    values = [v for store in (cache.RESULTS, cache.MODEL) for _, v in store.entries()]
+    stored = {id(r) for v in values for r in (v if isinstance(v, list) else [v])}  # runs, and the pool's lists
+    assert not [o for o in gc.get_objects() if isinstance(o, BertRun) and id(o) not in stored], page
 
 
 def test_typed_sentence_drives_the_head_heatmap(bert):

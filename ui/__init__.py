@@ -40,7 +40,16 @@ from .cache import (
     sweep_ends,
     sweep_ready,
 )
-from .quiz import choice_question, first_answers, first_try, lesson_score, number_question, question_tag, reset_lesson
+from .quiz import (
+    choice_question,
+    first_answers,
+    first_try,
+    go_to_step,
+    lesson_score,
+    number_question,
+    question_tag,
+    reset_lesson,
+)
 from .scroll import scroll_here, scroll_here_done, scroll_top
 from .settings import setting_widget
 from .state import MAX_CHARS, Inputs, init_state, inputs, literal, notice, show_notices, sync_url
@@ -121,6 +130,7 @@ __all__ = [
     "queue_place",
     "question_tag",
     "reset_lesson",
+    "go_to_step",
     "run_or_stop",
     "scroll_here",
     "scroll_here_done",

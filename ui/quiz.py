@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import streamlit as st
 
 from .classroom import TROUBLE, record, restore_score, seat_token
-from .scroll import scroll_here
+from .scroll import scroll_here, scroll_here_done
 from .settings import quiz_keys, setting_widget
 from .state import Inputs
 
@@ -101,6 +101,13 @@ def lesson_score() -> tuple[int, int]:
     """(questions right at the first try, questions answered) in this session."""
     first = st.session_state.get("lesson_first", {})
     return sum(first.values()), len(first)
+
+
+def go_to_step(to: int) -> None:
+    """The lesson's Back and Next buttons: open step `to` at its top."""
+    st.session_state["step"] = to
+    st.session_state["lesson_moves"] = st.session_state.get("lesson_moves", 0) + 1  # each move opens at the top
+    scroll_here_done()
 
 
 def reset_lesson() -> None:
