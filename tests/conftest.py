@@ -70,3 +70,17 @@ def weights_digest(model) -> str:
     from mha.bert import weights_digest as digest
 
     return digest(model)
+
+
+def held_page_namespaces() -> list[str]:
+    """The page files (app_pages/*.py) whose module namespace is still alive after a full
+    collection: a session that keeps one (a widget's lambda or callback defined in the page)
+    keeps every array the page made, its sentence's run among them."""
+    import gc
+
+    gc.collect()
+    return [
+        str(o["__file__"])
+        for o in gc.get_objects()
+        if isinstance(o, dict) and "/app_pages/" in str(o.get("__file__", "")).replace("\\", "/")
+    ]

@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from conftest import plotly_array
+from conftest import held_page_namespaces, plotly_array
 from streamlit.testing.v1 import AppTest
 
 from livetest import ROOT
@@ -45,7 +45,8 @@ def page_text(at: AppTest) -> str:
 
 @pytest.fixture(scope="module")
 def walked():
-    """Every page of one session on the decoder: (page path -> its text), the app after the walk."""
+    """Every page of one session on the decoder: (page path -> its text), the app after the walk.
+    After each page, the page namespaces still alive (none: conftest.held_page_namespaces)."""
     at = app()
     assert at.session_state["model"] == DECODER_MODEL, [e.value for e in at.error]
     texts = {}
@@ -53,6 +54,7 @@ def walked():
         at.switch_page(p.path).run()
         assert not at.exception, (p.path, [e.value for e in at.exception])
         texts[p.path] = page_text(at)
+        assert not held_page_namespaces(), f"{p.path}: the session holds the page's namespace"
     return texts, at
 
 
@@ -189,3 +191,47 @@ def test_causal_measures_count_only_what_a_query_can_read():
     both = metrics.head_diversity(metrics.causal_rows(np.stack([sharp, prev]), True))
     assert both[0, 1] == pytest.approx(np.log(2))  # every counted row: two disjoint keys, JS = ln 2
     assert metrics.head_diversity(np.stack([sharp, prev]))[0, 1] == pytest.approx(np.log(2) * (T - 1) / T)
+
+
+def test_lesson_states_the_decoders_groups_after_the_prediction_and_in_the_recap(smol, run):
+    """Step 6 (after the prediction) and the recap say what a grouped-query model shares, with its
+    heads' diversity within and across K/V groups on the sentence, checked here with scipy's
+    Jensen-Shannon distance (squared: the divergence, nats), and its K/V cache per token."""
+    from scipy.spatial.distance import jensenshannon
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    for k, v in {"model": DECODER_MODEL, "text": TEXT, "step": "6", "lesson_share": "1"}.items():
+        at.query_params[k] = v
+    at.run()
+    [r for r in at.radio if "predict" in str(r.key)][0].set_value(1).run()
+    assert not at.exception, [e.value for e in at.exception]
+    (said,) = [i.value for i in at.info if "What today's decoders answer" in i.value]
+    layer = int(re.search(r"on your sentence in layer (\d+)", said).group(1))
+    within, across = (float(x) for x in re.search(r"differ by ([\d.]+) .* by ([\d.]+);", said).groups())
+    H, G, D = smol.n_heads, smol.kv_groups, smol.d_model // smol.n_heads
+    a = run.attentions[layer].astype(np.float64)  # (H, T, T); row 0 reads one key: left out
+    js = {
+        (i, j): np.mean([jensenshannon(a[i, q], a[j, q]) ** 2 for q in range(1, a.shape[1])])
+        for i in range(H)
+        for j in range(i + 1, H)
+    }
+    group = [h // (H // G) for h in range(H)]
+    mine_within = np.mean([v for (i, j), v in js.items() if group[i] == group[j]])
+    mine_across = np.mean([v for (i, j), v in js.items() if group[i] != group[j]])
+    assert abs(within - mine_within) <= 6e-4 and abs(across - mine_across) <= 6e-4, (
+        within,
+        mine_within,
+        across,
+        mine_across,
+    )
+    per_token = [smol.n_layers * 2 * g * D * 2 for g in (G, H, 1)]  # K and V, every layer, fp16
+    assert (
+        f"is {per_token[0]:,} bytes per token (fp16), against {per_token[1]:,} with a K and V per head "
+        f"and {per_token[2]:,} with one" in said
+    )
+    recap = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    for k, v in {"model": DECODER_MODEL, "text": TEXT, "step": "8"}.items():
+        recap.query_params[k] = v
+    recap.run()
+    assert not recap.exception, [e.value for e in recap.exception]
+    assert any("What today's decoders answer" in m.value for m in recap.markdown)

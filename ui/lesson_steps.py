@@ -406,9 +406,9 @@ def _grouped(c: StepContext, layer: int) -> str:
     """recap.grouped for this sentence and layer: within- and across-group diversity, the pool's, the caches."""
     m, H, G = c.model, c.model.n_heads, c.model.kv_groups
     D = m.d_model // H
-    cache = tuple(ladder.kv_cache_bytes(m.n_layers, g, D) for g in (G, H, 1))
+    caches = tuple(ladder.kv_cache_bytes(m.n_layers, g, D) for g in (G, H, 1))
     pool = cache.cached_group_diversity(c.inp.model)
-    return recap.grouped(m.who, H, G, layer, groups.within_across(c.run.attentions, layer, H, G), pool, cache)
+    return recap.grouped(m.who, H, G, layer, groups.within_across(c.run.attentions, layer, H, G), pool, caches)
 
 
 DRAW: dict[str, Callable[[StepContext], None]] = {
