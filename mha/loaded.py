@@ -14,6 +14,7 @@ import contextlib
 import functools
 import hashlib
 import threading
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -265,10 +266,14 @@ class _KeepWeights:
     attentions_into block in the owner's thread (the copy's own LoadedModel adds its own)."""
 
     def __init__(self, owner: LoadedModel, layer: int) -> None:
-        self.owner, self.layer = owner, layer
+        # weakly: the owner holds the model that holds this hook, and a cycle outlives the owner
+        # (a model dropped from the app's cache stayed until a full collection, or for good)
+        self.owner, self.layer = weakref.ref(owner), layer
 
     def __call__(self, module: nn.Module, args: tuple, output: tuple) -> None:
-        self.owner._keep_weights(self.layer, module, args, output)
+        owner = self.owner()
+        if owner is not None:
+            owner._keep_weights(self.layer, module, args, output)
 
     def __deepcopy__(self, memo: dict) -> _KeepWeights:
         return self  # not the owner, its lock and its thread-local state

@@ -5,10 +5,11 @@ from __future__ import annotations
 import gc
 import json
 import re
+import weakref
 
 import numpy as np
 import pytest
-from conftest import plotly_array, weights_digest
+from conftest import held_page_namespaces, plotly_array, weights_digest
 from streamlit.testing.v1 import AppTest
 
 from livetest import ROOT
@@ -62,6 +63,33 @@ def no_exception(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
 
 
+KEPT_BY_THE_SESSION = {"format_func", "on_change", "on_click", "clean", "data"}  # until the widget is drawn again
+
+
+def functions_handed_to_widgets(folder) -> list[str]:
+    """Where a page file hands a widget a lambda or a function it defines itself (directly or in
+    a functools.partial): file:line and the argument."""
+    import ast
+
+    found = []
+    for path in sorted(folder.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        own = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+        is_own = lambda v, own=own: isinstance(v, ast.Lambda) or isinstance(v, ast.Name) and v.id in own  # noqa: E731
+        for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+            for kw in call.keywords:
+                inner = kw.value.args if isinstance(kw.value, ast.Call) else []  # functools.partial(f, ...)
+                if kw.arg in KEPT_BY_THE_SESSION and (is_own(kw.value) or any(is_own(a) for a in inner)):
+                    found.append(f"{path.name}:{kw.value.lineno} {kw.arg}")
+    return found
+
+
+def test_no_page_hands_a_widget_a_function_of_its_own():
+    """Every branch of every page, read statically (the runs below see one branch each): a
+    widget's functions are bound methods or ui functions, never the page's own (ui.setting_widget)."""
+    assert not functions_handed_to_widgets(ROOT / "app_pages")
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_runs_on_a_typed_sentence(page):
     """(On the default sentence: tests/test_settings.py runs every page, twice.)"""
@@ -85,12 +113,15 @@ def test_every_page_runs_on_a_typed_sentence(page):
     # the session keeps its widgets' functions: none may hold the page's namespace (a function
     # defined in the page does, with every array the page made); at 512 tokens on bert-base a
     # held namespace kept the last sentence's run alive beside the next one (0.2 GiB per session)
+    assert not held_page_namespaces(), f"{page}: the session holds the page's namespace"
+    # nor anything else of the sentence's run: once the store lets it go, its arrays go too
+    runs = [v for _, v in cache.RESULTS.entries() if isinstance(v, BertRun)]
+    arrays = [weakref.ref(a) for r in runs for a in (r.attentions, r.hidden_states)]
+    assert arrays, page
+    del runs
+    cache.RESULTS.clear()
     gc.collect()
-    kept = [o for o in gc.get_objects() if isinstance(o, dict) and str(o.get("__file__", "")).endswith(page)]
-    assert not kept, f"{page}: the session holds the page's namespace"
-    values = [v for store in (cache.RESULTS, cache.MODEL) for _, v in store.entries()]
-    stored = {id(r) for v in values for r in (v if isinstance(v, list) else [v])}  # runs, and the pool's lists
-    assert not [o for o in gc.get_objects() if isinstance(o, BertRun) and id(o) not in stored], page
+    assert not [a for a in arrays if a() is not None], f"{page}: the session holds its sentence's run"
 
 
 def test_typed_sentence_drives_the_head_heatmap(bert):

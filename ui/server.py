@@ -136,7 +136,11 @@ def _rss() -> int:
 
 
 def freeze_startup() -> None:
-    """Move every object alive now (modules, the loaded model) out of the garbage collector's
-    view for good (gc.freeze): release_memory's full collections then scan only newer objects."""
+    """Move every object alive now (modules, the loaded models) out of the garbage collector's
+    view (gc.freeze): release_memory's full collections then scan only newer objects. Called on
+    every model load, it unfreezes and collects everything first: what the last freeze caught
+    and has since become garbage (another session's page namespace mid-run, a model evicted from
+    load_model's cache) is a reference cycle that a frozen collector would never free."""
+    gc.unfreeze()
     gc.collect()
     gc.freeze()

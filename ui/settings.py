@@ -254,8 +254,8 @@ def setting_widget(
     `on_change`. A setting that belongs to something else (a token picker to its sentence's
     tokens) names it in `follows`: when that changes, the setting starts again at its default.
 
-    The session keeps a widget's functions (format_func, clean, callbacks) until the widget is
-    drawn again: in a page, pass a bound method (`"head {}".format`, `labels.__getitem__`) or a
+    The session keeps a widget's functions (format_func, clean, callbacks, a download's data) until
+    the widget is drawn again: in a page, pass a bound method (`"head {}".format`, `labels.__getitem__`) or a
     ui function, never a lambda or a def of the page, which holds the page's namespace (its
     sentence's run and every array it made) as long as the session lives.
     """
