@@ -35,7 +35,7 @@ class Stages:
     order_errors: for a module with a causal mask or rotary positions, when shuffled: the same
         error with the module as it is, without its causal mask, and without mask and rotary
         positions (where the positions enter), else None.
-    head_spread: max |weights of head h - weights of head 0| over all heads.
+    head_spread: max |weights of head h - weights of head g| over every two heads (metrics.head_spread).
     measures: the collapse measures (head diversity, overlaps, effective number of heads, ...).
     score_std, scaled_std, max_weight: per head (H,): the spread of Q_i K_i^T and of the scaled
         scores (metrics.score_spread: std over the keys, mean over the queries, as the collapse and

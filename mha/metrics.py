@@ -126,11 +126,11 @@ def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def head_spread(weights: np.ndarray) -> float:
-    """The largest |difference| between any head's values and head 0's: attention weights
-    (H, T, T), or any per-head array (H, ...); 0 when every head computes the same map
-    (collapse.SAME_WEIGHTS: one map)."""
+    """The largest |difference| between two heads' values, over every pair of heads and every
+    entry: attention weights (H, T, T), or any per-head array (H, ...); 0 when every head
+    computes the same map (collapse.SAME_WEIGHTS: one map)."""
     w = np.asarray(weights)
-    return float(np.abs(w - w[:1]).max())
+    return float((w.max(axis=0) - w.min(axis=0)).max())  # per entry, the two heads furthest apart
 
 
 def mean_off_diagonal(m: np.ndarray) -> float:

@@ -291,6 +291,9 @@ def test_head_spread_reads_identical_heads_as_zero_and_distinct_ones_by_their_la
     assert metrics.head_spread(np.stack([sharp] * 4)) == 0.0
     flat = np.full((T, T), 1 / T)
     assert metrics.head_spread(np.stack([sharp, flat])) == pytest.approx(1 - 1 / T)
+    # between any two heads, not only from head 0: two sharp heads reading different tokens
+    # differ by 1, though each differs from the flat head 0 by 1 - 1/T
+    assert metrics.head_spread(np.stack([flat, sharp, np.eye(T)])) == pytest.approx(1.0)
 
 
 def _expanded(m: MultiHeadAttention) -> MultiHeadAttention:
