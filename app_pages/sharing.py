@@ -194,7 +194,7 @@ if 1 < G < H:
         f"heads of different groups by {mine_across:.3f}. Over the {study.texts} bundled sentences, heads of one "
         f"group are more alike than heads of two groups in {study.layers_more_alike} of {model.n_layers} layers "
         f"(mean over layers {study.within.mean():.3f} against {study.across.mean():.3f}): within a group they still "
-        f"differ, by {study.within.mean() / study.across.mean():.0%} of the difference across groups. Among all "
+        f"differ, {study.within.mean() / study.across.mean():.0%} as much as two heads of different groups. Among all "
         f"{study.n_partitions} ways to cut {H} heads into {G} groups of {H // G}, the model's own grouping is in the "
         f"most alike 5% in {low} layers ({0.05 * model.n_layers:.1f} expected if the grouping had nothing to do with "
         f"the maps; median rank {study.median_rank:.2f}, where 0.5 would be an ordinary cut)."

@@ -106,12 +106,13 @@ def grouped(
     return (
         f"**What today's decoders answer.** {who} shares $W^K$ and $W^V$, never $W^Q$: its {n_heads} query heads "
         f"read {kv_heads} keys and values, one per group of {n_heads // kv_heads} (grouped-query attention, Ainslie "
-        f"et al. 2023; so do Llama 2 70B and Llama 3, while Llama 1 and the smaller Llama 2 models keep a K and V per "
+        f"et al. 2023; so do Llama 2 70B and Llama 3, while Llama 1 and Llama 2 7B and 13B keep a K and V per "
         f"head). Its heads still differ, measured: on your sentence in layer "
         f"{layer}, two heads of one group differ by {within:.3f} (mean JS, nats) and two heads of different groups by "
         f"{across:.3f}; over the {pool.texts} bundled sentences, heads of one group are more alike in "
-        f"{pool.layers_more_alike} of {len(pool.within)} layers, yet keep "
-        f"{pool.within.mean() / pool.across.mean():.0%} of the difference across groups. What the sharing buys is "
+        f"{pool.layers_more_alike} of {len(pool.within)} layers, yet still differ, on average over the layers, "
+        f"{pool.within.mean() / pool.across.mean():.0%} as much as two heads of different groups. What the sharing "
+        f"buys is "
         f"memory: the K/V cache that generation reads for every new token is {own:,} bytes per token (fp16), against "
         f"{per_head:,} with a K and V per head and {mqa:,} with one for all (multi-query, Shazeer 2019)."
     )

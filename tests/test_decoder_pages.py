@@ -230,8 +230,11 @@ def test_lesson_states_the_decoders_groups_after_the_prediction_and_in_the_recap
         f"and {per_token[2]:,} with one" in said
     )
     recap = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
-    for k, v in {"model": DECODER_MODEL, "text": TEXT, "step": "8"}.items():
+    longer = f"{TEXT} {TEXT}"  # 36 tokens: the ladder's whole-model runs would pass 2e10 multiply-adds here
+    for k, v in {"model": DECODER_MODEL, "text": longer, "step": "8", "layer": "0"}.items():
         recap.query_params[k] = v
     recap.run()
     assert not recap.exception, [e.value for e in recap.exception]
     assert any("What today's decoders answer" in m.value for m in recap.markdown)
+    # no button for sentence cosines the recap never shows on a grouped model (its ladder has no MHA rung)
+    assert not [b.label for b in recap.button if "whole model" in b.label or "Measure the rungs" in b.label]

@@ -369,8 +369,26 @@ def recap_step(c: StepContext) -> None:
     )
     st.markdown(recap.sharing(ans, layer, c.model.who))
     if c.model.kv_groups < c.model.n_heads:
+        # its ladder starts at its own K/V groups: no MHA rung for recap.production to compare with,
+        # so neither its measures nor their buttons
         st.markdown(_grouped(c, layer))
-    # a long sentence: the rungs' measures, then their cosines, wait for a button, as on What may be shared
+    else:
+        _production(c, layer)
+    c.tool("app_pages/sharing.py", "Uptrain a rung yourself: What may be shared", layer)
+    st.subheader("Your answers")
+    first = first_answers()
+    st.table(
+        [
+            {"question": what, "first answer": "—" if rid not in first else "right" if first[rid] else "not quite"}
+            for rid, what in steps.QUESTIONS.items()
+        ],
+        hide_index=True,
+    )
+
+
+def _production(c: StepContext, layer: int) -> None:
+    """recap.production and recap.uptrained on a model with a K and V per head; on a long
+    sentence the rungs' measures, then their cosines, wait for a button, as on What may be shared."""
     inside = ladder_inside(c.inp, c.run, layer, "lesson_inside")
     whole = inside and whole_model_runs(
         c.model,
@@ -390,16 +408,6 @@ def recap_step(c: StepContext) -> None:
             if k[0] == c.inp.model and (o.rung.name == "MQA" or o.rung.name.startswith("GQA"))
         ]
         st.markdown(recap.uptrained(trained[-1] if trained else None))
-    c.tool("app_pages/sharing.py", "Uptrain a rung yourself: What may be shared", layer)
-    st.subheader("Your answers")
-    first = first_answers()
-    st.table(
-        [
-            {"question": what, "first answer": "—" if rid not in first else "right" if first[rid] else "not quite"}
-            for rid, what in steps.QUESTIONS.items()
-        ],
-        hide_index=True,
-    )
 
 
 def _grouped(c: StepContext, layer: int) -> str:
