@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from mha import bert, lm_pruning, lm_task, plots, task, yardstick
+from mha import bert, lm_pruning, lm_task, plots, pruning, task, yardstick
 
 st.title("Do we need every head?")
 inp, run, model = ui.page_start()
@@ -96,7 +96,7 @@ def editor(importance, scored_on: str, name: str, sign: int, least_help: str, no
     )
     m2.metric("Heads left", f"{L * H - len(removed)}")
     st.caption(note)
-    ui.chart(plots.heads.model_view(task.attentions_without(model, run, removed)))
+    ui.chart(plots.heads.model_view(pruning.attentions_without(model, run, removed)))
     st.caption(
         "Your sentence's attention in the heads that are left (a removed head's tile is dark: all its weights are 0). "
         "Removing a head also changes what later layers see, so the remaining maps move too."

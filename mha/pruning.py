@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING
 
 import numpy as np
+import torch
 from scipy.stats import spearmanr
 
 from .task import (
@@ -39,6 +40,7 @@ from .task import (
     bootstrap_change,
     curve_cosines,
     curve_on,
+    head_mask,
     importance_and_ablations,
     order_by,
     random_order,
@@ -47,7 +49,7 @@ from .task import (
 )
 
 if TYPE_CHECKING:
-    from .bert import LoadedBert
+    from .bert import BertRun, LoadedBert
 
 
 @dataclass
@@ -277,3 +279,23 @@ def shipped_study(bert: LoadedBert) -> HeadsStudy | None:
         return None
     study, stamp = study_from_json(path.read_text(encoding="utf-8"))
     return study if stamp == study_stamp(bert) else None
+
+
+def attentions_without(bert: LoadedBert, run: BertRun, removed: Sequence[tuple[int, int]]) -> np.ndarray:
+    """Every head's attention (L, H, T, T) with the heads `removed` ((layer, head) pairs) taken out
+    of the model: the others' maps as they are then, a removed head's map all zero. Nothing
+    changes before the first layer with a removed head: those layers are the run's own maps (all
+    of them, read-only, when nothing is removed) and the model runs from that layer on, from the
+    run's states entering it."""
+    if not removed:
+        return run.attentions
+    first = min(layer for layer, _ in removed)
+    mask = head_mask(bert, removed)
+    with torch.inference_mode():
+        _, changed = bert.run_layers(
+            run.layer_state(first), head_mask=torch.as_tensor(mask, dtype=torch.float32), start=first
+        )
+    out = np.empty_like(run.attentions)  # (L, H, T, T)
+    out[:first] = run.attentions[:first]
+    out[first:] = torch.cat(changed).float().numpy() * mask[first:, :, None, None]  # (L - first, H, T, T)
+    return out

@@ -30,7 +30,7 @@ from .attention import MultiHeadAttention
 from .loaded import Checkpoints
 
 if TYPE_CHECKING:
-    from .bert import BertRun, LoadedBert
+    from .bert import LoadedBert
 
 Pair = tuple[str, str, float]
 
@@ -263,26 +263,6 @@ def head_mask(bert: LoadedBert, removed: Sequence[tuple[int, int]]) -> np.ndarra
     for layer, head in removed:
         mask[layer, head] = 0.0
     return mask
-
-
-def attentions_without(bert: LoadedBert, run: BertRun, removed: Sequence[tuple[int, int]]) -> np.ndarray:
-    """Every head's attention (L, H, T, T) with the heads `removed` ((layer, head) pairs) taken out
-    of the model: the others' maps as they are then, a removed head's map all zero. Nothing
-    changes before the first layer with a removed head: those layers are the run's own maps (all
-    of them, read-only, when nothing is removed) and the model runs from that layer on, from the
-    run's states entering it."""
-    if not removed:
-        return run.attentions
-    first = min(layer for layer, _ in removed)
-    mask = head_mask(bert, removed)
-    with torch.inference_mode():
-        _, changed = bert.run_layers(
-            run.layer_state(first), head_mask=torch.as_tensor(mask, dtype=torch.float32), start=first
-        )
-    out = np.empty_like(run.attentions)  # (L, H, T, T)
-    out[:first] = run.attentions[:first]
-    out[first:] = torch.cat(changed).float().numpy() * mask[first:, :, None, None]  # (L - first, H, T, T)
-    return out
 
 
 def _spearman(cos: np.ndarray, gold: np.ndarray, idx: np.ndarray | None = None) -> float:

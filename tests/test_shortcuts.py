@@ -50,15 +50,15 @@ def test_removed_heads_run_the_model_from_their_first_layer_with_the_same_maps(b
     run's own, the rest resumed from the run's states; equal to the whole model run again with
     the heads masked (attend_with, from the embeddings) as closely as the two agree on the model
     unchanged (float32: 1.4e-6 here), at most 1e-5; nothing removed: the run's maps."""
-    from mha import task
+    from mha import pruning, task
 
-    assert task.attentions_without(bert, run, ()) is run.attentions
+    assert pruning.attentions_without(bert, run, ()) is run.attentions
     noise = np.abs(bert.attend_with(run)[1] - run.attentions).max()
     for removed in ([(3, 1)], [(2, 0), (4, 5), (2, 7)], [(0, 11)]):
         mask = task.head_mask(bert, removed)
         _, full = bert.attend_with(run, head_mask=mask)
         full = full * mask[:, :, None, None]
-        got = task.attentions_without(bert, run, removed)
+        got = pruning.attentions_without(bert, run, removed)
         first = min(layer for layer, _ in removed)
         assert np.array_equal(got[:first], run.attentions[:first])
         assert np.abs(got - full).max() <= min(1e-5, max(2 * noise, 1e-6)), removed
