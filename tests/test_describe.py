@@ -303,7 +303,7 @@ def test_the_animation_in_words_says_how_far_the_heads_are_apart(bert):
     words = describe(plots.subspaces.subspace_animation([(a, f.queries, f.keys) for a, f in frames], run.tokens, "t"))
     first = frames[0][1]
     pts = np.concatenate([first.queries, first.keys], axis=1)  # (H, 2T, 2)
-    far = max(np.abs(pts[h] - pts[0]).max() for h in range(bert.n_heads))
+    far = max(np.hypot(*(pts[h] - pts[0]).T).max() for h in range(bert.n_heads))  # distance in the plane
     assert f"{bert.n_heads} panels" in words and "in 3 frames from alpha = 0.0 to 1.0" in words
     assert f"up to {far:.3g} from head 0's at alpha = 0.0" in words
     assert words.endswith("(the same picture in every panel).")  # Q and K shared: one picture

@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .. import metrics
 from .common import SCALE, head_colour, panel_grid, panel_layout, panels, role_colour, sup, token_label, token_points
 from .describe import with_words
 
@@ -144,8 +143,8 @@ def subspace_animation(frames: list[tuple[float, np.ndarray, np.ndarray]], token
         suffix = "" if h == 0 else str(h + 1)
         fig.layout[f"xaxis{suffix}"].update(range=[lo[0] - pad[0], hi[0] + pad[0]], showticklabels=False)
         fig.layout[f"yaxis{suffix}"].update(range=[lo[1] - pad[1], hi[1] + pad[1]], showticklabels=False)
-    # per frame: the largest distance of a head's point from head 0's same point
-    apart = [metrics.head_spread(np.concatenate([q, k], 1)) for _, q, k in frames]
+    # per frame: the largest distance (in the plane) of a head's point from head 0's same point
+    apart = [float(np.linalg.norm(p - p[:1], axis=-1).max()) for p in (np.concatenate([q, k], 1) for _, q, k in frames)]
     with_words(
         fig,
         f"{H} panels, one per head: the queries (circles) and keys (open diamonds) of {T} tokens, in {len(frames)} "
