@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import gc
 import inspect
 import os
 import sys
@@ -110,8 +109,7 @@ def cached_run(inp: Inputs) -> bert.BertRun:
     (a reference cycle) may hold its run until a collection (at 512 tokens on bert-base, 0.2 GiB
     more at the next page's peak). What the forward pass freed goes back to the system at once
     (on a long sentence, as much again as the run keeps), before the page builds on the run."""
-    gc.collect()  # here, whoever trims: release_memory skips while another thread trims
-    server.release_memory(every=0)  # what the last script runs freed, before this run allocates
+    server.release_memory(every=0)  # the garbage, and what the last script runs freed, before this run allocates
     run = load_model(inp.model).attend(inp.text, inp.text_b)
     server.release_memory(every=0)
     return run

@@ -101,10 +101,10 @@ def release_memory(every: float | None = None) -> None:
     is trimmed at once: a 512-token sentence on bert-base leaves ~300 MB in the arenas, and the
     next page's run would add its own on top. Elsewhere than glibc: nothing to do.
 
-    A full garbage collection comes first: a page's module namespace is a reference cycle (its
-    functions point back to it), so the last page's 512-token run lived on until Python's own
-    collector ran, well after the store had let it go. After freeze_startup, a full collection
-    scans only what was made since: ~2 ms instead of ~250 ms.
+    A full garbage collection comes first, even while another thread trims: a page's module
+    namespace is a reference cycle (its functions point back to it), so the last page's 512-token
+    run lived on until Python's own collector ran, well after the store had let it go. After
+    freeze_startup, a full collection scans only what was made since: ~2 ms instead of ~250 ms.
     """
     every = TRIM_SECONDS if every is None else every
     libc = _libc()
@@ -114,9 +114,9 @@ def release_memory(every: float | None = None) -> None:
     grown = _rss() - _trimmed.get("rss", 0) > TRIM_GROWTH  # a long sentence's run: trim now, not in 2 s
     if now - _trimmed["at"] < every and not grown:
         return
+    gc.collect()  # in every thread that is due, one that finds the trim busy too
     if _trim_lock.acquire(blocking=False):
         try:
-            gc.collect()  # a page's namespace is a cycle (its functions' globals): its run goes with it
             libc.malloc_trim(0)
             _trimmed["at"], _trimmed["rss"] = time.monotonic(), _rss()
         finally:
