@@ -84,3 +84,20 @@ def held_page_namespaces() -> list[str]:
         for o in gc.get_objects()
         if isinstance(o, dict) and "/app_pages/" in str(o.get("__file__", "")).replace("\\", "/")
     ]
+
+
+LIVE = {"test_browser.py", "test_sessions.py", "test_class_browser.py"}  # real servers, browsers, nginx, PostgreSQL
+
+
+def pytest_collection_modifyitems(items):
+    """For pytest-xdist's --dist loadgroup (pyproject.toml): each file runs whole in one worker (its
+    module fixtures computed once), the decoder's tests in one (one load of SmolLM2), and the live
+    tests one after another in one worker, first (the longest unit: they share artifacts/, the
+    PostgreSQL test database and the cores with their servers and browsers)."""
+    for item in items:
+        name = item.path.name
+        group = "live" if name in LIVE else "decoder" if "smol" in getattr(item, "fixturenames", ()) else name
+        if name == "test_decoder_pages.py":
+            group = "decoder"
+        item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: item.path.name not in LIVE)  # stable: the rest keep their order
