@@ -86,7 +86,8 @@ def held_page_namespaces() -> list[str]:
     ]
 
 
-LIVE = {"test_browser.py", "test_sessions.py", "test_class_browser.py"}  # real servers, browsers, nginx, PostgreSQL
+# real servers, browsers, nginx, and the PostgreSQL test database (test_classroom.py empties it too)
+LIVE = {"test_browser.py", "test_sessions.py", "test_class_browser.py", "test_classroom.py"}
 
 
 def pytest_collection_modifyitems(items):
