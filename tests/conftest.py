@@ -90,15 +90,29 @@ def held_page_namespaces() -> list[str]:
 LIVE = {"test_browser.py", "test_sessions.py", "test_class_browser.py", "test_classroom.py"}
 
 
+def scope_of(nodeid: str) -> str:
+    """The unit of work a test belongs to: the live tests together, the decoder's (its files)
+    together, and otherwise its file."""
+    name = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    return "live" if name in LIVE else "decoder" if name.startswith("test_decoder") else name
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist (`-n 2`, pyproject.toml) hands out whole units (scope_of), in the order of
+    collection (`--no-loadscope-reorder`): the live tests one after another in one worker, first
+    (the longest unit: servers, browsers, nginx, one PostgreSQL database and artifacts/), while
+    the other worker runs the rest, each file whole (its module fixtures computed once) and the
+    decoder's tests in one (one load of SmolLM2)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+    return ByUnit(config, log)
+
+
 def pytest_collection_modifyitems(items):
-    """For pytest-xdist's --dist loadgroup (pyproject.toml): each file runs whole in one worker (its
-    module fixtures computed once), the decoder's tests in one (one load of SmolLM2), and the live
-    tests one after another in one worker, first (the longest unit: they share artifacts/, the
-    PostgreSQL test database and the cores with their servers and browsers)."""
-    for item in items:
-        name = item.path.name
-        group = "live" if name in LIVE else "decoder" if "smol" in getattr(item, "fixturenames", ()) else name
-        if name == "test_decoder_pages.py":
-            group = "decoder"
-        item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: item.path.name not in LIVE)  # stable: the rest keep their order
+    """The live tests first (stable: the rest keep their order)."""
+    items.sort(key=lambda item: item.path.name not in LIVE)
