@@ -8,8 +8,10 @@ sidebar and caches) on a sentence no session has typed, with the model already l
 page visited once before on a short sentence (its per-model work done: printed apart). The time of
 that one script run (app.py's `server.timed`: what a server spends on it; AppTest's own setup around
 it, a scan of the installed packages for components on every new AppTest that a server does once,
-is printed apart) is divided by the median time of one Transformers forward pass with attentions
-on a sentence of the same length, measured in the same process just before. The exponent is the
+is printed apart) is divided by the median time of three Transformers forward passes with
+attentions on sentences of the same length, measured in the same process just before that run
+(the machine's speed drifts within a minute); with --runs N, the median of the N ratios. The
+forward row gives the median of three passes measured before the length's first page. The exponent is the
 least-squares slope of log(time) against log(T) over the lengths (2 = the page grows like T^2).
 
 Each shape runs in its own process (`--child`), so its peak RSS (after every page at every length)
@@ -37,6 +39,7 @@ from common import sentence, server_threads  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 SKIP = {"classroom.py", "glossary.py"}  # no model at work
 BUDGET = 4.0  # forward passes, every page at 512 tokens
+REF_RUNS = 3  # forward passes measured just before each page run: their median is its reference
 TIMING = Path(tempfile.mkdtemp(prefix="mha_timing_")) / "runs.tsv"
 RSS_BUDGET = {"12x12x768": 1.5e9, "24x16x1024": 3.5e9}
 
@@ -106,6 +109,7 @@ def child(shape: str, tokens: list[int], runs: int) -> dict:
     pages = [p for p in PAGES if p.file not in SKIP]
     page_run(pages[0].path, sentence(16, 999))  # the app's imports, once
     out: dict = {"shape": shape, "forward": {}, "pages": {p.url_path: {} for p in pages}, "first": {}, "tokens": {}}
+    out["ratios"] = {p.url_path: {} for p in pages}
     for p in pages:  # per-model work (task scores, the pool's runs, spectra): once per model, not per sentence
         out["first"][p.url_path] = page_run(p.path, sentence(16, 998))
     salt = 1000
@@ -116,11 +120,16 @@ def child(shape: str, tokens: list[int], runs: int) -> dict:
         out["forward"][T] = statistics.median(forward(sentence(T, r)) for r in range(1, 4))
         high_water(f"forward @{T}")
         for p in pages:
-            times = []
+            times, ratios = [], []
             for _ in range(runs):
+                # this run's own reference, measured just before it: the machine's speed drifts
+                # within a minute (by up to a third here), and a ratio should not follow the drift
+                ref = statistics.median(forward(sentence(T, 7000 + r)) for r in range(REF_RUNS))
                 salt += 1
                 times.append(page_run(p.path, sentence(T, salt)))
+                ratios.append(times[-1] / ref)
             out["pages"][p.url_path][T] = statistics.median(times)
+            out["ratios"][p.url_path][T] = statistics.median(ratios)
             print(f"  {shape} {p.url_path} {T}: {out['pages'][p.url_path][T]:.2f} s", file=sys.stderr, flush=True)
     out["rss_loaded"] = rss_loaded
     out["overhead"] = statistics.median(overhead)
@@ -164,11 +173,12 @@ def report(results: list[dict], tokens: list[int]) -> None:
         fit = len(tokens) >= 2
         print(head + ("  exponent" if fit else ""))
         for page, t in res["pages"].items():
-            row = f"{page:<14}" + "".join(f"{t[T] / fwd[T]:>9.1f}x" for T in tokens) + f"{t[tokens[-1]]:>9.2f}"
+            ratio = res["ratios"][page]
+            row = f"{page:<14}" + "".join(f"{ratio[T]:>9.1f}x" for T in tokens) + f"{t[tokens[-1]]:>9.2f}"
             if fit:
                 row += f"  {exponent(t, tokens):8.2f}"
             if tokens[-1] == 512:
-                row += "  OK" if t[512] / fwd[512] <= BUDGET else "  OVER"
+                row += "  OK" if ratio[512] <= BUDGET else "  OVER"
             print(row)
         print(f"{'forward':<14}" + "".join(f"{1.0:>9.1f}x" for _ in tokens) + f"{fwd[tokens[-1]]:>9.2f}", end="")
         print(f"  {exponent(fwd, tokens):8.2f}" if fit else "")
@@ -196,7 +206,8 @@ def main() -> None:
         done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True, env=env)
         res = json.loads(done.stdout.strip().splitlines()[-1])
         res["forward"] = {int(k): v for k, v in res["forward"].items()}
-        res["pages"] = {p: {int(k): v for k, v in t.items()} for p, t in res["pages"].items()}
+        for part in ("pages", "ratios"):
+            res[part] = {p: {int(k): v for k, v in t.items()} for p, t in res[part].items()}
         results.append(res)
     report(results, args.tokens)
 

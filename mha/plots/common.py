@@ -156,7 +156,7 @@ def token_points(
             "x": points[:, 0],
             "y": points[:, 1],
             "mode": "markers",
-            "hovertext": names,
+            "hovertext": np.asarray(names),  # an array: Plotly checks a list item by item
             "hoverinfo": "text",
             "marker": dict(symbol=symbol, size=size, line=dict(width=1.5), **colour),
             "name": name,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -47,13 +48,23 @@ def _label(v: object) -> str:
     return plain(v)
 
 
-def _labels(values, axis) -> list[str]:
-    """Axis positions as the text the learner reads: tick labels where the axis sets them."""
-    values = list(values) if values is not None else []
-    if axis is not None and axis.tickvals is not None and axis.ticktext is not None:
-        names = {str(v): plain(t) for v, t in zip(axis.tickvals, axis.ticktext)}
-        return [names.get(str(v), _label(v)) for v in values]
-    return [_label(v) for v in values]
+class _Labels(Sequence[str]):
+    """Axis positions as the text the learner reads: tick labels where the axis sets them. Each
+    label is made when read: a description names a few positions of axes up to 512 long."""
+
+    def __init__(self, values, axis) -> None:
+        self.values = list(values) if values is not None else []
+        ticks = axis is not None and axis.tickvals is not None and axis.ticktext is not None
+        self.names = {str(v): t for v, t in zip(axis.tickvals, axis.ticktext)} if ticks else {}
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, i):  # an int here; a slice only through Sequence's own methods
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        v = self.values[i]
+        return plain(self.names[str(v)]) if str(v) in self.names else _label(v)
 
 
 def _panel_titles(fig: go.Figure) -> dict[str, str]:
@@ -81,8 +92,8 @@ def _heatmap(fig: go.Figure, t) -> str:
     if z.ndim != 2 or not np.isfinite(z).any():
         return "an empty grid"
     xa, ya = _axis(fig, t.xaxis, "x"), _axis(fig, t.yaxis, "y")
-    xs = _labels(t.x if t.x is not None else range(z.shape[1]), xa)
-    ys = _labels(t.y if t.y is not None else range(z.shape[0]), ya)
+    xs = _Labels(t.x if t.x is not None else range(z.shape[1]), xa)
+    ys = _Labels(t.y if t.y is not None else range(z.shape[0]), ya)
     r, c = np.unravel_index(np.nanargmax(z), z.shape)
     colour = _title(t.colorbar) if t.colorbar is not None else ""
     axes = [s for s in (_title(ya), _title(xa)) if s]
@@ -99,10 +110,10 @@ def _values(values) -> np.ndarray:
     return np.array([np.nan if v is None else v for v in (values if values is not None else [])], dtype=float)
 
 
-def _xy(fig: go.Figure, t) -> tuple[list[str], np.ndarray, str]:
+def _xy(fig: go.Figure, t) -> tuple[_Labels, np.ndarray, str]:
     """A trace's x positions as the learner reads them, its y values, and the x axis's title."""
     y = _values(t.y)
-    x = _labels(t.x if t.x is not None else range(len(y)), _axis(fig, t.xaxis, "x"))
+    x = _Labels(t.x if t.x is not None else range(len(y)), _axis(fig, t.xaxis, "x"))
     return x, y, _title(_axis(fig, t.xaxis, "x")) or "x"
 
 
