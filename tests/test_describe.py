@@ -327,27 +327,32 @@ def test_the_lines_view_in_words_names_each_heads_strongest_link(bert):
 
 def test_a_long_heatmap_in_words_names_its_cell_by_tick_label_or_position():
     """Beyond 60 tokens only every k-th position has a tick label: the description names the
-    largest cell by its tick label where the axis has one, else by its position and token."""
+    largest cell by its tick label where the axis has one, else by its position and token, as
+    plain text (a token "<w9>" is escaped for Plotly and read back as "<w9>")."""
     T = 130
-    tokens = [f"w{i}" for i in range(T)]
+    tokens = [f"<w{i}>" for i in range(T)]
     k = int(np.ceil(T / 60))  # 3: positions 0, 3, 6, ... carry tick labels
     r, c = 7, 9  # row 7 has no tick label, column 9 has one
     att = np.full((T, T), 0.001, dtype=np.float32)
     att[r, c] = 0.9
     fig = plots.heads.attention_heatmap(att, tokens, "long")
     assert c % k == 0 and r % k != 0
-    assert f"the largest, 0.9, at row “{r}: w{r}”, column “w{c}”" in describe(fig)
+    assert f"the largest, 0.9, at row “{r}: <w{r}>”, column “<w{c}>”" in describe(fig)
 
 
 def test_the_panels_send_each_token_its_position_colour_and_name(bert):
     """What reaches the browser (the figure's JSON, arrays as Plotly's typed arrays): every query
-    and key marker coloured by its token's position 0..T-1 and named "position: token" on hover."""
+    and key marker coloured by its token's position 0..T-1 and named "position: token" on hover,
+    in the panels and in their animation along alpha."""
     run = bert.attend(TEXT)
     maps = subspaces.layer_maps(bert, run, 0)
-    fig = plots.subspaces.subspace_panels(maps.queries, maps.keys, maps.fidelity, run.tokens, "panels", token=2)
-    spec = json.loads(fig.to_json())
-    markers = [t for t in spec["data"] if t.get("name") in ("queries", "keys")]
-    assert len(markers) == 2 * run.n_heads
-    for t in markers:
-        np.testing.assert_array_equal(plotly_array(t["marker"]["color"]), np.arange(run.n_tokens))
-        assert t["hovertext"] == [f"{i}: {tok}" for i, tok in enumerate(run.tokens)]
+    names = [f"{i}: {html.escape(tok, quote=False)}" for i, tok in enumerate(run.tokens)]
+    panels = plots.subspaces.subspace_panels(maps.queries, maps.keys, maps.fidelity, run.tokens, "panels", token=2)
+    played = plots.subspaces.subspace_animation([(0.0, maps.queries, maps.keys)], run.tokens, "played")
+    for fig in (panels, played):
+        spec = json.loads(fig.to_json())
+        markers = [t for t in spec["data"] if t.get("name") in ("queries", "keys")]
+        assert len(markers) == 2 * run.n_heads
+        for t in markers:
+            np.testing.assert_array_equal(plotly_array(t["marker"]["color"]), np.arange(run.n_tokens))
+            assert t["hovertext"] == names

@@ -60,7 +60,7 @@ class _Labels(Sequence[str]):
     def __len__(self) -> int:
         return len(self.values)
 
-    def __getitem__(self, i):  # an int here; a slice only through Sequence's own methods
+    def __getitem__(self, i):  # an int (numpy's too), or a slice as a list takes one
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         v = self.values[i]
