@@ -81,6 +81,10 @@ def child(shape: str, tokens: list[int], runs: int) -> dict:
             call()
             return time.perf_counter() - t0
 
+    def reference(T: int, first: int) -> float:
+        """The median of REF_RUNS forward passes on sentences of T tokens (salts first, first + 1, ...)."""
+        return statistics.median(forward(sentence(T, first + r)) for r in range(REF_RUNS))
+
     overhead: list[float] = []  # AppTest's own time around each script run (its component scan)
     peaks: dict[str, int] = {}  # what set the high-water mark: page (or step) -> its peak RSS
     now = {"T": 16}  # the length being measured (16: the first visits)
@@ -120,14 +124,14 @@ def child(shape: str, tokens: list[int], runs: int) -> dict:
         now["T"] = T
         high_water("before")
         forward(sentence(T, 0))
-        out["forward"][T] = statistics.median(forward(sentence(T, r)) for r in range(1, 4))
+        out["forward"][T] = reference(T, 1)
         high_water(f"forward @{T}")
         for p in pages:
             times, ratios = [], []
             for _ in range(runs):
                 # this run's own reference, measured just before it: the machine's speed drifts
                 # within a minute (by up to a third here), and a ratio should not follow the drift
-                ref = statistics.median(forward(sentence(T, 7000 + r)) for r in range(REF_RUNS))
+                ref = reference(T, 7000)
                 release_memory(every=0)  # what they freed goes back to the system: no server runs them
                 high_water(f"reference @{T}")  # their peak apart: the bench's own, not a page's
                 salt += 1

@@ -18,6 +18,12 @@ def _read(row: np.ndarray, top_k: int) -> np.ndarray:
     return order[row[order] > 0]
 
 
+def _by_position(T: int) -> dict:
+    """Marker colours for T tokens, by position 0..T-1. An array, not a list: Plotly checks a
+    list's items one by one (at 512 tokens, most of a panel figure's time)."""
+    return dict(color=np.arange(T), colorscale=SCALE, cmin=0, cmax=max(T - 1, 1))
+
+
 def subspace_panels(
     queries: np.ndarray,
     keys: np.ndarray,
@@ -48,8 +54,7 @@ def subspace_panels(
     extra = [f"<br>spread {spread[h]:.2f}" if spread is not None else "" for h in range(H)]
     fig = panels(rows, cols, [f"head {shown[h]}<br>fidelity {fidelity[h]:.2f}{extra[h]}" for h in range(H)])
     names = [f"{i}: {token_label(t)}" for i, t in enumerate(tokens)]
-    # an array, not a list: Plotly checks a list's items one by one (at 512 tokens, most of the figure's time)
-    colour = dict(color=np.arange(T), colorscale=SCALE, cmin=0, cmax=max(T - 1, 1))
+    colour = _by_position(T)
     # every token named in a few panels; in a grid of many, the followed token and the keys it reads
     text = [token_label(t) for t in tokens] if T <= label_max and H <= 4 else None
     for h in range(H):
@@ -125,8 +130,7 @@ def subspace_animation(frames: list[tuple[float, np.ndarray, np.ndarray]], token
     rows, cols = panel_grid(H)
     fig = panels(rows, cols, [f"head {h}" for h in range(H)])
     names = [f"{i}: {token_label(t)}" for i, t in enumerate(tokens)]
-    # an array, not a list: Plotly checks a list's items one by one (at 512 tokens, most of the figure's time)
-    colour = dict(color=np.arange(T), colorscale=SCALE, cmin=0, cmax=max(T - 1, 1))
+    colour = _by_position(T)
     _, q0, k0 = frames[0]
     for h in range(H):
         r, c = h // cols + 1, h % cols + 1
