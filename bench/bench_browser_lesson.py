@@ -17,6 +17,8 @@ import statistics
 import time
 from urllib.parse import quote
 
+import common  # noqa: F401  (this checkout first on sys.path)
+
 from livetest import CHROMIUM_FLAGS, IDLE, chromium, fresh_page, streamlit_server, wait_idle
 
 TEXT = "The mole on his arm was not a mole but a rare insect."

@@ -21,12 +21,11 @@ import asyncio
 import math
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import common  # noqa: F401, E402  (this checkout first on sys.path)
 
 from livetest import (  # noqa: E402
     CHROMIUM_FLAGS,

@@ -19,6 +19,8 @@ import argparse
 import statistics
 import time
 
+import common  # noqa: F401  (this checkout first on sys.path)
+
 from livetest import CHROMIUM_FLAGS, IDLE, chromium, streamlit_server
 from ui.pages import DEFAULT, PAGES
 

@@ -11,6 +11,8 @@ import argparse
 import statistics
 import time
 
+import common  # noqa: F401  (this checkout first on sys.path)
+
 from mha import experiment as ex
 from mha import plots
 

@@ -35,10 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from common import sentence, server_threads  # noqa: E402
+from common import ROOT, sentence, server_threads  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 SKIP = {"classroom.py", "glossary.py"}  # no model at work
 BUDGET = 4.0  # forward passes, every page at 512 tokens
 REF_RUNS = 3  # forward passes measured just before each page run: their median is its reference

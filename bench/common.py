@@ -1,11 +1,21 @@
-"""Shared by the benchmarks: the app server's thread settings and inputs of a known length."""
+"""Shared by the benchmarks: the app server's thread settings and inputs of a known length.
+
+Imported first by every bench: it puts this checkout's root first on sys.path, so that a bench
+run from a second checkout (`python bench/x.py`) measures that checkout's app and packages, not
+the ones an editable install (`pip install -e .`) points at.
+"""
 
 from __future__ import annotations
 
 import os
 import statistics
+import sys
 import time
+from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]  # the checkout this bench belongs to
+if sys.path[0] != str(ROOT):
+    sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 WORDS = (
