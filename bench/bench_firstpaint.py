@@ -10,7 +10,14 @@ Beside it, in turn, the same visit to a bare Streamlit page holding one small Pl
 in a two-page app (bench/bare_pages.py at /bare, as the app's page is at /bert_heads): the ratio
 of the first charts is what the app adds, against a page at the root and at a page's address.
 
-    python bench/bench_firstpaint.py [--runs 5] [--page bert_heads] [--tokens 512]
+With --profile N, N more visits of each (the page and the bare page) under Chromium's sampling CPU
+profiler, stopped once the first chart is drawn: where the browser's main thread spent the time
+up to it (medians): running Plotly's module (its code and its drawing), the rest of Streamlit's
+frontend (rendering the page's elements: its widgets, markdown, styles), the browser's own work
+(parsing, style, layout, garbage collection) and idle (waiting for the network or the server).
+The profiler slows the visit down; the split, not the total, is the figure.
+
+    python bench/bench_firstpaint.py [--runs 5] [--page bert_heads] [--tokens 512] [--profile 3]
 Needs Debian's chromium and the playwright package (requirements-dev.txt).
 """
 
@@ -78,12 +85,59 @@ def visit(browser, url: str, title: str) -> dict[str, float]:
     }
 
 
+def profiled_visit(browser, url: str) -> dict[str, float]:
+    """One fresh visit under the sampling CPU profiler, until the first chart is drawn: seconds of
+    the main thread's samples in each of PLOTLY, FRONTEND, BROWSER and IDLE_TIME."""
+    page, _frames = fresh_page(browser)
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Profiler.enable")
+    cdp.send("Profiler.setSamplingInterval", {"interval": 1000})  # microseconds
+    cdp.send("Profiler.start")
+    t0 = time.perf_counter()
+    page.goto(url, wait_until="commit")
+    while not page.evaluate(CHARTS_DRAWN)[1]:
+        if time.perf_counter() - t0 > 120:
+            raise RuntimeError("no chart drawn")
+        page.wait_for_timeout(20)
+    profile = cdp.send("Profiler.stop")["profile"]
+    page.context.close()
+    return main_thread(profile)
+
+
+PLOTLY, FRONTEND, BROWSER, IDLE_TIME = "Plotly's module", "the rest of the frontend", "the browser's own work", "idle"
+
+
+def main_thread(profile: dict) -> dict[str, float]:
+    """Seconds of a CPU profile's samples by where they ran: a stack with a frame of Plotly's chart
+    module (PlotlyChart.*.js) is PLOTLY, any other script's is FRONTEND; (program) and (garbage
+    collector) are BROWSER, (idle) is IDLE_TIME."""
+    nodes = {n["id"]: n for n in profile["nodes"]}
+    parent = {c: n["id"] for n in profile["nodes"] for c in n.get("children", [])}
+    where: dict[int, str] = {}
+    for node_id in nodes:
+        urls, name, i = [], nodes[node_id]["callFrame"]["functionName"], node_id
+        while i in nodes:
+            urls.append(nodes[i]["callFrame"]["url"])
+            i = parent.get(i)
+        if any("/PlotlyChart." in u for u in urls):
+            where[node_id] = PLOTLY
+        elif any(urls):
+            where[node_id] = FRONTEND
+        else:
+            where[node_id] = IDLE_TIME if name == "(idle)" else BROWSER
+    seconds = dict.fromkeys((PLOTLY, FRONTEND, BROWSER, IDLE_TIME), 0.0)
+    for sample, delta in zip(profile["samples"][:-1], profile["timeDeltas"][1:]):
+        seconds[where[sample]] += delta / 1e6  # a sample lasts until the next one
+    return seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--page", default="bert_heads")
     parser.add_argument("--title", default="Attention heads")
     parser.add_argument("--tokens", type=int, default=0, help="a text of this many tokens (default: a short sentence)")
+    parser.add_argument("--profile", type=int, default=0, help="this many more visits of each under the CPU profiler")
     args = parser.parse_args()
     text = sentence(args.tokens, 1) if args.tokens else TEXT
     from playwright.sync_api import sync_playwright
@@ -104,6 +158,9 @@ def main() -> None:
             visits.append(visit(browser, url, args.title))
             bare.append(visit(browser, bare_server.url, "A bare page"))
             paged.append(visit(browser, f"{paged_server.url}/bare", "A bare page"))
+        profiled = [
+            (profiled_visit(browser, url), profiled_visit(browser, bare_server.url)) for _ in range(args.profile)
+        ]
         browser.close()
     length = f"{args.tokens} tokens" if args.tokens else "a 16-token sentence"
     print(f"{args.page}, {length}, fresh browser per visit, server warm: median of {args.runs} visits")
@@ -122,6 +179,12 @@ def main() -> None:
         f"first chart: {first:.2f} s against {first_bare:.2f} s for the bare page: {first / first_bare:.2f}x "
         f"(goal <= 1.2x); against {first_paged:.2f} s for it at a page's address (/bare): {first / first_paged:.2f}x"
     )
+    if profiled:
+        print(f"the main thread up to the first chart, under the CPU profiler: median of {args.profile} visits")
+        print(f"  {'':<26} {'the page':>9} {'bare page':>10}")
+        for name in (PLOTLY, FRONTEND, BROWSER, IDLE_TIME):
+            ours, ref = (statistics.median(v[k][name] for v in profiled) for k in (0, 1))
+            print(f"  {name:<26} {ours:8.2f} s {ref:8.2f} s")
 
 
 if __name__ == "__main__":
