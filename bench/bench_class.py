@@ -25,9 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import common  # noqa: F401, E402  (this checkout first on sys.path)
+import common  # noqa: F401  (this checkout first on sys.path)
 
-from livetest import (  # noqa: E402
+from livetest import (
     CHROMIUM_FLAGS,
     cpu_seconds,
     low_priority_chromium,

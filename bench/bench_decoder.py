@@ -35,7 +35,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("MHA_WARM", "0")
 
-from common import ROOT  # noqa: E402  (this checkout first on sys.path)
+from common import ROOT  # this checkout first on sys.path
 
 WORDS = "the sailor told a story about an old ship that sank near the island while children listened".split()
 

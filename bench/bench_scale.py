@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, sentence, server_threads  # noqa: E402
+from common import ROOT, sentence, server_threads
 
 SKIP = {"classroom.py", "glossary.py"}  # no model at work
 BUDGET = 4.0  # forward passes, every page at 512 tokens
