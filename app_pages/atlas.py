@@ -3,7 +3,8 @@
 import streamlit as st
 
 import ui
-from mha import atlas, plots
+from mha import plots
+from mha.analyses import atlas
 
 st.title("Head atlas")
 st.markdown(

@@ -3,8 +3,9 @@
 import streamlit as st
 
 import ui
-from mha import plots, sinks, views
-from mha.groups import group_ranges
+from mha import plots
+from mha.analyses import map_views, sinks
+from mha.analyses.groups import group_ranges
 
 st.title("Attention heads")
 inp, run, model = ui.page_start()
@@ -71,13 +72,13 @@ block = ui.setting_widget(
     "Sentence pair",
     "heads_block",
     o3,
-    options=views.BLOCKS,
+    options=map_views.BLOCKS,
     disabled=not pair,
     help="A decoder reads one sequence: a second sentence follows the first."
     if causal
     else "Type a second sentence in the sidebar to compare A and B.",
 )
-att, labels, segments = views.view(
+att, labels, segments = map_views.view(
     run.attentions[layer], run.tokens, run.word_ids, run.segment_ids, hide, merge, run.sinks
 )  # (H, T', T')
 if hide:
@@ -85,7 +86,7 @@ if hide:
 one = att[head]
 q_labels = k_labels = labels
 if pair and block:
-    one, q_idx, k_idx = views.pair_block(one, segments, block)
+    one, q_idx, k_idx = map_views.pair_block(one, segments, block)
     q_labels, k_labels = [labels[i] for i in q_idx], [labels[i] for i in k_idx]
     st.caption(
         f"{block}: queries in sentence {block[0]}, keys in sentence {block[-1]}; rows no "

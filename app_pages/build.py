@@ -3,10 +3,12 @@
 import streamlit as st
 
 import ui
-from mha import MultiHeadAttention, collapse, lesson, plots
-from mha.attention import valid_head_counts
-from mha.build import PERMUTED, build_stages
-from mha.groups import group_ranges
+from mha import MultiHeadAttention, plots
+from mha.analyses import collapse
+from mha.analyses.build import PERMUTED, build_stages
+from mha.analyses.groups import group_ranges
+from mha.core.attention import valid_head_counts
+from mha.lesson import answers
 
 MAX_SHOWN = 64  # token rows drawn per matrix; the computation always uses all tokens
 
@@ -73,7 +75,7 @@ if T > MAX_SHOWN:
 
 if s.parity is not None:
     st.success(
-        f"Parity check: max |from-scratch - {who}| attention weight in layer {layer} = {lesson.small(s.parity)}"
+        f"Parity check: max |from-scratch - {who}| attention weight in layer {layer} = {answers.small(s.parity)}"
         + (" (causal mask, rotary positions and K/V groups included)" if grouped or model.family == "decoder" else ""),
         icon=":material/check_circle:",
     )
@@ -198,9 +200,9 @@ ui.chart(
 if shared:
     st.warning(
         f"Shared projections: every head computes the same map (max difference between heads "
-        f"{lesson.small(s.head_spread)}). {H} heads, one point of view."
+        f"{answers.small(s.head_spread)}). {H} heads, one point of view."
         if s.head_spread < collapse.SAME_WEIGHTS
-        else f"Shared projections, yet the heads' maps differ by up to {lesson.small(s.head_spread)}.",
+        else f"Shared projections, yet the heads' maps differ by up to {answers.small(s.head_spread)}.",
         icon=":material/call_merge:",
     )
 
@@ -246,20 +248,20 @@ if s.order_errors is not None:
     e = s.order_errors
     st.info(
         f"Shuffled input: {who}'s layer does **not** only reorder its outputs (max difference "
-        f"{lesson.small(e['as the model has it'])}). Without its causal mask it still differs by "
-        f"{lesson.small(e['without the causal mask'])}: the rotary positions sit inside $q \\cdot k$. Without the mask "
-        f"and the rotation the same weights only reorder (max difference "
-        f"{lesson.small(e['without the mask and the rotary positions'])}): attention itself has no sense of order; "
+        f"{answers.small(e['as the model has it'])}). Without its causal mask it still differs by "
+        f"{answers.small(e['without the causal mask'])}: the rotary positions sit inside $q \\cdot k$. Without the "
+        f"mask and the rotation the same weights only reorder (max difference "
+        f"{answers.small(e['without the mask and the rotary positions'])}): attention itself has no sense of order; "
         "positions enter where the model puts them (next lesson: positional encodings).",
         icon=":material/shuffle:",
     )
 elif s.shuffle_error is not None:
     st.info(
         f"Shuffled input: every token's output is the same as before, only reordered "
-        f"(max difference {lesson.small(s.shuffle_error)}). Attention alone ignores word order; {who} adds learned "
+        f"(max difference {answers.small(s.shuffle_error)}). Attention alone ignores word order; {who} adds learned "
         "position embeddings before layer 0 to know it (next lesson: positional encodings)."
         if s.shuffle_error < PERMUTED
-        else f"Shuffled input: the outputs differ from the reordered ones by up to {lesson.small(s.shuffle_error)}.",
+        else f"Shuffled input: the outputs differ from the reordered ones by up to {answers.small(s.shuffle_error)}.",
         icon=":material/shuffle:",
     )
 ui.words(

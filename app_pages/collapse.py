@@ -3,7 +3,11 @@
 import streamlit as st
 
 import ui
-from mha import bert, check, collapse, groups, lesson, metrics, plots, yardstick
+from mha import plots
+from mha.analyses import collapse, groups, metrics
+from mha.lesson import answers, check_question
+from mha.models import bert
+from mha.tasks import yardstick
 
 st.title("Shared Q/K/V: watch the heads collapse")
 st.markdown(
@@ -38,7 +42,7 @@ with st.spinner("Recomputing the layer at alpha = 0, at your alpha and at alpha 
     ends = ui.sweep_ends(inp, layer, path)  # alpha = 0 and 1, the path's first and last points: cached
     now = ui.cached_collapse(inp, layer, path)
 summary, before = now.summary(), ends[0]
-ans = check.answer(ends[0], ends[-1], C, H, path)
+ans = check_question.answer(ends[0], ends[-1], C, H, path)
 first_role = roles[0] if "q" not in roles else "q"
 overlap_key = f"subspace overlap W^{first_role.upper()}"
 
@@ -244,7 +248,7 @@ overlaps = ", ".join(
 )
 maps = (
     f"compute the same attention: {ans.maps_shared} distinct map instead of {ans.maps_bert}, mean divergence "
-    f"{lesson.small(ans.diversity_shared)} between heads against {ans.diversity_bert:.3f} for {who}'s own"
+    f"{answers.small(ans.diversity_shared)} between heads against {ans.diversity_bert:.3f} for {who}'s own"
     if ans.maps_shared == 1
     else f"still attend differently: {ans.maps_shared} distinct maps of {H}, mean divergence "
     f"{ans.diversity_shared:.3f} between heads against {ans.diversity_bert:.3f} for {who}'s own"

@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from mha import glossary
+from mha.lesson import glossary
 
 st.title("Glossary")
 st.markdown(

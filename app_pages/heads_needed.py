@@ -3,16 +3,18 @@
 import streamlit as st
 
 import ui
-from mha import bert, lm_pruning, lm_task, plots, pruning, task, yardstick
+from mha import plots
+from mha.models import bert
+from mha.tasks import lm_pruning, next_token, pruning, similarity, yardstick
 
 st.title("Do we need every head?")
 inp, run, model = ui.page_start()
 L, H = model.n_layers, model.n_heads
 
 
-def next_token() -> None:
-    """The study on a decoder's own task, next-token loss (mha/lm_pruning.py)."""
-    rank, score = lm_task.texts("rank"), lm_task.texts()
+def loss_study() -> None:
+    """The study on a decoder's own task, next-token loss (mha/tasks/lm_pruning.py)."""
+    rank, score = next_token.texts("rank"), next_token.texts()
     st.markdown(
         "Multi-head attention needs distinct heads to *learn* different relations (the training page shows it). "
         "Once a model is trained, are all of them still needed? Michel et al. 2019 (*Are Sixteen Heads Really Better "
@@ -85,7 +87,7 @@ def editor(importance, scored_on: str, name: str, sign: int, least_help: str, no
             "number_input", "and the least important", "needed_least", e2, min_value=0, max_value=L * H, help=least_help
         )
     )
-    removed = tuple(sorted(set(picked) | set(task.order_by(importance)[:least])))
+    removed = tuple(sorted(set(picked) | set(similarity.order_by(importance)[:least])))
     score, whole = ui.cached_task(inp.model, removed), ui.cached_task(inp.model)
     m1, m2 = st.columns(2)
     m1.metric(
@@ -104,7 +106,7 @@ def editor(importance, scored_on: str, name: str, sign: int, least_help: str, no
 
 
 if model.family == "decoder":  # its task is next-token prediction: the study and its words are the loss's
-    next_token()
+    loss_study()
     ui.words("head importance", "next-token loss", "causal mask")
     st.stop()
 st.markdown(
@@ -119,17 +121,18 @@ st.markdown(
     )
     + ": does the model still rank sentence pairs by meaning? The score is "
     "Spearman's rank correlation between the model's cosine and a similarity graded by people, on pairs of the "
-    f"STS Benchmark (Cer et al. 2017): the heads are ranked on its {len(task.sts_pairs('train')):,} train pairs "
+    f"STS Benchmark (Cer et al. 2017): the heads are ranked on its {len(similarity.sts_pairs('train')):,} train pairs "
     f"(image captions) and every count is scored on pairs the ranking never saw, its "
-    f"{len(task.sts_pairs('dev'))} dev pairs (captions and SNLI sentences) and, as a second set, the "
-    f"{len(task.similarity_pairs())} pairs written for this project. A removed head's output is zero before $W^O$."
+    f"{len(similarity.sts_pairs('dev'))} dev pairs (captions and SNLI sentences) and, as a second set, the "
+    f"{len(similarity.similarity_pairs())} pairs written for this project. A removed head's output is zero "
+    "before $W^O$."
 )
 store = ui.STUDIES
 study = store.get(inp.model)
 if study is None and inp.model != bert.DEFAULT_MODEL:  # larger models: only when asked
     st.info(
         f"Measuring all {L * H} heads of {inp.model} removes each in turn and runs the whole model on "
-        f"{len(task.sts_pairs('train')):,} sentence pairs each time: many minutes for a large model."
+        f"{len(similarity.sts_pairs('train')):,} sentence pairs each time: many minutes for a large model."
     )
     if not st.button("Measure every head (once for this model, for everyone)", key="needed_measure"):
         st.stop()
@@ -234,7 +237,7 @@ editor(
     "Spearman",
     +1,
     "Adds the heads with the smallest (signed) drop, ranked on the benchmark's train pairs.",
-    f"Scored on the {len(task.similarity_pairs())} pairs written for this project (a quick score; the ranking of "
+    f"Scored on the {len(similarity.similarity_pairs())} pairs written for this project (a quick score; the ranking of "
     "*least important* comes from the benchmark's train pairs, so on these pairs it is held out).",
 )
 if sure > median_rand:

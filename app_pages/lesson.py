@@ -1,11 +1,11 @@
 """The lesson: the seven points of multi-head attention in order, each done by the learner on the
 real model, with a question checked against the numbers the engine computed for their sentence.
-The steps are mha.steps.STEPS, each drawn by ui.lesson_steps.DRAW[step.key]."""
+The steps are mha.lesson.steps.STEPS, each drawn by ui.lesson_steps.DRAW[step.key]."""
 
 import streamlit as st
 
 import ui
-from mha import steps
+from mha.lesson import steps
 from ui import lesson_steps
 
 N = len(steps.STEPS)

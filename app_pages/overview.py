@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from mha import diagram
+from mha.lesson import diagram
 
 st.title("Multi-head attention, in three stages")
 ui.show_notices()

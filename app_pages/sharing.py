@@ -3,8 +3,10 @@
 import streamlit as st
 
 import ui
-from mha import collapse, groups, ladder, lesson, plots, subspaces, uptrain
-from mha.groups import group_ranges
+from mha import plots
+from mha.analyses import collapse, groups, ladder, subspaces, uptrain
+from mha.analyses.groups import group_ranges
+from mha.lesson import answers
 
 POOLINGS = ("mean-pooled", "scale restored")  # a rung to uptrain starts from the plain mean, or rescaled
 
@@ -175,7 +177,7 @@ elif H > 1:
     ui.chart(
         plots.heads.head_grid(
             ladder.rung_attention(model, run, layer, qk_s.rung),
-            f"Q and K shared (scale restored): diversity {lesson.small(qk_s.diversity)}",
+            f"Q and K shared (scale restored): diversity {answers.small(qk_s.diversity)}",
         ),
         container=g2,
     )
@@ -354,7 +356,7 @@ st.caption(
     + ". "
     + (
         f"{' and '.join(tied)} stayed one matrix each for all {H} heads during training, so every head still "
-        f"computes the same map: head diversity {lesson.small(outcome.diversity_after)} after uptraining. Whatever "
+        f"computes the same map: head diversity {answers.small(outcome.diversity_after)} after uptraining. Whatever "
         f"the layer fits, it fits through one map read by {rung.heads[2]} value projection(s)."
         if rung.same_attention and outcome.diversity_after < collapse.SAME_TOLERANCE
         else f"Head diversity on the held-out sentences: {outcome.diversity_before:.3f} converted, "

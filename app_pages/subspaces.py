@@ -4,8 +4,10 @@ folds every head's picture into one."""
 import streamlit as st
 
 import ui
-from mha import atlas, collapse, lesson, plots, subspaces
-from mha.groups import group_ranges
+from mha import plots
+from mha.analyses import atlas, collapse, subspaces
+from mha.analyses.groups import group_ranges
+from mha.lesson import answers
 
 st.title("Subspaces: each head's own view of your sentence")
 st.markdown(
@@ -70,11 +72,11 @@ spread = subspaces.max_map_difference(maps)
 if {"q", "k"} <= set(path.roles) and path.alpha == 1.0:
     st.success(
         f"$W^Q$ and $W^K$ shared: all {H} panels are the same picture (max difference between panels "
-        f"{lesson.small(spread)}). The heads look at the sentence through one lens, so they attend alike.",
+        f"{answers.small(spread)}). The heads look at the sentence through one lens, so they attend alike.",
         icon=":material/call_merge:",
     )
 elif spread < collapse.SAME_WEIGHTS:
-    st.info(f"All {H} panels are the same picture here (max difference between panels {lesson.small(spread)}).")
+    st.info(f"All {H} panels are the same picture here (max difference between panels {answers.small(spread)}).")
 else:
     st.info(
         f"{H} different pictures (two heads' coordinates differ by up to {spread:.2f}; 0 would mean one picture, "

@@ -3,8 +3,10 @@
 import streamlit as st
 
 import ui
-from mha import collapse, lesson, metrics, plots
-from mha import experiment as ex
+from mha import plots
+from mha.analyses import collapse, metrics
+from mha.analyses import experiment as ex
+from mha.lesson import answers
 
 st.title("Why many heads: train them and see")
 st.markdown(
@@ -198,7 +200,7 @@ st.caption(
         f"**{kind}**: {len(locked(kind))} of {n_rel} relations have a head with at least {ex.LOCKED:.0%} on them."
         for kind in ex.MODELS
     )
-    + f" The shared heads' maps differ by at most {lesson.small(copies)}: "
+    + f" The shared heads' maps differ by at most {answers.small(copies)}: "
     + ("copies of each other." if copies < collapse.SAME_WEIGHTS else "not copies (something else differs).")
 )
 ui.words("head width", "head diversity")

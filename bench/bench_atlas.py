@@ -18,9 +18,9 @@ from common import sentence, server_threads
 server_threads()
 import numpy as np  # noqa: E402
 
-from mha import atlas  # noqa: E402
-from mha.bert import load_bert  # noqa: E402
-from mha.examples import EXAMPLES  # noqa: E402
+from mha.analyses import atlas  # noqa: E402
+from mha.lesson.examples import EXAMPLES  # noqa: E402
+from mha.models.bert import load_bert  # noqa: E402
 
 BUDGET = {128: 0.3, 512: 2.0}
 

@@ -15,7 +15,7 @@ import torch
 from common import median_seconds
 
 from mha import MultiHeadAttention
-from mha.reference import to_torch_mha
+from mha.core.reference import to_torch_mha
 
 SHAPES = [(1, 32, 384, 12), (1, 128, 768, 12), (8, 512, 768, 12)]
 

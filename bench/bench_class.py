@@ -89,7 +89,7 @@ async def run(sizes: list[int], db: str) -> list[dict]:
     from playwright.async_api import async_playwright
 
     from classroom import classes
-    from mha.examples import DEFAULT_TEXT
+    from mha.lesson.examples import DEFAULT_TEXT
 
     rows = []
     TIMING_LOG.unlink(missing_ok=True)

@@ -25,9 +25,10 @@ from common import median_seconds, sentence, server_threads
 
 server_threads()
 from livetest import ROOT  # noqa: E402
-from mha import check, collapse, metrics  # noqa: E402
-from mha.bert import load_bert  # noqa: E402
-from mha.collapse import CollapsePath  # noqa: E402
+from mha.analyses import collapse, metrics  # noqa: E402
+from mha.analyses.collapse import CollapsePath  # noqa: E402
+from mha.lesson import check_question  # noqa: E402
+from mha.models.bert import load_bert  # noqa: E402
 
 
 def scipy_diversity(w: np.ndarray) -> np.ndarray:
@@ -109,12 +110,12 @@ def browser_seconds(T: int, runs: int) -> list[float]:
 
 
 def work_estimate(bert, run, sweep_s: float, runs: int) -> None:
-    """mha.work's estimate of the alpha sweep (runs of the layer, maps measured, pairs compared, one
+    """mha.models.cost's estimate of the alpha sweep (runs of the layer, maps measured, pairs compared, one
     measured weight as COMPARE_MACS multiply-adds) against its time, both as forward passes of the
     model on the same sentence, and the COMPARE_MACS this machine's times imply."""
     import torch
 
-    from mha import work
+    from mha.models import cost
 
     enc, _ = bert.encode(" ".join(run.tokens[1:-1]))
 
@@ -124,16 +125,16 @@ def work_estimate(bert, run, sweep_s: float, runs: int) -> None:
 
     T, fwd = run.n_tokens, median_seconds(forward, runs)
     counts = collapse.sweep_counts(bert.n_heads)
-    one_pass = work.runs_macs(bert, T, [(0, 0)])
-    estimate = work.measures_macs(bert, T, *counts) / one_pass
+    one_pass = cost.runs_macs(bert, T, [(0, 0)])
+    estimate = cost.measures_macs(bert, T, *counts) / one_pass
     per_mac = fwd / one_pass
     layers, maps, pairs = counts
-    implied = (sweep_s / per_mac - layers * work.layer_macs(bert, T)) / ((maps + pairs) * T * T)
-    waits = not work.measures_at_once(bert, T, estimate * one_pass)
+    implied = (sweep_s / per_mac - layers * cost.layer_macs(bert, T)) / ((maps + pairs) * T * T)
+    waits = not cost.measures_at_once(bert, T, estimate * one_pass)
     print(
-        f"  alpha sweep in forward passes ({fwd:.3f} s each): estimated {estimate:.1f} (mha.work), measured "
+        f"  alpha sweep in forward passes ({fwd:.3f} s each): estimated {estimate:.1f} (mha.models.cost), measured "
         f"{sweep_s / fwd:.1f}; a measured weight costs {implied:.0f} multiply-adds here "
-        f"(COMPARE_MACS = {work.COMPARE_MACS}); waits for a button: {waits}"
+        f"(COMPARE_MACS = {cost.COMPARE_MACS}); waits for a button: {waits}"
     )
 
 
@@ -148,17 +149,17 @@ def task_figures(bert) -> None:
     (alpha = 1) in layer 0 and in every layer, for the rescaled mean slice (the default), the
     plain mean and head 0's, beside the baselines with those layers' heads removed, and the lesson
     sentence's embedding cosine."""
-    from mha import task
-    from mha.examples import DEFAULT_TEXT
+    from mha.lesson.examples import DEFAULT_TEXT
+    from mha.tasks import similarity
 
-    base = task.evaluate(bert).spearman
+    base = similarity.evaluate(bert).spearman
     lesson = bert.attend(DEFAULT_TEXT)
     print(f"task: Spearman on the bundled pairs {base:.3f}; with Q, K and V shared (alpha = 1):")
     for layers in ([0], list(range(bert.n_layers))):
         where = "layer 0" if layers == [0] else "every layer"
         for source in ("scaled", "mean", 0):
             replace = {i: collapse.shared_module(bert.scratch_layer(i), source) for i in layers}
-            score = task.evaluate(bert, replace=replace).spearman
+            score = similarity.evaluate(bert, replace=replace).spearman
             cos = collapse.whole_model_effect(bert, lesson, layers, CollapsePath(1.0, source))[
                 "sentence embedding cosine"
             ]
@@ -166,8 +167,8 @@ def task_figures(bert) -> None:
                 f"  {collapse.source_label(source):<13} in {where:<11}: Spearman {score:.3f}; "
                 f"the lesson sentence's cosine {cos:.3f}"
             )
-        removed = task.head_mask(bert, [(i, h) for i in layers for h in range(bert.n_heads)])
-        score = task.evaluate(bert, head_mask=removed).spearman
+        removed = similarity.head_mask(bert, [(i, h) for i in layers for h in range(bert.n_heads)])
+        score = similarity.evaluate(bert, head_mask=removed).spearman
         cos = collapse.removal_effect(bert, lesson, layers)["sentence embedding cosine"]
         print(f"  {'heads removed':<13} in {where:<11}: Spearman {score:.3f}; the lesson sentence's cosine {cos:.3f}")
 
@@ -182,7 +183,7 @@ def sharing_figures(bert) -> None:
         for layer in (0, 5):
             for source in ("scaled", "mean", 2):
                 sweep = collapse.alpha_sweep(bert, run, layer, CollapsePath(1.0, source), steps=2)
-                a = check.answer(sweep[0], sweep[-1], bert.d_model, bert.n_heads, CollapsePath(1.0, source))
+                a = check_question.answer(sweep[0], sweep[-1], bert.d_model, bert.n_heads, CollapsePath(1.0, source))
                 print(
                     f"  {text[:18]}... layer {layer} {collapse.source_label(source):<13}: "
                     f"diversity {a.diversity_bert:.3f} -> {a.diversity_shared:.1e}, "

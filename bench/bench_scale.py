@@ -59,7 +59,7 @@ def child(shape: str, tokens: list[int], runs: int) -> dict:
     if shape == "bundled":
         name = "all-MiniLM-L6-v2"
     elif shape == "decoder":
-        name = "SmolLM2-135M-Instruct"  # the real one (python -m mha.fetch converts it once)
+        name = "SmolLM2-135M-Instruct"  # the real one (python -m mha.models.fetch converts it once)
     else:  # MHA_MODEL_DIR: the parent saved a random BERT of this shape there
         name = "local"
     model = cache.load_model(name)
@@ -208,7 +208,7 @@ def main() -> None:
     for shape in args.shapes:
         env = dict(os.environ)
         if shape not in ("bundled", "decoder"):
-            from mha.bert import save_random_bert
+            from mha.models.bert import save_random_bert
 
             L, H, C = (int(v) for v in shape.split("x"))
             env["MHA_MODEL_DIR"] = save_random_bert(tempfile.mkdtemp(prefix="mha_bert_"), L, H, C)

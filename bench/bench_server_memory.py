@@ -31,7 +31,7 @@ SKIP = {"classroom.py", "glossary.py"}  # no model at work
 def measure(shape: str, rounds: int, tokens: int) -> None:
     from playwright.sync_api import sync_playwright
 
-    from mha.bert import save_random_bert
+    from mha.models.bert import save_random_bert
     from ui.pages import PAGES
 
     L, H, C = (int(v) for v in shape.split("x"))

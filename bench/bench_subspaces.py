@@ -16,10 +16,11 @@ from common import median_seconds, sentence, server_threads
 
 server_threads()
 
-from mha import plots, subspaces  # noqa: E402
-from mha.bert import load_bert  # noqa: E402
-from mha.collapse import CollapsePath  # noqa: E402
-from mha.examples import DEFAULT_TEXT  # noqa: E402
+from mha import plots  # noqa: E402
+from mha.analyses import subspaces  # noqa: E402
+from mha.analyses.collapse import CollapsePath  # noqa: E402
+from mha.lesson.examples import DEFAULT_TEXT  # noqa: E402
+from mha.models.bert import load_bert  # noqa: E402
 
 
 def main() -> None:

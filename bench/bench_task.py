@@ -22,11 +22,12 @@ server_threads()
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from mha import collapse, pruning, task  # noqa: E402
-from mha.bert import load_bert  # noqa: E402
+from mha.analyses import collapse  # noqa: E402
+from mha.models.bert import load_bert  # noqa: E402
+from mha.tasks import pruning, similarity  # noqa: E402
 
 
-def curve(c: task.PruningCurve) -> str:
+def curve(c: similarity.PruningCurve) -> str:
     return " ".join(f"{n}:{s:.3f}" for n, s in zip(c.removed, c.spearman))
 
 
@@ -36,27 +37,27 @@ def main() -> None:
     parser.add_argument("--shipped", action="store_true", help="only print the shipped study's figures")
     args = parser.parse_args()
     bert = load_bert()
-    pairs = task.similarity_pairs()
+    pairs = similarity.similarity_pairs()
     t0 = time.perf_counter()
-    score = task.evaluate(bert)
+    score = similarity.evaluate(bert)
     first = time.perf_counter() - t0
     print(f"{len(pairs)} pairs: Spearman {score.spearman:.3f} (mean pooling, cosine)")
-    kinds = np.array(task.pair_kinds())
+    kinds = np.array(similarity.pair_kinds())
     for kind in sorted(set(kinds)):
         sel = kinds == kind
         grade, cosine = score.gold[sel].mean(), score.per_pair[sel].mean()
         print(f"  {kind:<11} {sel.sum():>3} pairs, grade {grade:.1f}, cosine {cosine:.2f}")
     print(
         f"evaluate: first {first:.3f} s (the pairs' hidden states entering every layer are computed and kept), "
-        f"then median {median_seconds(lambda: task.evaluate(bert), args.runs):.3f} s (budget 1.0)"
+        f"then median {median_seconds(lambda: similarity.evaluate(bert), args.runs):.3f} s (budget 1.0)"
     )
     for layer in (0, bert.n_layers - 1):  # a replaced layer: only the layers from it on run again
         shared = {layer: collapse.shared_module(bert.scratch_layer(layer))}
-        t = median_seconds(lambda s=shared: task.evaluate(bert, replace=s), args.runs)
+        t = median_seconds(lambda s=shared: similarity.evaluate(bert, replace=s), args.runs)
         print(f"evaluate with layer {layer} shared: median {t:.3f} s")
-    t = median_seconds(lambda: task.evaluate(bert, head_mask=np.ones((bert.n_layers, bert.n_heads))), args.runs)
+    t = median_seconds(lambda: similarity.evaluate(bert, head_mask=np.ones((bert.n_layers, bert.n_heads))), args.runs)
     print(f"evaluate with a head mask (every layer runs): median {t:.3f} s")
-    imp, took, gap, _ = with_progress(lambda progress: task.head_importance(bert, progress=progress))
+    imp, took, gap, _ = with_progress(lambda progress: similarity.head_importance(bert, progress=progress))
     print(
         f"importance of {imp.drop.size} heads, 1 torch thread (the server's): {took:.1f} s "
         f"(budget 30), longest gap between updates {gap:.2f} s (budget 1); agreement |drop| vs gradient "

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from mha import bert, steps
+from mha.lesson import steps
+from mha.models import bert
 
 from . import db, limits
 
@@ -304,7 +305,7 @@ def checked_answer(
     expected: Sequence[str] = (),
 ) -> tuple[str, str, str]:
     """(record, value, label) of a valid answer, or ClassError: a question of the lesson (its
-    qid names a step and question of mha.steps.QUESTIONS), settings named after it, one of its
+    qid names a step and question of mha.lesson.steps.QUESTIONS), settings named after it, one of its
     options (an index) or whole numbers from 0 to MAX_NUMBER (`options` None), and right
     answers (`expected`) among its options, if it has options."""
     found = QID.fullmatch(qid or "")

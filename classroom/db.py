@@ -48,7 +48,7 @@ answers = sa.Table(
     sa.Column("class_id", sa.Integer, sa.ForeignKey("classes.id", ondelete="CASCADE"), nullable=False, index=True),
     sa.Column("seat_id", sa.Integer, sa.ForeignKey("seats.id", ondelete="CASCADE"), nullable=False),
     sa.Column("qid", sa.String(80), nullable=False),  # "<step>-<sentence tag>-<name>" (ui.quiz.question_tag)
-    sa.Column("record", sa.String(40), nullable=False),  # "<step>-<name>", a key of mha.steps.QUESTIONS
+    sa.Column("record", sa.String(40), nullable=False),  # "<step>-<name>", a key of mha.lesson.steps.QUESTIONS
     sa.Column("keys", sa.String(200), nullable=False),  # the settings the answer was given in, comma-separated
     sa.Column("value", sa.String(80), nullable=False),  # the option's index, or the numbers typed, comma-separated
     sa.Column("label", sa.String(200), nullable=False),  # what the student saw: the option's text

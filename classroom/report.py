@@ -8,7 +8,7 @@ import io
 from collections import Counter
 from dataclasses import dataclass
 
-from mha import steps
+from mha.lesson import steps
 
 from .classes import Answer, TeacherView
 
@@ -20,7 +20,7 @@ class Histogram:
     option (or typed answer) and how many students gave it first; which of them are right."""
 
     qid: str
-    record: str  # the question (a key of mha.steps.QUESTIONS)
+    record: str  # the question (a key of mha.lesson.steps.QUESTIONS)
     variant: str
     labels: tuple[str, ...]
     counts: tuple[int, ...]

@@ -3,7 +3,7 @@ sentences (mha/data/pool_sentences.txt, written for this project), per layer: th
 Jensen-Shannon divergence between two query heads of one K/V group and of two different groups,
 and where the model's grouping ranks among all 280 ways to cut 9 heads into 3 groups of 3.
 
-    python -m mha.fetch && python scripts/group_study.py
+    python -m mha.models.fetch && python scripts/group_study.py
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import time
 
 import numpy as np
 
-from mha import fetch, groups
-from mha.decoder import load_decoder
-from mha.subspaces import pool_sentences
+from mha.analyses import groups
+from mha.analyses.subspaces import pool_sentences
+from mha.models import fetch
+from mha.models.llama import load_decoder
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Write the bundled model's "Do we need every head?" study into mha/data/heads_study.json, so that
 no visitor waits for it (the page uses it only if it was computed on exactly the loaded weights,
-the pair files and the study's settings: mha.pruning.shipped_study). Run it again after changing
+the pair files and the study's settings: mha.tasks.pruning.shipped_study). Run it again after changing
 the study's code, settings or the pairs; tests/test_pruning.py recomputes part of the file.
 
     python scripts/heads_study.py
@@ -17,8 +17,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from mha import pruning  # noqa: E402
-from mha.bert import load_bert  # noqa: E402
+from mha.models.bert import load_bert  # noqa: E402
+from mha.tasks import pruning  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "mha" / pruning.STUDY_FILE
 

@@ -11,7 +11,7 @@ os.environ["MHA_WARM"] = "0"  # AppTest runs app.py here: no background warm-up 
 
 import pytest  # noqa: E402
 
-from mha.examples import DEFAULT_TEXT, MAKING_DIFFICULT  # noqa: E402
+from mha.lesson.examples import DEFAULT_TEXT, MAKING_DIFFICULT  # noqa: E402
 
 SENTENCES = [
     DEFAULT_TEXT,  # repeated words
@@ -22,7 +22,7 @@ SENTENCES = [
 
 @pytest.fixture(scope="session")
 def bert():
-    from mha.bert import load_bert
+    from mha.models.bert import load_bert
 
     return load_bert()
 
@@ -31,12 +31,12 @@ def bert():
 def smol():
     """The real decoder, loaded once per session through the app's own cache (AppTest runs in this
     process, so its pages and the tests share this one load)."""
-    from mha import fetch
-    from mha.bert import DECODER_MODEL
+    from mha.models import fetch
+    from mha.models.bert import DECODER_MODEL
     from ui.cache import load_model
 
     if not fetch.is_converted():
-        pytest.fail(f"the decoder is not in {fetch.cache_dir()}: run python -m mha.fetch first (README)")
+        pytest.fail(f"the decoder is not in {fetch.cache_dir()}: run python -m mha.models.fetch first (README)")
     return load_model(DECODER_MODEL)
 
 
@@ -67,7 +67,7 @@ def chromium_or_skip() -> str:
 
 def weights_digest(model) -> str:
     """A SHA-256 of every weight of a torch module: equal digests, bit-identical weights."""
-    from mha.bert import weights_digest as digest
+    from mha.models.bert import weights_digest as digest
 
     return digest(model)
 

@@ -8,7 +8,8 @@ import torch
 from conftest import SENTENCES
 from scipy.stats import entropy as scipy_entropy
 
-from mha import MultiHeadAttention, atlas, metrics
+from mha import MultiHeadAttention
+from mha.analyses import atlas, metrics
 
 T = 6
 TOKENS = ["[CLS]", "the", "cat", ",", "sat", "[SEP]"]

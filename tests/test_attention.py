@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from mha import MultiHeadAttention, scaled_dot_product_attention
-from mha.attention import valid_head_counts
-from mha.reference import to_torch_mha
+from mha.core.attention import valid_head_counts
+from mha.core.reference import to_torch_mha
 
 TOL = dict(rtol=1e-5, atol=1e-6)
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from conftest import SENTENCES
 
-from mha.bert import ModelUnavailableError, available_models, load_bert
+from mha.models.bert import ModelUnavailableError, available_models, load_bert
 
 TOL = dict(rtol=1e-5, atol=1e-6)
 
@@ -118,8 +118,8 @@ def test_from_scratch_layers_share_the_model_weights_and_changes_never_reach_the
     same storage), and every change the pages make (a point of the collapse path, a shared or
     pooled structure, uptraining) gives the changed projection new tensors: the model, and the
     module it started from, stay bit for bit as they were."""
-    from mha import collapse, uptrain
-    from mha.collapse import CollapsePath
+    from mha.analyses import collapse, uptrain
+    from mha.analyses.collapse import CollapsePath
 
     own = bert.model.encoder.layer[0].attention
     m = bert.scratch_layer(0)

@@ -232,7 +232,7 @@ def read_panels(page, until=lambda got: True):
 def test_subspaces_page_follows_a_token_and_folds_into_one_picture(server, browser, bert):
     import numpy as np
 
-    from mha import subspaces
+    from mha.analyses import subspaces
 
     ARTIFACTS.mkdir(exist_ok=True)
     text = "The mole on his arm was not a mole but a rare insect."
@@ -346,9 +346,9 @@ def test_lesson_by_keyboard_then_every_step_check_question_and_a_tool_link(serve
         page.get_by_role("button", name="← Back").click()
         wait_idle(page)
     page.wait_for_selector("text=Step 5 of 8", timeout=60_000)
-    from mha import lesson
+    from mha.lesson import answers
 
-    _, best, _ = lesson.previous_token_question(bert.attend(text))
+    _, best, _ = answers.previous_token_question(bert.attend(text))
     page.get_by_text("Every measure of every head: Head atlas").click()
     wait_idle(page)
     page.wait_for_selector("h1:has-text('Head atlas')", timeout=60_000)

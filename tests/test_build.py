@@ -7,7 +7,8 @@ import pytest
 import torch
 from conftest import SENTENCES
 
-from mha import MultiHeadAttention, build
+from mha import MultiHeadAttention
+from mha.analyses import build
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from mha.collapse import CollapsePath
+from mha.analyses.collapse import CollapsePath
 from ui import Inputs, cache
 from ui.store import SharedStore, read_only
 
@@ -103,7 +103,7 @@ def test_cached_runs_are_shared_read_only_and_equal_to_a_fresh_run(bert):
 
 
 def test_long_runs_stay_within_the_results_budget(bert):
-    from mha.examples import DEFAULT_TEXT
+    from mha.lesson.examples import DEFAULT_TEXT
 
     store = cache.RESULTS
     inputs = [Inputs.from_raw(bert.name, f"{n} " + " ".join([DEFAULT_TEXT] * 40)) for n in range(3)]
@@ -119,7 +119,7 @@ def test_two_first_visitors_run_the_heads_study_once(monkeypatch):
     """The page checked lock.locked() and then took the lock without looking at the store again:
     two first visitors could both run the 20-60 s study. Through ui.heads_study, one runs it and
     the other waits for its result."""
-    from mha import pruning
+    from mha.tasks import pruning
 
     runs, got, started = [], [], threading.Barrier(2)
 
@@ -190,7 +190,7 @@ def test_the_warm_up_computes_what_the_pages_ask_first(monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     from livetest import ROOT
-    from mha.bert import DEFAULT_MODEL
+    from mha.models.bert import DEFAULT_MODEL
     from ui import warm
 
     for store in (cache.MODEL, cache.STUDIES):
@@ -240,7 +240,7 @@ def test_a_process_that_exits_while_warming_exits_cleanly():
     code = (  # a job that is surely in torch when the script ends (the real jobs take 0.1-3 s each)
         "import time, torch\n"
         "from ui import warm\n"
-        "from mha.bert import DEFAULT_MODEL\n"
+        "from mha.models.bert import DEFAULT_MODEL\n"
         "warm.jobs = lambda name: [lambda: [torch.randn(300, 300) @ torch.randn(300, 300) for _ in range(3000)],\n"
         "                          lambda: print('second job ran')]\n"
         "assert warm.start.__wrapped__(DEFAULT_MODEL) is not None\n"

@@ -14,8 +14,8 @@ from test_class_browser import postgres_or_skip
 
 from classroom import ClassError, classes, db, limits, report
 from classroom.limits import TooManyAttempts
-from mha import steps
-from mha.bert import DEFAULT_MODEL, MAX_CHARS
+from mha.lesson import steps
+from mha.models.bert import DEFAULT_MODEL, MAX_CHARS
 
 TEXT = "The mole on his arm was not a mole but a rare insect."
 TAG = "1-0badf00d"  # a question tag as ui.quiz.question_tag makes them

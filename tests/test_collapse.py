@@ -9,8 +9,10 @@ import scipy.stats
 import torch
 from conftest import SENTENCES
 
-from mha import MultiHeadAttention, check, collapse, metrics
-from mha.collapse import CollapsePath
+from mha import MultiHeadAttention
+from mha.analyses import collapse, metrics
+from mha.analyses.collapse import CollapsePath
+from mha.lesson import check_question
 
 TOL = dict(rtol=1e-5, atol=1e-6)
 
@@ -139,7 +141,7 @@ def test_invalid_collapse_arguments_raise():
         CollapsePath(0.5, source="first")
     assert CollapsePath(0.3, roles=("v", "q", "q")) == CollapsePath(0.3, roles=("q", "v"))  # one value per setting
     with pytest.raises(ValueError, match="alpha = 0 and alpha = 1"):
-        check.answer({"alpha": 0.0}, {"alpha": 0.5}, 32, 4, CollapsePath(roles=("q",)))
+        check_question.answer({"alpha": 0.0}, {"alpha": 0.5}, 32, 4, CollapsePath(roles=("q",)))
 
 
 def test_encode_with_no_replacement_reproduces_bert(bert, run):
@@ -182,7 +184,7 @@ def test_head_diversity_matches_scipy_and_is_symmetric():
 def test_head_diversity_equals_scipy_on_real_attention_at_512_tokens(bert):
     from scipy.spatial.distance import jensenshannon
 
-    from mha.examples import DEFAULT_TEXT
+    from mha.lesson.examples import DEFAULT_TEXT
 
     run = bert.attend(" ".join([DEFAULT_TEXT] * 40))  # truncated to 512 tokens
     assert run.n_tokens == 512
@@ -231,7 +233,7 @@ def test_answer_numbers_and_csv(bert, run):
     import pandas as pd
 
     sweep = collapse.alpha_sweep(bert, run, 2, CollapsePath(1.0, 0), steps=3)
-    a = check.answer(sweep[0], sweep[-1], bert.d_model, bert.n_heads, CollapsePath(roles=("v", "q", "k")))
+    a = check_question.answer(sweep[0], sweep[-1], bert.d_model, bert.n_heads, CollapsePath(roles=("v", "q", "k")))
     C, D = bert.d_model, bert.d_model // bert.n_heads
     assert a.roles == ("k", "q", "v") and a.same_attention and a.one_head
     assert a.heads_bert > 10 and a.heads_shared == pytest.approx(1.0, abs=1e-6)
@@ -242,7 +244,7 @@ def test_answer_numbers_and_csv(bert, run):
     assert a.params_shared == MultiHeadAttention.parameter_count(C, bert.n_heads, (1, 1, 1))
     kv_path = CollapsePath(1.0, 0, ("k", "v"))
     kv_sweep = collapse.alpha_sweep(bert, run, 2, kv_path, steps=2)
-    kv = check.answer(kv_sweep[0], kv_sweep[-1], C, bert.n_heads, kv_path)  # parameters: the modules' own
+    kv = check_question.answer(kv_sweep[0], kv_sweep[-1], C, bert.n_heads, kv_path)  # parameters: the modules' own
     assert set(kv.overlap_bert) == {"k", "v"}  # the overlap of what is shared, not of W^Q
     assert not kv.same_attention and not kv.one_head
     assert kv.params_saved == 2 * ((C * C + C) - (C * D + D))  # only W^K and W^V (and biases) shrink
@@ -284,7 +286,7 @@ def test_head_spread_reads_identical_heads_as_zero_and_distinct_ones_by_their_la
     """Known answers: copies of one sharp head read 0 (one map); a flat head beside a sharp one
     reads the sharp head's largest weight minus 1/T; the lesson, the build and the training pages
     use this one function."""
-    from mha import metrics
+    from mha.analyses import metrics
 
     T = 8
     sharp = np.eye(T)[np.roll(np.arange(T), 1)]  # (T, T): every token reads the one before it

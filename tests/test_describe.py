@@ -14,7 +14,9 @@ import plotly.graph_objects as go
 import pytest
 from conftest import plotly_array
 
-from mha import diagram, plots, subspaces
+from mha import plots
+from mha.analyses import subspaces
+from mha.lesson import diagram
 from mha.plots.describe import describe, plain
 
 TEXT = "The mole on his arm was not a mole but a rare insect."
@@ -126,8 +128,10 @@ def facts(fig: go.Figure) -> list[str] | None:
 @pytest.fixture(scope="module")
 def charts(bert) -> dict[str, go.Figure]:
     """Every chart function of mha.plots, drawn on the bundled model and the sentence TEXT."""
-    from mha import atlas, build, collapse, lesson, lm_pruning, pruning
-    from mha.collapse import CollapsePath
+    from mha.analyses import atlas, build, collapse
+    from mha.analyses.collapse import CollapsePath
+    from mha.lesson import answers
+    from mha.tasks import lm_pruning, pruning
 
     run = bert.attend(TEXT)
     m = atlas.measures(run)
@@ -141,7 +145,7 @@ def charts(bert) -> dict[str, go.Figure]:
     own = np.arange(len(pool.tokens)) < run.n_tokens
     sp = subspaces.weight_spectra(bert.scratch_layer(0))
     s = build.build_stages(bert, run, 0, bert.n_heads)
-    one = lesson.one_query(run, 2)
+    one = answers.one_query(run, 2)
     view = one.compare(run.attentions, 4)
     rung = types.SimpleNamespace
     rows = [
@@ -256,7 +260,7 @@ def test_every_chart_in_words_says_its_title_and_every_traces_numbers(charts, na
 
 
 def test_lines_with_markers_or_no_mode_are_lines_and_bands_have_both_edges(charts, bert):
-    from mha import pruning
+    from mha.tasks import pruning
 
     study = pruning.shipped_study(bert)
     words = describe(charts["pruning_chart"]).lower()
@@ -296,7 +300,7 @@ def test_the_spectra_chart_says_both_panels(charts, bert):
 
 
 def test_the_animation_in_words_says_how_far_the_heads_are_apart(bert):
-    from mha.collapse import CollapsePath
+    from mha.analyses.collapse import CollapsePath
 
     run = bert.attend(TEXT)
     frames = [(a, subspaces.layer_maps(bert, run, 1, CollapsePath(a))) for a in (0.0, 0.5, 1.0)]

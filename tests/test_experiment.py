@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from mha import experiment as ex
+from mha.analyses import experiment as ex
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from conftest import SENTENCES
 
-from mha import atlas, export
+from mha.analyses import atlas, export
 
 
 def test_attention_csv_and_npz(bert):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import jensenshannon
 
-from mha import groups
+from mha.analyses import groups
 
 
 def causal_rows(rng, H, T, sharp=True):

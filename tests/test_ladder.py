@@ -8,7 +8,8 @@ import pytest
 import torch
 from conftest import SENTENCES, weights_digest
 
-from mha import MultiHeadAttention, ladder, uptrain
+from mha import MultiHeadAttention
+from mha.analyses import ladder, uptrain
 
 
 @pytest.fixture(scope="module")

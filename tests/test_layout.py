@@ -52,8 +52,9 @@ def test_no_module_exceeds_500_lines():
 
 def test_importing_mha_does_not_import_streamlit():
     code = (
-        "import sys, mha, mha.bert, mha.attention, mha.build, mha.collapse, mha.atlas, mha.experiment, "
-        "mha.plots; assert 'streamlit' not in sys.modules, 'streamlit imported'; print('ok')"
+        "import sys, mha, mha.models.bert, mha.core.attention, mha.analyses.build, mha.analyses.collapse, "
+        "mha.analyses.atlas, mha.analyses.experiment, mha.plots; "
+        "assert 'streamlit' not in sys.modules, 'streamlit imported'; print('ok')"
     )
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=os.environ)
     assert res.returncode == 0, res.stderr
@@ -100,9 +101,9 @@ def test_every_runtime_dependency_is_pinned_exactly():
 
 
 def test_the_lesson_is_a_table_of_steps_with_short_functions():
-    """A step is one unit (mha.steps.Step plus its drawing, ui.lesson_steps.DRAW[key]); the lesson
+    """A step is one unit (mha.lesson.steps.Step plus its drawing, ui.lesson_steps.DRAW[key]); the lesson
     page and the steps' drawings have no function or top-level block of 80 lines or more."""
-    from mha import steps
+    from mha.lesson import steps
     from ui.lesson_steps import DRAW
 
     assert [s.key for s in steps.STEPS] == list(DRAW)
@@ -117,15 +118,16 @@ def test_the_lesson_is_a_table_of_steps_with_short_functions():
 
 
 def test_the_readme_layout_names_every_module():
-    """README's Layout section names every module of ui/ and mha/ (plots/ by family), and no module
-    that is not there."""
-    readme = (ROOT / "README.md").read_text()
+    """docs/architecture.md's Layout section names every module of ui/ and mha/ (plots/ by family),
+    and no module that is not there."""
+    readme = (ROOT / "docs" / "architecture.md").read_text()
     layout = readme[readme.index("## Layout") :]
     layout = layout[: layout.index("\n## ", 5)] if "\n## " in layout[5:] else layout
     named = set(re.findall(r"`(\w+)\.py`", layout))
-    files = {p.stem for d in ("ui", "mha") for p in (ROOT / d).glob("*.py") if p.stem != "__init__"}
-    assert files - named == set(), "modules missing from README's layout"
+    engine = [p for p in (ROOT / "mha").rglob("*.py") if p.parent.name != "plots"]
+    files = {p.stem for p in [*(ROOT / "ui").glob("*.py"), *engine] if p.stem != "__init__"}
+    assert files - named == set(), "modules missing from the layout"
     extra = named - files - {"app", "heads_study"}
-    assert extra == set(), "README's layout names modules that do not exist"
+    assert extra == set(), "the layout names modules that do not exist"
     plots = {p.stem for p in (ROOT / "mha" / "plots").glob("*.py") if p.stem != "__init__"}
     assert {p for p in plots if f"`{p}`" not in layout} == set()

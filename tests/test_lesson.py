@@ -13,16 +13,17 @@ from conftest import plotly_array
 from streamlit.testing.v1 import AppTest
 
 from livetest import ROOT
-from mha import atlas, build, check, collapse, lesson, metrics, steps, subspaces
-from mha.collapse import CollapsePath
+from mha.analyses import atlas, build, collapse, metrics, subspaces
+from mha.analyses.collapse import CollapsePath
+from mha.lesson import answers, check_question, steps
 
 
-def shared_answer(bert, run, layer: int) -> check.Answer:
+def shared_answer(bert, run, layer: int) -> check_question.Answer:
     """The check question on one layer, computed here from collapse_layer's two ends."""
     path = CollapsePath()
     before = collapse.collapse_layer(bert, run, layer, path.at(0.0)).summary()
     after = collapse.collapse_layer(bert, run, layer, path).summary()
-    return check.answer(before, after, bert.d_model, bert.n_heads, path)
+    return check_question.answer(before, after, bert.d_model, bert.n_heads, path)
 
 
 SECOND = "Yesterday the old fisherman sold three silver fish to a hungry cat."
@@ -95,7 +96,7 @@ def test_walk_the_lesson(bert, text, right_first, shape, tmp_path, monkeypatch, 
     """Right first on the bundled model and the default sentence; wrong first on another sentence
     and another model (a randomly initialised BERT of 3 layers x 4 heads, 128 wide, opened as "local")."""
     if shape is not None:
-        from mha.bert import load_bert, save_random_bert
+        from mha.models.bert import load_bert, save_random_bert
         from ui import cache
 
         monkeypatch.setenv("MHA_MODEL_DIR", save_random_bert(tmp_path, *shape))
@@ -128,11 +129,11 @@ def test_walk_the_lesson(bert, text, right_first, shape, tmp_path, monkeypatch, 
     asked = 0
     assert score() == "0 of 0"
     # 1. one token's attention: to how many tokens do the heads send it? Counted by the engine
-    query, _rule = lesson.query_rule(run.tokens)
+    query, _rule = answers.query_rule(run.tokens)
     if text is None:
         assert run.tokens[query] == "mole" and query == run.tokens.index("mole")
     assert not at.get("plotly_chart")  # predict first: no chart before the answer
-    one = lesson.one_query(run, query)
+    one = answers.one_query(run, query)
     own = [i for i, t in enumerate(run.tokens) if any(c.isalnum() for c in t) and t not in ("[CLS]", "[SEP]")]
     tops = {own[int(k)] for k in run.attentions[:, :, query][:, :, own].argmax(-1).ravel()}
     assert len(one.targets) == len(tops)
@@ -180,7 +181,7 @@ def test_walk_the_lesson(bert, text, right_first, shape, tmp_path, monkeypatch, 
     assert not plain_maths(at)
     at.button(key="lesson_next").click().run()
     # 4. a what-if no chart shows: with another number of heads the output is still T x d_model
-    h2, d2 = lesson.other_split(bert.n_heads, bert.d_model)
+    h2, d2 = answers.other_split(bert.n_heads, bert.d_model)
     assert h2 != bert.n_heads and h2 * d2 == bert.d_model
     assert any(f"{h2} heads of $d_k = {d2}$" in m.value for m in at.markdown)
     assert not at.get("plotly_chart")  # the layer's T x d_model output would answer it: only after
@@ -240,11 +241,11 @@ def test_walk_the_lesson(bert, text, right_first, shape, tmp_path, monkeypatch, 
     assert "every head computes the same attention" in said and f"{expect['parameters'][0]:,.0f}" in said
     h0, h1 = expect["effective number of heads"]
     assert h0 > bert.n_heads - 2 and h1 == pytest.approx(1.0, abs=1e-6) and f"{bert.n_heads} copies of one head" in said
-    from mha import ladder
+    from mha.analyses import ladder
 
     assert f"removing that layer's attention keeps {ladder.baselines(bert, run, 0).sentence_cosine:.3f}" in said
-    answers = at.table[-1].value
-    assert list(answers["first answer"]).count("right") == seen_right and "—" not in set(answers["first answer"])
+    given = at.table[-1].value
+    assert list(given["first answer"]).count("right") == seen_right and "—" not in set(given["first answer"])
     assert score() == f"{seen_right} of {n}"
     # a tool page and back: the answers and the score stay
     at.switch_page("app_pages/build.py").run()
@@ -279,25 +280,25 @@ def test_which_roles_takes_the_least_divergence_within_a_tolerance(bert, monkeyp
     rounding a hair above that raised IndexError. The answer is the argmin, checked against a
     stated tolerance (collapse.SAME_TOLERANCE), which a real collapse meets."""
     run = bert.attend("The mole on his arm was not a mole but a rare insect.")
-    choice, div = lesson.which_roles_question(bert, run, 2)
+    choice, div = answers.which_roles_question(bert, run, 2)
     assert choice.options[choice.answer] == "Q and K" and div["Q and K"] < collapse.SAME_TOLERANCE
     real = metrics.mean_off_diagonal
     monkeypatch.setattr(metrics, "mean_off_diagonal", lambda m: real(m) + 3e-9)  # rounding noise
-    choice, div = lesson.which_roles_question(bert, run, 2)
+    choice, div = answers.which_roles_question(bert, run, 2)
     assert choice.options[choice.answer] == "Q and K" and min(div.values()) == div["Q and K"] > 1e-9
     monkeypatch.setattr(metrics, "mean_off_diagonal", lambda m: real(m) + 1e-3)  # no option collapses
     with pytest.raises(ValueError, match="identical"):
-        lesson.which_roles_question(bert, run, 2)
+        answers.which_roles_question(bert, run, 2)
 
 
 def test_sharing_feedback_counts_the_models_heads(bert):
     run = bert.attend("Time flies like an arrow.")
     ans = shared_answer(bert, run, 1)
     assert ans.n_heads == bert.n_heads and ans.params_shared < ans.params_distinct
-    right, text = lesson.prediction_feedback(1, ans)
+    right, text = answers.prediction_feedback(1, ans)
     assert right and f"{bert.n_heads} copies of one head" in text and "Twelve" not in text
     four = dataclasses.replace(ans, n_heads=4)
-    assert "4 copies of one head" in lesson.prediction_feedback(1, four)[1]
+    assert "4 copies of one head" in answers.prediction_feedback(1, four)[1]
 
 
 CHEF = "The chef who ran the kitchen tasted the soup because it was salty."
@@ -309,13 +310,13 @@ def test_step_1_counts_only_words_that_get_more_than_half(bert, text):
     token's weight, and says how many heads park it on [CLS], [SEP] and punctuation instead
     (numpy on the attention tensor, not the page's helper)."""
     run = bert.attend(text)
-    query, _ = lesson.query_rule(run.tokens)
+    query, _ = answers.query_rule(run.tokens)
     rows = run.attentions[:, :, query].astype(np.float64)  # (L, H, T)
     words = [i for i, t in enumerate(run.tokens) if any(c.isalnum() for c in t) and t not in ("[CLS]", "[SEP]")]
     parking = [i for i in range(run.n_tokens) if i not in words]
     most = {j for j in words if (rows[:, :, j] > 0.5).any()}
     parked = int((rows[:, :, parking].sum(-1) > 0.5).sum())
-    q = lesson.spread_question(run, lesson.one_query(run, query))
+    q = answers.spread_question(run, answers.one_query(run, query))
     n = len(most)
     assert q.answer == (0 if n == 0 else 1 if n == 1 else 2 if n <= 3 else 3)
     assert f"those are {n} different word" in q.why and f"{parked} heads put more than half on [CLS]" in q.why
@@ -349,12 +350,12 @@ def test_step_6_acknowledges_the_prediction_before_the_toggle():
     at = app(step="6")
     [r for r in at.radio if "predict" in str(r.key)][0].set_value(1).run()
     (noted,) = [i.value for i in at.info if i.value.startswith("Prediction noted")]
-    assert lesson.PREDICTIONS[1] in noted and not at.get("plotly_chart")
+    assert answers.PREDICTIONS[1] in noted and not at.get("plotly_chart")
 
 
 def test_a_share_never_rounds_to_all_or_nothing():
     """“100%” is said only of a share that is 100% to the shown precision (0.998 is 99.8%)."""
-    assert [lesson.share(x) for x in (0.998, 0.9999, 1.0, 0.5, 0.004, 0.0)] == [
+    assert [answers.share(x) for x in (0.998, 0.9999, 1.0, 0.5, 0.004, 0.0)] == [
         "99.8%",
         "100.0%",
         "100%",

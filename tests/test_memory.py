@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from livetest import memory_mb
-from mha import plots, views
+from mha import plots
+from mha.analyses import map_views
 from ui import Inputs, cache, server
 
 WORDS = "river violin planet garden engine castle forest rocket letter window thunder pencil".split()
@@ -28,7 +29,7 @@ def visit(model: str, k: int) -> None:
     words = 5 + (k * 37) % 300
     inp = Inputs.from_raw(model, " ".join(WORDS[(k * 7 + j) % 12] for j in range(words)) + f" {k}.")
     run = cache.cached_run(inp)
-    att, labels, _ = views.view(run.attentions[0], run.tokens, run.word_ids, run.segment_ids)
+    att, labels, _ = map_views.view(run.attentions[0], run.tokens, run.word_ids, run.segment_ids)
     for fig in (plots.heads.model_view(run.attentions), plots.heads.attention_heatmap(att[0], labels, "x")):
         fig.to_json()
     cache.cached_measures(inp)
@@ -75,7 +76,7 @@ def test_a_dropped_model_is_freed_without_a_collection(tmp_path, monkeypatch):
     """A model dropped from the app's cache goes at once: no reference cycle through its attention
     hooks (server.freeze_startup freezes the collector on every load, and a frozen cycle was never
     freed: a 440 MB bert-base for good after every eviction)."""
-    from mha.bert import load_bert, save_random_bert
+    from mha.models.bert import load_bert, save_random_bert
 
     monkeypatch.setenv("MHA_MODEL_DIR", save_random_bert(tmp_path, 2, 2, 32))
     model = load_bert("local")

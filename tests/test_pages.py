@@ -13,9 +13,9 @@ from conftest import held_page_namespaces, plotly_array, weights_digest
 from streamlit.testing.v1 import AppTest
 
 from livetest import ROOT
-from mha.bert import BertRun
-from mha.collapse import CollapsePath
-from mha.examples import DEFAULT_TEXT
+from mha.analyses.collapse import CollapsePath
+from mha.lesson.examples import DEFAULT_TEXT
+from mha.models.bert import BertRun
 from ui import cache
 from ui.pages import PAGES as SPECS
 
@@ -311,7 +311,7 @@ def collapse_charts(at: AppTest) -> dict[str, np.ndarray]:
 
 
 def test_collapse_page_measures_equal_the_engine(bert):
-    from mha import collapse, metrics
+    from mha.analyses import collapse, metrics
 
     at = app(layer="2")
     at.switch_page("app_pages/collapse.py").run()
@@ -342,7 +342,7 @@ def test_collapse_answer_is_at_alpha_one_and_the_slider_shows_what_is_in_effect(
     """One statement, one setting: the answer is the shared structure (alpha = 1) whatever the
     slider says; parameters fall only at alpha = 1; deltas point the way the numbers move; with
     Shared on, the greyed slider shows 1.0, and its own value comes back when Shared is off."""
-    from mha import collapse
+    from mha.analyses import collapse
 
     at = app(layer="1")
     at.switch_page("app_pages/collapse.py").run()
@@ -407,7 +407,7 @@ def test_build_page_shows_the_collapse_measures():
 
 
 def test_atlas_page_measures_link_finder_and_comparison(bert):
-    from mha import atlas
+    from mha.analyses import atlas
 
     text = (
         "It is in this spirit that a majority of American governments have passed new laws "
@@ -494,7 +494,7 @@ def panel_points(fig: dict, kind: str) -> list[np.ndarray]:
 
 
 def test_subspaces_page_draws_one_panel_per_head_from_layer_maps(bert):
-    from mha import subspaces
+    from mha.analyses import subspaces
 
     at = app(layer="3")
     at.switch_page("app_pages/subspaces.py").run()
@@ -549,7 +549,7 @@ def table_with(at: AppTest, column: str):
 
 
 def test_sharing_page_ladder_and_uptraining(bert):
-    from mha import ladder, subspaces
+    from mha.analyses import ladder, subspaces
 
     at = app(layer="5")
     at.switch_page("app_pages/sharing.py").run()
@@ -610,7 +610,7 @@ def test_heads_needed_page_maps_held_out_curves_and_editor(bert):
     """The heads are ranked on the benchmark's train pairs; the sentences under the chart come from
     the held-out curves (dev pairs, written pairs) with their bootstrap intervals, beside random
     orders and the floor; the editor scores the written pairs."""
-    from mha import task
+    from mha.tasks import similarity
     from ui import cache
 
     at = app()
@@ -630,7 +630,7 @@ def test_heads_needed_page_maps_held_out_curves_and_editor(bert):
         f"in sample, the ranking pairs ({study.n_rank})",
     ]
     (dev,) = [t for t in curve["data"] if t.get("name") == f"held out, dev ({main.n_pairs} pairs)"]
-    drawn = task.PruningCurve([int(x) for x in plotly_array(dev["x"])], list(plotly_array(dev["y"])))
+    drawn = similarity.PruningCurve([int(x) for x in plotly_array(dev["x"])], list(plotly_array(dev["y"])))
     assert drawn.can_go() == main.can_go()
     floor = [s for s in curve["layout"]["shapes"] if s["line"]["dash"] == "dot"][0]
     assert floor["y0"] == pytest.approx(main.curve.spearman[-1] - main.curve.spearman[0])
@@ -662,26 +662,29 @@ def test_heads_needed_page_maps_held_out_curves_and_editor(bert):
     mask = np.ones((bert.n_layers, bert.n_heads))
     mask[top] = 0
     assert float(metric["Spearman on the written pairs, 1 of 72 heads removed"]) == pytest.approx(
-        task.evaluate(bert, head_mask=mask).spearman, abs=5e-4
+        similarity.evaluate(bert, head_mask=mask).spearman, abs=5e-4
     )
     view = [f for f in figures(at) if f["layout"]["title"]["text"] == "All layers x heads"][0]
     assert view["data"][0]["type"] == "heatmap"
 
 
 def test_collapse_page_scores_sharing_on_the_task(bert):
-    from mha import collapse, task
+    from mha.analyses import collapse
+    from mha.tasks import similarity
 
     at = app(layer="1")
     at.switch_page("app_pages/collapse.py").run()
     at.toggle(key="_w_collapse_shared").set_value(True).run()
     no_exception(at)
     metric = {m.label: m.value for m in at.metric}
-    shared = task.evaluate(bert, replace={1: collapse.shared_module(bert.scratch_layer(1), "scaled")}).spearman
+    shared = similarity.evaluate(bert, replace={1: collapse.shared_module(bert.scratch_layer(1), "scaled")}).spearman
     assert float(metric["Task: Spearman on the bundled pairs"]) == pytest.approx(shared, abs=5e-4)
     answer = " ".join(m.value for m in at.markdown if "one head computed" in m.value)
-    assert f"Spearman on its own task from {task.evaluate(bert).spearman:.3f} to {shared:.3f}" in answer
+    assert f"Spearman on its own task from {similarity.evaluate(bert).spearman:.3f} to {shared:.3f}" in answer
     # beside the baseline, measured the same way: layer 1's heads removed
-    removed = task.evaluate(bert, head_mask=task.head_mask(bert, [(1, h) for h in range(bert.n_heads)])).spearman
+    removed = similarity.evaluate(
+        bert, head_mask=similarity.head_mask(bert, [(1, h) for h in range(bert.n_heads)])
+    ).spearman
     assert f"with every head of this layer removed instead it is {removed:.3f}" in answer
     (table,) = [d.value for d in at.dataframe if "Spearman" in d.value.columns]
     assert table["Spearman"].iloc[1] == pytest.approx(removed, abs=5e-4)

@@ -10,18 +10,21 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from mha import pruning, task
-from mha.bert import LoadedBert
+from mha.models.bert import LoadedBert
+from mha.tasks import pruning, similarity
 
 
 def test_the_sts_pairs_are_the_licensed_genres_of_train_and_dev_only():
-    train, dev = task.sts_pairs("train"), task.sts_pairs("dev")
+    train, dev = similarity.sts_pairs("train"), similarity.sts_pairs("dev")
     assert len(train) == 1000 and len(dev) == 375
-    assert set(task.sts_genres("train")) == {"images"} and set(task.sts_genres("dev")) == {"images", "track5.en-en"}
-    assert task.sts_genres("dev").count("track5.en-en") == 125
+    assert set(similarity.sts_genres("train")) == {"images"} and set(similarity.sts_genres("dev")) == {
+        "images",
+        "track5.en-en",
+    }
+    assert similarity.sts_genres("dev").count("track5.en-en") == 125
     assert all(0 <= g <= 5 and a and b for a, b, g in train + dev)
     with pytest.raises(ValueError, match="test split"):
-        task.sts_pairs("test")
+        similarity.sts_pairs("test")
     data = resources.files("mha").joinpath("data")
     text = data.joinpath("sts_pairs.tsv").read_text(encoding="utf-8")
     assert {line.split("\t")[0] for line in text.splitlines() if line and not line.startswith("#")} == {
@@ -39,7 +42,7 @@ def test_bootstrap_change_is_the_resampled_spearman_difference():
     gold = np.round(rng.uniform(0, 5, 60), 1)  # ties, as real grades have
     base = gold + rng.normal(0, 1, 60)
     worse = gold + rng.normal(0, 3, 60)
-    low, high = task.bootstrap_change(np.stack([base, base, worse]), gold, resamples=300, level=0.9, seed=4)
+    low, high = similarity.bootstrap_change(np.stack([base, base, worse]), gold, resamples=300, level=0.9, seed=4)
     assert low[0] == high[0] == 0 and low[1] == high[1] == 0  # no change: a zero-width interval
     idx = np.random.default_rng(4).integers(0, 60, size=(300, 60))
     changes = [spearmanr(worse[i], gold[i]).statistic - spearmanr(base[i], gold[i]).statistic for i in idx]
@@ -48,7 +51,7 @@ def test_bootstrap_change_is_the_resampled_spearman_difference():
 
 
 def test_a_count_is_said_surely_only_while_the_interval_clears_the_tolerance():
-    curve = task.PruningCurve([0, 6, 12, 18], [0.9, 0.895, 0.885, 0.85])
+    curve = similarity.PruningCurve([0, 6, 12, 18], [0.9, 0.895, 0.885, 0.85])
     held = pruning.HeldOut("dev", 100, curve, [0.0, -0.01, -0.03, -0.08], [0.0, 0.0, 0.01, -0.02])
     assert held.can_go(0.02) == 12 and held.surely_can_go(0.02) == 6
     change, low, high = held.change_at(12)
@@ -59,7 +62,7 @@ def test_least_important_first_is_by_signed_drop():
     """A head whose removal raises the score (negative drop) goes before one that costs nothing."""
     drop = np.zeros((2, 3))
     drop[1, 2], drop[0, 1] = -0.05, 0.04
-    order = task.order_by(drop)
+    order = similarity.order_by(drop)
     assert order[0] == (1, 2) and order[-1] == (0, 1)
 
 
@@ -68,27 +71,27 @@ def test_the_shipped_study_is_this_models_own(bert):
     and settings it was computed on; part of it is computed again here and must agree."""
     study = pruning.shipped_study(bert)
     assert study is not None and study.origin == "shipped", "run scripts/heads_study.py after changing the study"
-    train, dev = task.sts_pairs("train"), task.sts_pairs("dev")
+    train, dev = similarity.sts_pairs("train"), similarity.sts_pairs("dev")
     assert study.n_rank == len(train) and [h.name for h in study.held_out] == ["dev", "written"]
-    assert study.main.n_pairs == len(dev) and study.held_out[1].n_pairs == len(task.similarity_pairs())
-    assert study.importance.base == pytest.approx(task.evaluate(bert, train).spearman, abs=1e-5)
+    assert study.main.n_pairs == len(dev) and study.held_out[1].n_pairs == len(similarity.similarity_pairs())
+    assert study.importance.base == pytest.approx(similarity.evaluate(bert, train).spearman, abs=1e-5)
     # one point of the held-out curve: the order from the stored drops (ranked on train), scored on dev
-    order = task.order_by(study.importance.drop)
+    order = similarity.order_by(study.importance.drop)
     k = study.main.curve.removed.index(24)
-    full = task.evaluate(bert, dev)
-    pruned = task.evaluate(bert, dev, head_mask=task.head_mask(bert, order[:24]))
+    full = similarity.evaluate(bert, dev)
+    pruned = similarity.evaluate(bert, dev, head_mask=similarity.head_mask(bert, order[:24]))
     assert study.main.curve.spearman[0] == pytest.approx(full.spearman, abs=1e-5)
     assert study.main.curve.spearman[k] == pytest.approx(pruned.spearman, abs=1e-5)
     # its interval: the same resamples over the dev pairs (the study draws one set for the whole curve)
-    low, high = task.bootstrap_change(
+    low, high = similarity.bootstrap_change(
         np.stack([full.per_pair, pruned.per_pair]), full.gold, pruning.STUDY["resamples"], study.level
     )
     assert study.main.low[k] == pytest.approx(low[1], abs=1e-4) and study.main.high[k] == pytest.approx(
         high[1], abs=1e-4
     )
-    rand = task.random_order(bert.n_layers, bert.n_heads, study.seeds[0])
+    rand = similarity.random_order(bert.n_layers, bert.n_heads, study.seeds[0])
     assert study.random[0].spearman[study.random[0].removed.index(12)] == pytest.approx(
-        task.evaluate(bert, dev, head_mask=task.head_mask(bert, rand[:12])).spearman, abs=1e-5
+        similarity.evaluate(bert, dev, head_mask=similarity.head_mask(bert, rand[:12])).spearman, abs=1e-5
     )
     # anything else: computed, never the shipped figures
     other = LoadedBert("another model", bert.model, bert.tokenizer)
@@ -103,7 +106,7 @@ def test_halves_agreement_compares_the_drops_of_two_random_halves():
     gold = rng.uniform(0, 5, 40)
     base = gold + rng.normal(0, 1, 40)
     ablated = base + rng.normal(0, 0.5, (2, 3, 40))  # (L, H, P)
-    abl = task.Ablations(base, ablated, gold)
+    abl = similarity.Ablations(base, ablated, gold)
     got = pruning.halves_agreement(abl, splits=3, seed=5)
     perm = np.random.default_rng(5).permutation(40)
     a, b = np.sort(perm[:20]), np.sort(perm[20:])
@@ -113,7 +116,7 @@ def test_halves_agreement_compares_the_drops_of_two_random_halves():
 def test_the_glossary_calls_michels_importance_the_gradient_and_the_ablation_another_term():
     """One term, one definition: Michel et al. 2019's head importance is the gradient score; the
     single-head ablation is its own term (the heads page shows both)."""
-    from mha import glossary
+    from mha.lesson import glossary
 
     terms = {t.name: t.text for t in glossary.TERMS}
     assert "\\partial L / \\partial \\xi_h" in terms["Head importance"] and "Michel" in terms["Head importance"]

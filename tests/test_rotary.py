@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mha import MultiHeadAttention, rotary
+from mha import MultiHeadAttention
+from mha.core import rotary
 
 TOL = dict(rtol=1e-5, atol=1e-5)
 

@@ -30,7 +30,7 @@ from conftest import chromium_or_skip
 
 import livetest
 from livetest import CHROMIUM_FLAGS, ROOT, nginx_proxy, streamlit_server
-from mha import collapse
+from mha.analyses import collapse
 from ui.pages import PAGES
 
 N_SESSIONS = 3  # one on the replica that survives, one on the one killed, one first visit (either)

@@ -11,8 +11,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from livetest import ROOT
-from mha.attention import valid_head_counts
-from mha.bert import save_random_bert
+from mha.core.attention import valid_head_counts
+from mha.models.bert import save_random_bert
 from ui import cache
 from ui.pages import PAGES
 

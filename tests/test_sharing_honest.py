@@ -19,8 +19,8 @@ import torch
 from scipy.spatial.distance import jensenshannon
 from scipy.special import softmax
 
-from mha import collapse, ladder, metrics
-from mha.collapse import CollapsePath
+from mha.analyses import collapse, ladder, metrics
+from mha.analyses.collapse import CollapsePath
 
 UNTUNED = [  # sentences nobody tuned the app for
     "The committee that reviewed the proposal rejected it because the budget was unrealistic.",

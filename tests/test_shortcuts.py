@@ -15,8 +15,9 @@ from streamlit.testing.v1 import AppTest
 from torch.utils.flop_counter import FlopCounterMode
 
 from livetest import ROOT
-from mha import collapse, ladder, work
-from mha.collapse import CollapsePath
+from mha.analyses import collapse, ladder
+from mha.analyses.collapse import CollapsePath
+from mha.models import cost
 
 LONG = " ".join(["the river runs past seven old mills and under a stone bridge"] * 42)  # 506 tokens
 
@@ -50,12 +51,12 @@ def test_removed_heads_run_the_model_from_their_first_layer_with_the_same_maps(b
     run's own, the rest resumed from the run's states; equal to the whole model run again with
     the heads masked (attend_with, from the embeddings) as closely as the two agree on the model
     unchanged (float32: 1.4e-6 here), at most 1e-5; nothing removed: the run's maps."""
-    from mha import pruning, task
+    from mha.tasks import pruning, similarity
 
     assert pruning.attentions_without(bert, run, ()) is run.attentions
     noise = np.abs(bert.attend_with(run)[1] - run.attentions).max()
     for removed in ([(3, 1)], [(2, 0), (4, 5), (2, 7)], [(0, 11)]):
-        mask = task.head_mask(bert, removed)
+        mask = similarity.head_mask(bert, removed)
         _, full = bert.attend_with(run, head_mask=mask)
         full = full * mask[:, :, None, None]
         got = pruning.attentions_without(bert, run, removed)
@@ -103,17 +104,17 @@ def test_the_work_estimate_counts_what_torch_counts(bert):
         with torch.inference_mode(), FlopCounterMode(display=False) as counter:
             bert.model.encoder.layer[0](h)
         counted = counter.get_total_flops() / 2
-        assert work.layer_macs(bert, T) == pytest.approx(counted, rel=0.02), T
+        assert cost.layer_macs(bert, T) == pytest.approx(counted, rel=0.02), T
     L = bert.n_layers
-    assert work.forward_passes(bert, 512, [(0, 0)]) == 1.0
-    assert work.forward_passes(bert, 512, [(3, 0), (3, 0)]) == pytest.approx(2 * (L - 3) / L)  # twice layers 3..L-1
-    ffn = work.layer_macs(bert, 512, heads=False) / work.layer_macs(bert, 512)
-    assert work.forward_passes(bert, 512, [(0, L)]) == pytest.approx(ffn) and ffn < 0.7  # every head removed
-    assert work.forward_passes(bert, 512, [(L - 2, 1)]) == pytest.approx((1 + ffn) / L)  # one layer without heads
+    assert cost.forward_passes(bert, 512, [(0, 0)]) == 1.0
+    assert cost.forward_passes(bert, 512, [(3, 0), (3, 0)]) == pytest.approx(2 * (L - 3) / L)  # twice layers 3..L-1
+    ffn = cost.layer_macs(bert, 512, heads=False) / cost.layer_macs(bert, 512)
+    assert cost.forward_passes(bert, 512, [(0, L)]) == pytest.approx(ffn) and ffn < 0.7  # every head removed
+    assert cost.forward_passes(bert, 512, [(L - 2, 1)]) == pytest.approx((1 + ffn) / L)  # one layer without heads
     run = bert.attend(" ".join(["word"] * 198))
     with torch.inference_mode(), FlopCounterMode(display=False) as counter:
         bert.run_layers(run.layer_state(L - 1), head_mask=torch.zeros(L, bert.n_heads), start=L - 1, keep=False)
-    assert work.layer_macs(bert, 200, heads=False) == pytest.approx(counter.get_total_flops() / 2, rel=0.02)
+    assert cost.layer_macs(bert, 200, heads=False) == pytest.approx(counter.get_total_flops() / 2, rel=0.02)
     # measures between heads: on this narrow model the path's 11 points and the ladder's 18 versions of
     # a layer outgrow 3 forward passes at 512 tokens (bench_collapse: measured 5.5), not at 128 or 256
     H = bert.n_heads
@@ -121,9 +122,9 @@ def test_the_work_estimate_counts_what_torch_counts(bert):
     both = ladder.rungs(H) + ladder.rungs(H, rescale=True)  # 18, of which 4 give every head one map
     assert ladder.ladder_counts(both) == (19, H * 37, 14 * H * (H - 1) // 2)
     for counts in (collapse.sweep_counts(H), ladder.ladder_counts(both)):
-        assert not work.measures_at_once(bert, 512, work.measures_macs(bert, 512, *counts))
-        assert work.measures_at_once(bert, 128, work.measures_macs(bert, 128, *counts))
-    assert work.measures_at_once(bert, 256, work.measures_macs(bert, 256, *collapse.sweep_counts(H)))
+        assert not cost.measures_at_once(bert, 512, cost.measures_macs(bert, 512, *counts))
+        assert cost.measures_at_once(bert, 128, cost.measures_macs(bert, 128, *counts))
+    assert cost.measures_at_once(bert, 256, cost.measures_macs(bert, 256, *collapse.sweep_counts(H)))
 
 
 def promised_runs(at: AppTest) -> int:
@@ -139,7 +140,7 @@ def measures_said(at: AppTest) -> str:
 
 def counting_runs(monkeypatch) -> list[int]:
     """Every sentence that LoadedModel.run_layers runs from now on, one entry per batch row."""
-    from mha.loaded import LoadedModel
+    from mha.models.family import LoadedModel
 
     rows: list[int] = []
     original = LoadedModel.run_layers
@@ -204,7 +205,7 @@ def test_long_sentences_wait_for_the_button_and_then_show_the_same_numbers(bert,
     sweep = collapse.alpha_sweep(bert, run, 0, CollapsePath())
     diversity = next(m for m in at.metric if m.label.startswith("Head diversity"))
     assert f"{sweep[0]['head diversity (JS)']:.3f}" in diversity.proto.delta
-    from mha import metrics
+    from mha.analyses import metrics
 
     compared = []  # every pair of head maps the button's work compares (metrics._mix_plogp: one call a pair)
     mix = metrics._mix_plogp
@@ -252,7 +253,7 @@ def test_the_atlas_reads_the_runs_own_attention_with_the_same_numbers(bert, run)
     against the long way round: the full rollout product, the layer recomputed by trace, and a
     copy of the kept keys (the sentence has [CLS] and [SEP] to leave out: two runs of kept keys
     would be one; a key left out inside the sentence splits them)."""
-    from mha import atlas
+    from mha.analyses import atlas
 
     att = run.attentions
     for token in (0, 3, run.n_tokens - 1):
@@ -269,21 +270,22 @@ def test_the_atlas_reads_the_runs_own_attention_with_the_same_numbers(bert, run)
 
 
 def test_the_task_resumes_from_kept_states_with_the_same_score(bert, monkeypatch):
-    """The bundled pairs' states kept at every 3rd layer only (loaded.Checkpoints, as for a larger
+    """The bundled pairs' states kept at every 3rd layer only (family.Checkpoints, as for a larger
     model: here a smaller budget): a layer changed in between resumes from the kept layer before
     it, and scores exactly what a run from the embeddings scores. The bundled model keeps all."""
-    from mha import loaded, task
+    from mha.models import family
+    from mha.tasks import similarity
 
-    assert sorted(task._bundled_states(bert)[1][0].states) == list(range(bert.n_layers + 1))
-    all_states = task._STATES.pop(bert)
+    assert sorted(similarity._bundled_states(bert)[1][0].states) == list(range(bert.n_layers + 1))
+    all_states = similarity._STATES.pop(bert)
     per_layer = sum(t.nbytes for c in all_states[1] for t in c.states.values()) / (bert.n_layers + 1)
-    monkeypatch.setattr(loaded, "CHECKPOINT_MB", 3.5 * per_layer / 2**20)  # room for 3 of the 7
+    monkeypatch.setattr(family, "CHECKPOINT_MB", 3.5 * per_layer / 2**20)  # room for 3 of the 7
     try:
-        assert sorted(task._bundled_states(bert)[1][0].states) == [0, 3, bert.n_layers]
+        assert sorted(similarity._bundled_states(bert)[1][0].states) == [0, 3, bert.n_layers]
         for layer in (1, 4, bert.n_layers - 1):
             change = {layer: collapse.module_at(bert.scratch_layer(layer), CollapsePath(1.0))}
-            kept = task.evaluate(bert, replace=change)  # from the kept states
-            full = task.evaluate(bert, pairs=task.similarity_pairs(), replace=change)  # from the embeddings
+            kept = similarity.evaluate(bert, replace=change)  # from the kept states
+            full = similarity.evaluate(bert, pairs=similarity.similarity_pairs(), replace=change)  # from the embeddings
             assert kept.value == full.value, layer
     finally:
-        task._STATES[bert] = all_states
+        similarity._STATES[bert] = all_states

@@ -11,8 +11,9 @@ import torch
 from conftest import SENTENCES, weights_digest
 from scipy.spatial import procrustes
 
-from mha import MultiHeadAttention, subspaces
-from mha.collapse import CollapsePath
+from mha import MultiHeadAttention
+from mha.analyses import subspaces
+from mha.analyses.collapse import CollapsePath
 
 
 @pytest.fixture(scope="module")

@@ -22,9 +22,11 @@ from typing import Any
 
 import streamlit as st
 
-from mha import atlas, bert, collapse, groups, ladder, lm_pruning, lm_task, models, pruning, subspaces, task, uptrain
-from mha.collapse import CollapsePath
-from mha.loaded import LoadedModel
+from mha.analyses import atlas, collapse, groups, ladder, subspaces, uptrain
+from mha.analyses.collapse import CollapsePath
+from mha.models import bert, catalog
+from mha.models.family import LoadedModel
+from mha.tasks import lm_pruning, next_token, pruning, similarity
 
 from . import server, slots
 from .state import Inputs
@@ -32,11 +34,11 @@ from .store import SharedStore
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)
-def load_model(name: str, _progress: models.Progress | None = None) -> LoadedModel:
+def load_model(name: str, _progress: catalog.Progress | None = None) -> LoadedModel:
     """The shared, read-only model (one per process and name); _progress(fraction, message) hears
     how a first fetch goes (not part of the key)."""
     t0 = time.perf_counter()
-    model = models.load_model(name, _progress)
+    model = catalog.load_model(name, _progress)
     print(f"mha: loaded {name} in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     server.freeze_startup()  # the model and every module: never garbage, never scanned again
     return model
@@ -127,7 +129,7 @@ def attention_file(inp: Inputs, kind: str, layer: int | None = None, head: int |
     functools.partial(attention_file, inp, ...): a lambda in a page would keep the page's whole
     namespace, its run included, alive for as long as the session keeps the button). kind "npz":
     every layer and head; "csv": `layer`'s heads (or one `head`) in long format."""
-    from mha import export
+    from mha.analyses import export
 
     run = cached_run(inp)
     if kind == "npz":
@@ -283,7 +285,7 @@ def ladder_ready(inp: Inputs, layer: int) -> bool:
 
 def ladder_runs(model_name: str, layer: int) -> list[tuple[int, int]]:
     """The runs behind the ladder's sentence cosines, as (first layer, layers from it without
-    heads; mha.work.Run): one from `layer` per rung that changes it (plainly mean-pooled and
+    heads; mha.models.cost.Run): one from `layer` per rung that changes it (plainly mean-pooled and
     rescaled), the layer's baseline (that layer without heads) and the model without any head."""
     model = load_model(model_name)
     own = model.scratch_layer(layer).role_heads
@@ -319,24 +321,26 @@ def layer_inputs(model_name: str, layer: int) -> tuple:
 
 
 @per_model
-def cached_task(model_name: str, removed: tuple[tuple[int, int], ...] = ()) -> task.TaskScore | lm_task.LossScore:
+def cached_task(
+    model_name: str, removed: tuple[tuple[int, int], ...] = ()
+) -> similarity.TaskScore | next_token.LossScore:
     """The model's score on its own task (yardstick.for_family) with the `removed` (layer, head)s gone."""
     model = load_model(model_name)
-    return _task_of(model).evaluate(model, head_mask=task.head_mask(model, removed) if removed else None)
+    return _task_of(model).evaluate(model, head_mask=similarity.head_mask(model, removed) if removed else None)
 
 
 def _task_of(model: LoadedModel):
     """The module of the model's own task: task (BERT's similarity) or lm_task (next token)."""
-    return lm_task if model.family == "decoder" else task
+    return next_token if model.family == "decoder" else similarity
 
 
-def cached_task_without(model_name: str, layers: tuple[int, ...]) -> task.TaskScore:
+def cached_task_without(model_name: str, layers: tuple[int, ...]) -> similarity.TaskScore:
     """The model's Spearman on the bundled pairs with every head of `layers` removed (a baseline)."""
     n_heads = load_model(model_name).n_heads
     return cached_task(model_name, tuple((i, h) for i in sorted(set(layers)) for h in range(n_heads)))
 
 
-def _task_score(model_name: str, which: str, layers: tuple[int, ...], path: CollapsePath) -> task.TaskScore:
+def _task_score(model_name: str, which: str, layers: tuple[int, ...], path: CollapsePath) -> similarity.TaskScore:
     """One of the collapse page's task scores: "bert" (the whole model), "removed" (every head of
     `layers` removed) or "shared" (`layers` at the point `path`)."""
     if which == "bert":
@@ -350,7 +354,7 @@ def _task_score(model_name: str, which: str, layers: tuple[int, ...], path: Coll
 def cached_task_change(
     model_name: str, before: str, after: str, layers: tuple[int, ...], path: CollapsePath
 ) -> tuple[float, float, float]:
-    """task.paired_interval of the score `after` against `before` (_task_score's names): a
+    """similarity.paired_interval of the score `after` against `before` (_task_score's names): a
     bootstrap of 1,000 resamples, about 60 ms, computed once per model and setting, not per rerun."""
     return _task_of(load_model(model_name)).paired_interval(
         _task_score(model_name, before, layers, path), _task_score(model_name, after, layers, path)
@@ -358,7 +362,7 @@ def cached_task_change(
 
 
 @per_model
-def cached_task_shared(model_name: str, layers: tuple[int, ...], path: CollapsePath) -> task.TaskScore:
+def cached_task_shared(model_name: str, layers: tuple[int, ...], path: CollapsePath) -> similarity.TaskScore:
     """The model's Spearman on the bundled pairs with `layers` at a point of the path."""
     model = load_model(model_name)
     replace = {i: collapse.module_at(model.scratch_layer(i), path) for i in layers}

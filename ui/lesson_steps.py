@@ -1,7 +1,7 @@
-"""The lesson's steps drawn: one function per step of mha.steps.STEPS, found by the step's key in
+"""The lesson's steps drawn: one function per step of mha.lesson.steps.STEPS, found by the step's key in
 DRAW (the page writes the step's opening paragraph first). A step asks its question (ui.quiz),
 draws what the answer unlocks, and links to the tool page that goes further; the engine
-(mha.lesson, mha.recap) computes every answer and sentence."""
+(mha.lesson.answers, mha.lesson.recap) computes every answer and sentence."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from mha import atlas, build, check, collapse, groups, ladder, lesson, metrics, plots, recap, steps, subspaces
-from mha.bert import BertRun, LoadedBert
-from mha.diagram import stages_dot, stages_text
+from mha import plots
+from mha.analyses import atlas, build, collapse, groups, ladder, metrics, subspaces
+from mha.lesson import answers, check_question, recap, steps
+from mha.lesson.diagram import stages_dot, stages_text
+from mha.models.bert import BertRun, LoadedBert
 
 from . import cache
 from .classroom import record
@@ -47,11 +49,11 @@ class StepContext:
     def collapse_at(self, layer: int, path: collapse.CollapsePath) -> collapse.LayerCollapse:
         return cache.cached_collapse(self.inp, layer, path)
 
-    def answer(self, layer: int) -> check.Answer:
+    def answer(self, layer: int) -> check_question.Answer:
         """The check question on `layer`: the model's heads against one shared W^Q, W^K, W^V."""
         path = collapse.CollapsePath()
         before, after = self.collapse_at(layer, path.at(0.0)), self.collapse_at(layer, path)
-        return check.answer(before.summary(), after.summary(), self.model.d_model, self.model.n_heads, path)
+        return check_question.answer(before.summary(), after.summary(), self.model.d_model, self.model.n_heads, path)
 
 
 def _hidden(what: str) -> None:
@@ -62,7 +64,7 @@ def follow_one_token(c: StepContext) -> None:
     s = c.shape
     L, H = s.L, s.H
     try:
-        default, rule = lesson.query_rule(c.run.tokens, c.run.causal)
+        default, rule = answers.query_rule(c.run.tokens, c.run.causal)
     except ValueError as e:  # no content word: nothing to follow
         st.info(f"This step follows one word: {e}. Type a longer sentence, or press *Next*.")
         return
@@ -75,19 +77,19 @@ def follow_one_token(c: StepContext) -> None:
         if query == default
         else f"Your pick (the rule, {rule}, chose “{plots.common.token_label(tokens[default])}”)."
     )
-    one = lesson.one_query(c.run, query)
-    q = lesson.spread_question(c.run, one)
+    one = answers.one_query(c.run, query)
+    q = answers.spread_question(c.run, one)
     answered = choice_question(
         f"{c.tag}-spread",
         f"Predict first: a head may give one word more than half of “{word}”'s weight. How many different words of "
-        f"your sentence get that from at least one of the {L * H} heads? ({lesson.parking_words(c.run).capitalize()}, "
+        f"your sentence get that from at least one of the {L * H} heads? ({answers.parking_words(c.run).capitalize()}, "
         "where heads park attention, do not count as words.)",
         q.options,
         q.answer,
         q.why,
         hint="Each head has its own $W_i^Q$ and $W_i^K$, so each scores the keys its own way; count the words that "
         f"get more than half of some head's weight. Many heads park this token's weight on "
-        f"{lesson.parking_words(c.run).replace(' and ', ' or ')} instead, or spread it."
+        f"{answers.parking_words(c.run).replace(' and ', ' or ')} instead, or spread it."
         + (" The model is causal: a token reads only itself and the words before it." if c.run.causal else ""),
         variant=str(query),
         version=f"following “{word}” ({query})",
@@ -101,7 +103,7 @@ def follow_one_token(c: StepContext) -> None:
         labels[-1] += " (best at all)"
         title = f"Where “{word}” looks, in {k} heads and the best compromise"
         chart(plots.lesson.query_rows(view.rows, labels, tokens, title))
-        st.caption(view.caption(tokens, lesson.parking_words(c.run)))
+        st.caption(view.caption(tokens, answers.parking_words(c.run)))
     c.tool("app_pages/atlas.py", "Rank every head for any two words: the link finder", *one.targets[0][1:3])
 
 
@@ -112,7 +114,7 @@ def stages(c: StepContext) -> None:
         f"{c.tag}-q",
         r"How big is one head's $Q_i$ for your sentence? (rows $\times$ columns)",
         ["rows", "columns"],
-        lesson.stage_shapes(c.run, c.model)["Q_i"],
+        answers.stage_shapes(c.run, c.model)["Q_i"],
         f"One row per token (T = {T}) and $d_k = d_{{model}} / h$ = {C} / {H} = {D} columns: X ({T} x {C}) times "
         f"$W_i^Q$ ({C} x {D}).",
         hint=r"$Q_i = X W_i^Q$: X has one row per token and $d_{model}$ columns; $W_i^Q$ maps $d_{model}$ to $d_k$.",
@@ -135,7 +137,7 @@ def two_heads(c: StepContext) -> None:
     b = setting_widget(
         "selectbox", "Second head", "lesson_head_b", c2, options=range(H), format_func=lambda h: f"head {h}"
     )
-    q = lesson.subspace_question(c.model, c.run, layer, a, b)
+    q = answers.subspace_question(c.model, c.run, layer, a, b)
     answered = choice_question(
         f"{c.tag}-sub",
         f"Will heads {a} and {b} place your tokens the same way?",
@@ -168,13 +170,13 @@ def concat(c: StepContext) -> None:
     s = c.shape
     C, H, D = s.C, s.H, s.D
     layer, _ = layer_head(c.run, head=False)
-    h2, d2 = lesson.other_split(H, C)
+    h2, d2 = answers.other_split(H, C)
     answered = number_question(
         f"{c.tag}-out",
         f"A what-if the page does not draw: the same layer with {h2} heads of $d_k = {d2}$ instead of {H} heads of "
         f"{D}. What shape would its output have for your sentence? (rows x columns)",
         ["rows", "columns"],
-        lesson.stage_shapes(c.run, c.model)["output"],
+        answers.stage_shapes(c.run, c.model)["output"],
         f"The concatenation is $T \\times (h \\cdot d_k)$: {h2} x {d2} = {C} columns, as {H} x {D} = {C}, and "
         "$W^O$ keeps that width. The output is $T \\times d_{model}$ whatever the number of heads, the width the "
         "layer started with, so layers can be stacked.",
@@ -200,7 +202,7 @@ def concat(c: StepContext) -> None:
 def jobs(c: StepContext) -> None:
     m = cache.cached_measures(c.inp)
     chart(plots.atlas.atlas_heatmap(m["to previous"], atlas.hover_text(m), "Share of attention to the previous token"))
-    q, best, _vertical = lesson.previous_token_question(c.run)
+    q, best, _vertical = answers.previous_token_question(c.run)
     choice_question(
         f"{c.tag}-prev",
         "Read it off the chart: which head reads the previous token most?",
@@ -224,8 +226,8 @@ def share_qkv(c: StepContext) -> None:
         "radio",
         "What will the heads do?",
         f"q_{c.tag}-predict",
-        options=range(len(lesson.PREDICTIONS)),
-        format_func=lambda i: lesson.PREDICTIONS[i],
+        options=range(len(answers.PREDICTIONS)),
+        format_func=lambda i: answers.PREDICTIONS[i],
     )
     shared = setting_widget(
         "toggle",
@@ -236,18 +238,18 @@ def share_qkv(c: StepContext) -> None:
         f"{collapse.source_name(collapse.DEFAULT_SOURCE)}, as on the collapse page.",
     )
     if prediction is not None:  # graded as it is made: its first answer is the prediction, shared or not yet
-        graded = [lesson.prediction_feedback(i, c.answer(layer))[0] for i in range(len(lesson.PREDICTIONS))]
+        graded = [answers.prediction_feedback(i, c.answer(layer))[0] for i in range(len(answers.PREDICTIONS))]
         first_try(f"{c.tag}-predict", graded[prediction])
-        right_ones = [p for p, ok in zip(lesson.PREDICTIONS, graded) if ok]
+        right_ones = [p for p, ok in zip(answers.PREDICTIONS, graded) if ok]
         record(
-            f"{c.tag}-predict", [f"q_{c.tag}-predict"], prediction, lesson.PREDICTIONS, graded[prediction], right_ones
+            f"{c.tag}-predict", [f"q_{c.tag}-predict"], prediction, answers.PREDICTIONS, graded[prediction], right_ones
         )
     if prediction is None:
         link = " (your link switched it on; it takes effect once you have predicted)" if shared else ""
         _hidden(f"Choose a prediction first: the toggle unlocks then{link}.")
     elif not shared:
         st.info(
-            f"Prediction noted: *{lesson.PREDICTIONS[prediction]}*. Now switch on the toggle above to share "
+            f"Prediction noted: *{answers.PREDICTIONS[prediction]}*. Now switch on the toggle above to share "
             "$W^Q, W^K, W^V$ and see whether it holds.",
             icon=":material/check:",
         )
@@ -269,11 +271,11 @@ def _shared_layer(c: StepContext, layer: int, prediction: int) -> None:
     k1, k2, k4, k3 = st.columns(4)
     k1.metric(
         "Head diversity (mean JS)",
-        lesson.small(ans.diversity_shared),
+        answers.small(ans.diversity_shared),
         delta=f"{ans.diversity_shared - ans.diversity_bert:+.3f} vs {who}'s {ans.diversity_bert:.3f}",
         delta_color="off",
     )
-    k2.metric("Largest difference between heads", lesson.small(ans.difference_shared))
+    k2.metric("Largest difference between heads", answers.small(ans.difference_shared))
     k4.metric(
         "Effective number of heads",
         f"{ans.heads_shared:.1f}",
@@ -283,13 +285,13 @@ def _shared_layer(c: StepContext, layer: int, prediction: int) -> None:
         "writes the same output, sharp or flat.",
     )
     k3.metric("Parameters of the layer", f"{ans.params_shared:,}", delta=f"{-ans.params_saved:,}", delta_color="off")
-    right, text = lesson.prediction_feedback(prediction, ans)
+    right, text = answers.prediction_feedback(prediction, ans)
     first_try(f"{c.tag}-predict", right)
     (st.success if right else st.error)(text)
     if c.model.kv_groups < c.model.n_heads:
         st.info(_grouped(c, layer), icon=":material/share:")
     st.markdown("**Deeper: which projections must differ for heads to differ?**")
-    q, _div = lesson.which_roles_question(c.model, c.run, layer, lambda path: c.collapse_at(layer, path))
+    q, _div = answers.which_roles_question(c.model, c.run, layer, lambda path: c.collapse_at(layer, path))
     roles_answered = choice_question(
         f"{c.tag}-roles",
         "Sharing which of these makes every head attend identically?",
@@ -307,14 +309,14 @@ def _shared_layer(c: StepContext, layer: int, prediction: int) -> None:
         tried = c.collapse_at(layer, collapse.CollapsePath(1.0, roles=tuple(roles)))
         st.metric(
             f"Head diversity sharing {', '.join(f'$W^{r.upper()}$' for r in sorted(roles))} (rescaled mean slice)",
-            lesson.small(metrics.mean_off_diagonal(tried.diversity)),
+            answers.small(metrics.mean_off_diagonal(tried.diversity)),
         )
 
 
 def order(c: StepContext) -> None:
     H = c.shape.H
     layer, _ = layer_head(c.run, head=False)
-    q, _err = lesson.shuffle_question(c.model, c.run, layer)
+    q, _err = answers.shuffle_question(c.model, c.run, layer)
     answered = choice_question(
         f"{c.tag}-shuffle",
         "With its input's rows shuffled, the layer's outputs are:",
@@ -348,11 +350,11 @@ def order(c: StepContext) -> None:
         built = build.build_stages(c.model, c.run, layer, H, shuffle=True, seed=1)
         st.caption("Fed in this order: " + " ".join(plots.common.token_label(t) for t in built.tokens))
         if built.order_errors is None:
-            st.metric("Largest difference after undoing the shuffle", lesson.small(built.shuffle_error))
+            st.metric("Largest difference after undoing the shuffle", answers.small(built.shuffle_error))
         else:
             cols = st.columns(len(built.order_errors))
             for col, (name, err) in zip(cols, built.order_errors.items()):
-                col.metric(f"Largest difference after undoing the shuffle, {name}", lesson.small(err))
+                col.metric(f"Largest difference after undoing the shuffle, {name}", answers.small(err))
     c.tool("app_pages/build.py", "Shuffle on any layer, with every stage: Build it from scratch", layer)
 
 
@@ -362,7 +364,7 @@ def recap_step(c: StepContext) -> None:
     ans = c.answer(layer)
     st.table(  # a table that wraps (a scrolling grid hid its last column on a phone)
         [
-            {"measure": k, f"{c.model.who}'s heads": lesson.number(b), "one shared W^Q, W^K, W^V": lesson.number(a)}
+            {"measure": k, f"{c.model.who}'s heads": answers.number(b), "one shared W^Q, W^K, W^V": answers.number(a)}
             for k, b, a in ans.table()
         ],
         hide_index=True,

@@ -17,8 +17,8 @@ from typing import Any
 
 import streamlit as st
 
-from mha import collapse
-from mha.examples import DEFAULT_TEXT
+from mha.analyses import collapse
+from mha.lesson.examples import DEFAULT_TEXT
 
 _UNSET: Any = object()
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 import streamlit as st
 
-from mha import bert
+from mha.models import bert
 
 from .settings import SETTINGS, from_url, page_settings, to_url
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 import streamlit as st
 
 from classroom import ClassError, classes, report
-from mha import bert, plots, steps
+from mha import plots
+from mha.lesson import steps
+from mha.models import bert
 
 from . import frontend
 from .classroom import TROUBLE, address, db_trouble, set_cookie

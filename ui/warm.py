@@ -18,8 +18,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from mha import bert
-from mha.collapse import CollapsePath
+from mha.analyses.collapse import CollapsePath
+from mha.models import bert
 
 from . import cache
 from .settings import SETTINGS

@@ -9,9 +9,10 @@ from typing import Any
 
 import streamlit as st
 
-from mha import bert, collapse
-from mha.collapse import CollapsePath
-from mha.examples import EXAMPLES
+from mha.analyses import collapse
+from mha.analyses.collapse import CollapsePath
+from mha.lesson.examples import EXAMPLES
+from mha.models import bert
 
 from . import frontend
 from .cache import cached_run, ladder_conversions, ladder_counts, ladder_measured, load_model
@@ -281,7 +282,7 @@ def queue_place(box: Any) -> Callable[[int], None]:
 def words(*terms: str) -> None:
     """The terms of this page that the glossary defines, each with its definition (an expander),
     and a link to the whole glossary. Raises StopIteration for a term the glossary lacks."""
-    from mha import glossary
+    from mha.lesson import glossary
 
     def term(name: str) -> glossary.Term:  # "head width" finds "Head width, $d_k$"
         return next(t for t in glossary.TERMS if t.name.lower().startswith(name.lower()))
@@ -316,15 +317,15 @@ def whole_model_runs(
     model: Any, run: bert.BertRun, runs: list[tuple[int, int]], ready: bool, key: str, what: str
 ) -> bool:
     """Whether this rerun shows measures that run the model's layers on the sentence, once per
-    (first layer, layers from it without heads: mha.work.Run) in `runs`: at once when that is
-    small (mha.work.at_once) or already computed (`ready`, for anyone); otherwise the page says
+    (first layer, layers from it without heads: mha.models.cost.Run) in `runs`: at once when that is
+    small (mha.models.cost.at_once) or already computed (`ready`, for anyone); otherwise the page says
     what it costs and offers a button (key `key`)."""
-    from mha import work
+    from mha.models import cost
 
     T = run.n_tokens
-    if ready or work.at_once(model, T, runs):
+    if ready or cost.at_once(model, T, runs):
         return True
-    passes = work.forward_passes(model, T, runs)
+    passes = cost.forward_passes(model, T, runs)
     about = f"{passes:.0f}" if passes >= 10 else f"{passes:.1f}"
     return _wait_for_button(
         f"Run the whole model for {what}",
@@ -352,13 +353,13 @@ def long_measures(
     model: Any, run: bert.BertRun, counts: tuple[int, int, int], ready: bool, key: str, label: str, what: str
 ) -> bool:
     """Whether this rerun shows measures between heads that compute `counts` (runs of one layer,
-    head maps measured alone, pairs of maps compared: mha.work.measures_macs): at once when that is
-    small next to the model's forward pass (mha.work.measures_at_once) or already computed
+    head maps measured alone, pairs of maps compared: mha.models.cost.measures_macs): at once when that is
+    small next to the model's forward pass (mha.models.cost.measures_at_once) or already computed
     (`ready`, for anyone); otherwise the page says what they compute and offers a button (key `key`)."""
-    from mha import work
+    from mha.models import cost
 
     T = run.n_tokens
-    if ready or work.measures_at_once(model, T, work.measures_macs(model, T, *counts)):
+    if ready or cost.measures_at_once(model, T, cost.measures_macs(model, T, *counts)):
         return True
     return _wait_for_button(
         label,

@@ -15,7 +15,20 @@ dataclasses and returns a go.Figure (no Streamlit here).
 - describe: any of these figures in words, read from its data (the text alternative)
 """
 
-from . import atlas, build, classroom, collapse, common, describe, heads, ladder, lesson, pruning, subspaces, training
+from mha.plots import (
+    atlas,
+    build,
+    classroom,
+    collapse,
+    common,
+    describe,
+    heads,
+    ladder,
+    lesson,
+    pruning,
+    subspaces,
+    training,
+)
 
 __all__ = [
     "atlas",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import SCALE, integer_heatmap, token_axis
+from mha.plots.common import SCALE, integer_heatmap, token_axis
 
 
 def atlas_heatmap(

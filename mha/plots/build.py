@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import token_axis
+from mha.plots.common import token_axis
 
 
 def matrix_heatmap(

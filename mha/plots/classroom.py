@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from .common import INK, PALETTE
+from mha.plots.common import INK, PALETTE
 
 BIG = 24  # px: read from the back of a classroom
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import SCALE, integer_heatmap, role_colour, sup
+from mha.plots.common import SCALE, integer_heatmap, role_colour, sup
 
 
 def head_matrix(values: np.ndarray, title: str, zmax: float = 1.0, label: str = "value") -> go.Figure:

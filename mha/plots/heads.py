@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import SCALE, head_colour, positions, tile_axis, tile_means, token_axis, token_label, wrap
-from .describe import with_words
+from mha.plots.common import SCALE, head_colour, positions, tile_axis, tile_means, token_axis, token_label, wrap
+from mha.plots.describe import with_words
 
 
 def attention_heatmap(

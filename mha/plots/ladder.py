@@ -1,4 +1,4 @@
-"""What may be shared: the ladder's rungs (mha.ladder.RungMeasures) and an uptraining's loss."""
+"""What may be shared: the ladder's rungs (mha.analyses.ladder.RungMeasures) and an uptraining's loss."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import role_colour
+from mha.plots.common import role_colour
 
 if TYPE_CHECKING:
-    from ..ladder import Baselines, RungMeasures
+    from mha.analyses.ladder import Baselines, RungMeasures
 
 
 def ladder_chart(

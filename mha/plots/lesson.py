@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import SCALE, token_axis
+from mha.plots.common import SCALE, token_axis
 
 
 def query_rows(rows: np.ndarray, labels: list[str], tokens: list[str], title: str) -> go.Figure:

@@ -1,4 +1,5 @@
-"""Do we need every head?: the pruning curves of a study (mha.pruning.HeadsStudy, mha.lm_pruning.LossStudy)."""
+"""Do we need every head?: the pruning curves of a study (mha.tasks.pruning.HeadsStudy,
+mha.tasks.lm_pruning.LossStudy)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import role_colour
+from mha.plots.common import role_colour
 
 if TYPE_CHECKING:
-    from ..lm_pruning import LossStudy
-    from ..pruning import HeadsStudy
+    from mha.tasks.lm_pruning import LossStudy
+    from mha.tasks.pruning import HeadsStudy
 
 BAND = "rgba(17, 119, 51, 0.18)"  # the held-out colour, light: its bootstrap interval
 

@@ -7,8 +7,18 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import SCALE, head_colour, panel_grid, panel_layout, panels, role_colour, sup, token_label, token_points
-from .describe import with_words
+from mha.plots.common import (
+    SCALE,
+    head_colour,
+    panel_grid,
+    panel_layout,
+    panels,
+    role_colour,
+    sup,
+    token_label,
+    token_points,
+)
+from mha.plots.describe import with_words
 
 
 def _read(row: np.ndarray, top_k: int) -> np.ndarray:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import SCALE, head_colour, role_colour
+from mha.plots.common import SCALE, head_colour, role_colour
 
 
 def training_curves(

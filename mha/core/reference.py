@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .attention import MultiHeadAttention
+from mha.core.attention import MultiHeadAttention
 
 
 def to_torch_mha(m: MultiHeadAttention) -> nn.MultiheadAttention:

@@ -18,7 +18,7 @@ and the feed-forward 2 C F (BERT) or 3 C F (a gated decoder MLP), F its width.
 
 from __future__ import annotations
 
-from .loaded import LoadedModel
+from mha.models.family import LoadedModel
 
 AT_ONCE = 2e10  # multiply-adds: about a third of a second on one core of this machine (bench_scale.py)
 COMPARE_MACS = 100  # one attention weight measured (add, log, multiply, sum) takes about as long as 100

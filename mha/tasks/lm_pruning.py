@@ -1,4 +1,4 @@
-"""The "Do we need every head?" study for a decoder, on its own task: next-token loss (lm_task.py).
+"""The "Do we need every head?" study for a decoder, on its own task: next-token loss (next_token.py).
 
 - The heads are ranked by Michel et al. 2019's gradient importance (*Are Sixteen Heads Really
   Better than One?*), I_h = mean over texts of |d loss(x) / d gate_h| with every gate at 1, on
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import lm_task
-from .loaded import LoadedModel
+from mha.models.family import LoadedModel
+from mha.tasks import next_token
 
 TOLERANCE = 0.05  # nats per token a pruning may add to the loss and still count as "can go" (perplexity +5 %)
 STEP, SEEDS, LEVEL = 27, (0, 1, 2), 0.9  # heads removed between two points; random orders; interval
@@ -100,7 +100,7 @@ def gradient_importance(
     return total / len(texts)
 
 
-def _scores(model: LoadedModel, order: list[tuple[int, int]], at: list[int], known: dict) -> list[lm_task.LossScore]:
+def _scores(model: LoadedModel, order: list[tuple[int, int]], at: list[int], known: dict) -> list[next_token.LossScore]:
     """The score set's loss with the first n heads of `order` removed, for n in `at`."""
     out = []
     for n in at:
@@ -108,15 +108,17 @@ def _scores(model: LoadedModel, order: list[tuple[int, int]], at: list[int], kno
             mask = np.ones((model.n_layers, model.n_heads))
             for layer, head in order[:n]:
                 mask[layer, head] = 0.0
-            known[n] = lm_task.evaluate(model, lm_task.texts(), head_mask=mask) if n else lm_task.evaluate(model)
+            known[n] = (
+                next_token.evaluate(model, next_token.texts(), head_mask=mask) if n else next_token.evaluate(model)
+            )
         out.append(known[n])
     return out
 
 
 def heads_study(model: LoadedModel, progress: Callable[[int, int], None] | None = None) -> LossStudy:
-    """Rank on lm_task.texts("rank"), remove least important first every STEP heads, score on
-    lm_task.texts("score") with bootstrap intervals, beside random orders (SEEDS)."""
-    rank = list(lm_task.texts("rank"))
+    """Rank on next_token.texts("rank"), remove least important first every STEP heads, score on
+    next_token.texts("score") with bootstrap intervals, beside random orders (SEEDS)."""
+    rank = list(next_token.texts("rank"))
     L, H = model.n_layers, model.n_heads
     at = sorted({*range(0, L * H + 1, STEP), L * H})
     total = len(rank) + len(at) + len(SEEDS) * (len(at) - 2)
@@ -136,7 +138,7 @@ def heads_study(model: LoadedModel, progress: Callable[[int, int], None] | None 
         scores += _scores(model, order, [n], shared)
         tick()
     ends = {0: shared[0], L * H: shared[L * H]}  # the same for any order
-    intervals = [lm_task.paired_interval(scores[0], s, LEVEL) for s in scores]
+    intervals = [next_token.paired_interval(scores[0], s, LEVEL) for s in scores]
     random = []
     for seed in SEEDS:
         perm = np.random.default_rng(seed).permutation(L * H)
@@ -156,5 +158,5 @@ def heads_study(model: LoadedModel, progress: Callable[[int, int], None] | None 
         random,
         SEEDS,
         len(rank),
-        len(lm_task.texts()),
+        len(next_token.texts()),
     )

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .attention import MultiHeadAttention, valid_head_counts
+from mha.core.attention import MultiHeadAttention, valid_head_counts
 
 RELATIONS = {  # name -> how to find the target position from position t
     "1 back": lambda t: t - 1,

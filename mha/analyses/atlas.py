@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 
 if TYPE_CHECKING:
-    from .bert import BertRun, LoadedBert
+    from mha.models.bert import BertRun, LoadedBert
 
 # ---------------------------------------------------------------- per-head measures
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .attention import ROLES
-from .collapse import SAME_WEIGHTS, CollapsePath, Source
+from mha.analyses.collapse import SAME_WEIGHTS, CollapsePath, Source
+from mha.core.attention import ROLES
 
 
 @dataclass(frozen=True)

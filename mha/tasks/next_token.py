@@ -2,7 +2,7 @@
 
 The score is the mean cross-entropy (nats per predicted token) of predicting each next token of
 human-written sentences the model never chose: the STS Benchmark's sentences shipped with the
-package (Cer et al. 2017; mha/task.py). exp(loss) is the perplexity. Lower is better.
+package (Cer et al. 2017; mha/tasks/similarity.py). exp(loss) is the perplexity. Lower is better.
 Heads are ranked on one set of sentences (the benchmark's train split) and scored on another
 (its dev split), as BERT's similarity task ranks and scores on different pairs.
 
@@ -21,9 +21,9 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from .attention import MultiHeadAttention
-from .loaded import Checkpoints, LoadedModel
-from .task import mask_tensor, sts_pairs
+from mha.core.attention import MultiHeadAttention
+from mha.models.family import Checkpoints, LoadedModel
+from mha.tasks.similarity import mask_tensor, sts_pairs
 
 TEXTS = {"rank": ("train", 64), "score": ("dev", 64)}
 HEAD_ROWS = 8  # texts per pass through the output layer (bounds the memory of the logits)
@@ -61,7 +61,7 @@ class LossScore:
 
     @property
     def value(self) -> float:
-        """The score the pages show (mha/yardstick.py names it): the loss."""
+        """The score the pages show (mha/tasks/yardstick.py names it): the loss."""
         return self.loss
 
     @property

@@ -37,11 +37,11 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import torch
 
-from . import metrics
-from .attention import ROLES, AttentionTrace, MultiHeadAttention
+from mha.analyses import metrics
+from mha.core.attention import ROLES, AttentionTrace, MultiHeadAttention
 
 if TYPE_CHECKING:
-    from .bert import BertRun, LoadedBert
+    from mha.models.bert import BertRun, LoadedBert
 
 Source = int | Literal["scaled", "mean"]
 POOLED: tuple[Source, ...] = ("scaled", "mean")  # the shared slices made from every head's
@@ -387,7 +387,7 @@ def alpha_sweep(
 
 
 def sweep_counts(n_heads: int, steps: int = SWEEP_STEPS) -> tuple[int, int, int]:
-    """What the sweep computes, for mha.work.measures_macs: (runs of the layer, head maps measured
+    """What the sweep computes, for mha.models.cost.measures_macs: (runs of the layer, head maps measured
     alone, pairs of head maps compared): at each alpha the layer's run, each head's map normalised,
     its entropy and its score spread, and every two heads' Jensen-Shannon divergence."""
     return steps, 3 * n_heads * steps, n_heads * (n_heads - 1) // 2 * steps

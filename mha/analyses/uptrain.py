@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .attention import MultiHeadAttention
+from mha.core.attention import MultiHeadAttention
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""What every loaded model family shares (mha/bert.py, mha/decoder.py): a read-only Hugging Face
+"""What every loaded model family shares (mha/models/bert.py, mha/models/llama.py): a read-only Hugging Face
 model whose attention layers are rebuilt from scratch on its own weights (the same tensors: one
 copy of the weights in memory).
 
@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .attention import ROLES, MultiHeadAttention
+from mha.core.attention import ROLES, MultiHeadAttention
 
 
 def weights_digest(model: torch.nn.Module) -> str:

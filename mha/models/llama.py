@@ -1,6 +1,6 @@
 """A real pretrained decoder with grouped-query attention: a Llama-class causal language model
 (the offline one is SmolLM2-135M-Instruct: 30 layers, 9 query heads sharing 3 K/V heads, width
-576, rotary positions; mha/fetch.py obtains it).
+576, rotary positions; mha/models/fetch.py obtains it).
 
 References: Touvron et al. 2023, "Llama"; Ainslie et al. 2023, "GQA"; Su et al. 2021, "RoFormer"
 (rotary position embeddings); Hugging Face's LlamaForCausalLM, the reference this module's
@@ -19,9 +19,9 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from .attention import MultiHeadAttention
-from .bert import BertRun
-from .loaded import LoadedModel
+from mha.core.attention import MultiHeadAttention
+from mha.models.bert import BertRun
+from mha.models.family import LoadedModel
 
 
 @dataclass

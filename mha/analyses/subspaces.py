@@ -26,14 +26,14 @@ import numpy as np
 import torch
 from scipy.linalg import orthogonal_procrustes
 
-from . import metrics
-from .attention import MultiHeadAttention
-from .collapse import CollapsePath, module_at
+from mha.analyses import metrics
+from mha.analyses.collapse import CollapsePath, module_at
+from mha.core.attention import MultiHeadAttention
 
 BERT = CollapsePath(alpha=0.0)  # no pull: the model's own heads
 
 if TYPE_CHECKING:
-    from .bert import BertRun, LoadedBert
+    from mha.models.bert import BertRun, LoadedBert
 
 
 @dataclass
@@ -311,7 +311,7 @@ def within_fidelity(
 def token_kinds(tokens: list[str], position: np.ndarray | None = None) -> list[str]:
     """'special' ([CLS], [SEP], [PAD], or with `position` (N,) a decoder's first tokens, where it is
     0), 'punctuation' (no letter or digit) or 'word', per token."""
-    from .views import SPECIAL
+    from mha.analyses.map_views import SPECIAL
 
     out = []
     for n, t in enumerate(tokens):

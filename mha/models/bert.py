@@ -5,7 +5,7 @@ sentence-transformers' all-MiniLM-L6-v2, a 6-layer, 12-head, 384-wide BertModel)
 
 The loaded model is shared by every session of the app: nothing here modifies it. Shared or
 altered projections go through `scratch_layer`, whose modules borrow the weights and give a
-changed projection new tensors (mha/loaded.py).
+changed projection new tensors (mha/models/family.py).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from .attention import MultiHeadAttention
-from .loaded import LoadedModel, stacked, weights_digest  # noqa: F401  (weights_digest: re-exported)
+from mha.core.attention import MultiHeadAttention
+from mha.models.family import LoadedModel, stacked, weights_digest  # noqa: F401  (weights_digest: re-exported)
 
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
@@ -56,7 +56,7 @@ class ModelSpec:
     """One entry of the allow-list."""
 
     name: str
-    source: str  # "bundled" | "hub" | "local" | "decoder" (fetched once: mha/fetch.py)
+    source: str  # "bundled" | "hub" | "local" | "decoder" (fetched once: mha/models/fetch.py)
     description: str
     hub_id: str | None = None
 
@@ -207,7 +207,7 @@ class BertRun:
     def sinks(self) -> list[int]:
         """The positions of the tokens heads park attention on when they have nothing to read:
         BERT's [CLS] and [SEP] (a decoder's first token: DecoderRun)."""
-        from .views import SPECIAL
+        from mha.analyses.map_views import SPECIAL
 
         return [i for i, t in enumerate(self.tokens) if t in SPECIAL]
 
@@ -368,7 +368,7 @@ def load_bert(name: str | None = None) -> LoadedBert:
     """
     spec, where = _resolve(name)
     if spec.family != "encoder":
-        raise ValueError(f"{spec.name} is not a BERT: load it with mha.models.load_model")
+        raise ValueError(f"{spec.name} is not a BERT: load it with mha.models.catalog.load_model")
     from transformers import AutoModel, AutoTokenizer
     from transformers.utils import logging as hf_logging
 

@@ -163,5 +163,5 @@ def decoder_dir(progress: Progress | None = None, hub: Callable[[], bool] | None
     )
 
 
-if __name__ == "__main__":  # python -m mha.fetch: obtain and convert the decoder once (the tests read it)
+if __name__ == "__main__":  # python -m mha.models.fetch: obtain and convert the decoder once (the tests read it)
     print(decoder_dir(lambda fraction, message: print(f"{fraction:4.0%} {message}", flush=True)))

@@ -1,16 +1,16 @@
 """The lesson's recap in words: the check question answered from check.Answer, and why production
-models share K and V instead, from the ladder's measures on the same layer (mha/ladder.py)."""
+models share K and V instead, from the ladder's measures on the same layer (mha/analyses/ladder.py)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .lesson import small
+from mha.lesson.answers import small
 
 if TYPE_CHECKING:
-    from .check import Answer
-    from .groups import GroupDiversity
-    from .ladder import Baselines, RungMeasures, UptrainOutcome
+    from mha.analyses.groups import GroupDiversity
+    from mha.analyses.ladder import Baselines, RungMeasures, UptrainOutcome
+    from mha.lesson.check_question import Answer
 
 
 def sharing(ans: Answer, layer: int, who: str = "BERT") -> str:

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import torch
 
-from . import collapse, metrics
-from .attention import AttentionTrace, MultiHeadAttention
+from mha.analyses import collapse, metrics
+from mha.core.attention import AttentionTrace, MultiHeadAttention
 
 if TYPE_CHECKING:
-    from .bert import BertRun, LoadedBert
+    from mha.models.bert import BertRun, LoadedBert
 
 WeightSource = Literal["bert", "random"]
 PERMUTED = 1e-4  # largest |output(shuffled) - output reordered| that still counts as "only reordered"

@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import atlas, build, check, collapse, metrics, subspaces
-from .plots.common import token_label
+from mha.analyses import atlas, build, collapse, metrics, subspaces
+from mha.lesson import check_question
+from mha.plots.common import token_label
 
 if TYPE_CHECKING:
-    from .bert import BertRun, LoadedBert
+    from mha.models.bert import BertRun, LoadedBert
 
 
 def small(x: float, tol: float = 1e-5) -> str:
@@ -297,7 +298,7 @@ PREDICTIONS = (
 UNIFORM = 0.99  # "evenly": a map's entropy at least this share of ln T
 
 
-def prediction_feedback(choice: int, ans: check.Answer) -> tuple[bool, str]:
+def prediction_feedback(choice: int, ans: check_question.Answer) -> tuple[bool, str]:
     """Was the learner's prediction what the layer did? Each option is graded by what it says:
     the heads differ, the heads are identical, the maps are uniform (entropy at least UNIFORM of ln T)."""
     right = (not ans.identical, ans.identical, ans.entropy_shared >= UNIFORM)[choice]

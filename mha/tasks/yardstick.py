@@ -1,6 +1,6 @@
 """What "the task" is for each model family, in words and direction: BERT's sentence similarity
-(mha/task.py, Spearman's rho, higher is better) or a decoder's next-token prediction
-(mha/lm_task.py, nats per token, lower is better). Pages word a task's score from here."""
+(mha/tasks/similarity.py, Spearman's rho, higher is better) or a decoder's next-token prediction
+(mha/tasks/next_token.py, nats per token, lower is better). Pages word a task's score from here."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import metrics
+from mha.analyses import metrics
 
 
 def groups_of(n_heads: int, kv_heads: int) -> np.ndarray:

@@ -1,7 +1,7 @@
 """The lesson's steps, in order: one table, so adding or reordering a step touches one place.
 
 Each Step is a unit: its key (ui/lesson_steps.py draws it by that key), title, opening paragraph,
-its line in the recap, and its questions. The answers are computed in mha/lesson.py.
+its line in the recap, and its questions. The answers are computed in mha/lesson/answers.py.
 """
 
 from __future__ import annotations

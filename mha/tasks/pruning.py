@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from scipy.stats import spearmanr
 
-from .task import (
+from mha.tasks.similarity import (
     GROUP,
     STS_FILE,
     TOLERANCE,
@@ -49,7 +49,7 @@ from .task import (
 )
 
 if TYPE_CHECKING:
-    from .bert import BertRun, LoadedBert
+    from mha.models.bert import BertRun, LoadedBert
 
 
 @dataclass

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from . import collapse, metrics
-from .attention import ROLES, MultiHeadAttention, role_heads
-from .collapse import group_heads
-from .uptrain import UptrainProgress, UptrainResult, uptrain
+from mha.analyses import collapse, metrics
+from mha.analyses.collapse import group_heads
+from mha.analyses.uptrain import UptrainProgress, UptrainResult, uptrain
+from mha.core.attention import ROLES, MultiHeadAttention, role_heads
 
 if TYPE_CHECKING:
-    from .bert import BertRun, LoadedBert
+    from mha.models.bert import BertRun, LoadedBert
 
 
 def group_kv(module: MultiHeadAttention, kv_heads: int) -> MultiHeadAttention:
@@ -213,7 +213,7 @@ def ladder_measures(
 
 
 def ladder_counts(rungs: list[Rung]) -> tuple[int, int, int]:
-    """What ladder_measures computes inside the layer for these rungs, for mha.work.measures_macs:
+    """What ladder_measures computes inside the layer for these rungs, for mha.models.cost.measures_macs:
     (runs of the layer, head maps measured alone, pairs of head maps compared): the model's own layer
     and each rung's, each head's map normalised and its drift from the model's, and every two heads'
     Jensen-Shannon divergence in each rung whose heads compute different maps (one Q and one K for

@@ -21,7 +21,7 @@ role with n of them.
 intermediate for the teaching pages; read it first. `forward` computes the same with two fast
 paths (Q scaled before the matmul, in-place masking and softmax, no copy of the weights);
 tests/test_attention.py proves every path equal to `trace` for every kind of split, padded,
-causal and rotary (mha/rotary.py: positions inside q . k, as Llama-class decoders have them).
+causal and rotary (mha/core/rotary.py: positions inside q . k, as Llama-class decoders have them).
 A query whose keys are all masked reads nothing: its weights and output are all zeros.
 """
 
@@ -35,7 +35,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from . import rotary
+from mha.core import rotary
 
 ROLES = ("q", "k", "v")
 
@@ -146,7 +146,7 @@ class MultiHeadAttention(nn.Module):
     None = (H, H, H). A role with n projections is one nn.Linear of n * D outputs, so a shared
     role (n = 1) is ONE C x D parameter: parameter counts, gradients and training keep it shared.
     causal=True: query t reads keys 0..t only (a decoder). rope_theta: rotary position embeddings
-    with that base (mha/rotary.py): queries and keys are rotated by their position before the
+    with that base (mha/core/rotary.py): queries and keys are rotated by their position before the
     scores, as in Llama-class decoders; None = no positions inside attention (BERT adds them to
     the tokens before layer 0). W^O is always C x C.
     """

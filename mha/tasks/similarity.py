@@ -26,11 +26,11 @@ import numpy as np
 import torch
 from scipy.stats import rankdata, spearmanr
 
-from .attention import MultiHeadAttention
-from .loaded import Checkpoints
+from mha.core.attention import MultiHeadAttention
+from mha.models.family import Checkpoints
 
 if TYPE_CHECKING:
-    from .bert import LoadedBert
+    from mha.models.bert import LoadedBert
 
 Pair = tuple[str, str, float]
 

@@ -1,11 +1,11 @@
-"""One way to load any model on the allow-list (mha/bert.py's REGISTRY): a BERT (mha/bert.py) or the
-grouped-query decoder (mha/decoder.py, obtained once by mha/fetch.py). Pages hold the result as a
+"""One way to load any model on the allow-list (mha/models/bert.py's REGISTRY): a BERT (mha/models/bert.py) or the
+grouped-query decoder (mha/models/llama.py, obtained once by mha/models/fetch.py). Pages hold the result as a
 LoadedModel and ask its family only to word a sentence."""
 
 from __future__ import annotations
 
-from . import bert, fetch
-from .loaded import LoadedModel
+from mha.models import bert, fetch
+from mha.models.family import LoadedModel
 
 Progress = fetch.Progress
 
@@ -24,7 +24,7 @@ def load_model(name: str | None = None, progress: Progress | None = None) -> Loa
     reached raises bert.ModelUnavailableError saying what to do."""
     if name is None or family(name) == "encoder":
         return bert.load_bert(name)
-    from .decoder import load_decoder
+    from mha.models.llama import load_decoder
 
     try:
         where = fetch.decoder_dir(progress, hub=bert._hub_reachable)
