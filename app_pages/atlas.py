@@ -15,9 +15,7 @@ inp = ui.inputs()
 run = ui.run_or_stop(inp)
 m = ui.cached_measures(inp)
 hover = atlas.hover_text(m)
-MEASURES = [*atlas.shares(m), "entropy", "entropy / ln T", "confidence"] + (
-    ["within sentence"] if "within sentence" in m else []
-)
+MEASURES = atlas.numeric(m)
 
 st.subheader("Every head, coloured by one measure")
 measure = ui.setting_widget("selectbox", "Measure", "atlas_measure", options=MEASURES)
@@ -25,7 +23,7 @@ zmax = atlas.uniform_entropy(run.n_tokens) if measure == "entropy" else 1.0
 ui.chart(
     plots.atlas.atlas_heatmap(m[measure], hover, f"{measure} (hover a head for all its measures)", zmax=zmax),
 )
-if run.causal:
+if run.traits.causal:
     st.caption(
         "Shares are the mean weight a query puts on those keys ('previous' = key j = i - 1; punctuation = the tokens "
         "'.' and ',' as in Clark et al. 2019). The model is causal: a query reads only itself and the tokens before "
@@ -55,7 +53,7 @@ ui.chart(
 st.subheader("Link finder: which heads connect two tokens?")
 st.markdown("As in the original paper's figure of heads linking *making* to *difficult*, ranked over all heads.")
 f1, f2, f3 = st.columns([2, 2, 1])
-if run.causal:  # a query reads only keys before it: the later word asks, the earlier one is read
+if run.traits.causal:  # a query reads only keys before it: the later word asks, the earlier one is read
     q = ui.token_picker("From (query)", run.tokens, run.n_tokens - 1, "link_q", f1)
     k = ui.token_picker("To (key)", run.tokens, 1, "link_k", f2)
 else:
@@ -64,7 +62,7 @@ else:
         "To (key)", run.tokens, atlas.find_token(run.tokens, "difficult", run.n_tokens - 2), "link_k", f2
     )
 both = ui.setting_widget("toggle", "Either direction", "link_both", f3)
-if run.causal and k > q and not both:
+if run.traits.causal and k > q and not both:
     st.info(
         "The model is causal: a query reads only itself and the tokens before it, so every head gives a later "
         "key 0. Pick a key at or before the query, or turn on *Either direction*."
@@ -88,17 +86,19 @@ if other.strip():
     if inp_b.cut:
         st.warning(f"The sentence to compare was cut to its first {ui.MAX_CHARS:,} characters.")
     m_b = ui.cached_measures(inp_b)
-    cmp_measure = ui.setting_widget("selectbox", "Measure to compare", "compare_measure", options=MEASURES[:9])
+    cmp_measure = ui.setting_widget(
+        "selectbox", "Measure to compare", "compare_measure", options=[k for k in MEASURES if k in m_b]
+    )
     diff, top = atlas.compare(m, m_b, cmp_measure)
     ui.chart(plots.atlas.atlas_heatmap(diff, None, f"{cmp_measure}: compared minus yours", diverging=True))
     T_b = len(ui.cached_run(inp_b).tokens)
-    most_a, most_b = atlas.most_entropy(run.n_tokens, run.causal), atlas.most_entropy(T_b, run.causal)
+    most_a, most_b = atlas.most_entropy(run.n_tokens, run.traits.causal), atlas.most_entropy(T_b, run.traits.causal)
     st.caption(
         f"Yours has {run.n_tokens} tokens, the compared sentence {T_b}. The measures depend on length as well as on "
         + (
             "the head: uniform attention gives query i an entropy of ln(i + 1), the number of keys it can read, "
             f"a mean of {most_a:.2f} against {most_b:.2f} nats here"
-            if run.causal
+            if run.traits.causal
             else f"the head: uniform attention gives each key 1/T and an entropy of ln T ({most_a:.2f} against "
             f"{most_b:.2f} nats here)"
         )
@@ -118,7 +118,9 @@ else:
     st.info("Type a second sentence to compare.")
 
 st.subheader("Raw attention, rollout and value-weighted, for one token")
-default = run.n_tokens - 1 if run.causal else atlas.find_token(run.tokens, "mole", 1)  # causal: the one that reads all
+default = (
+    run.n_tokens - 1 if run.traits.causal else atlas.find_token(run.tokens, "mole", 1)
+)  # causal: the one that reads all
 tok = ui.token_picker("Token", run.tokens, default, "views_tok")
 with st.spinner("Computing rollout and value-weighted attention..."):
     tv = ui.cached_token_views(inp, tok)
@@ -143,7 +145,7 @@ st.caption(
         f"the layers whatever the heads do: with every head spreading its weight evenly, {run.n_layers} layers would "
         f"already give the first token {atlas.even_rollout_share(run.n_layers, run.n_tokens, tok):.0%} of this "
         "token's rollout. Read that column as the structure, not as something the heads learned."
-        if run.causal
+        if run.traits.causal
         else ""
     )
 )
@@ -153,7 +155,7 @@ st.download_button(
 ui.words(
     "[CLS] and [SEP]",
     "first token",
-    "causal mask" if run.causal else "attention patterns",
+    "causal mask" if run.traits.causal else "attention patterns",
     "attention rollout",
     "value-weighted attention",
     "nats",

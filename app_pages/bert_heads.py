@@ -9,8 +9,9 @@ from mha.analyses.groups import group_ranges
 
 st.title("Attention heads")
 inp, run, model = ui.page_start()
-causal = model.family == "decoder"
-groups = model.kv_groups if model.kv_groups < model.n_heads else None
+traits = model.traits
+causal, first = traits.causal, traits.parking == "first"
+groups = traits.kv_groups if traits.grouped else None
 st.caption(
     f"{run.model_name}: {run.n_layers} layers x {run.n_heads} heads, {run.n_tokens} tokens. "
     "Row = the token that attends (query), column = the token it reads (key); each row sums to 1."
@@ -32,7 +33,7 @@ st.caption(
 st.subheader("The whole model at a glance")
 ui.chart(plots.heads.model_view(run.attentions, groups=groups))
 park = sinks.sink_share(run.attentions, run.sinks, causal)
-sink_words = f"{run.sink_name}, “{run.tokens[0].strip() or run.tokens[0]}”" if causal else run.sink_name
+sink_words = f"{traits.sink_name}, “{run.tokens[0].strip() or run.tokens[0]}”" if first else traits.sink_name
 st.caption(
     "Each tile is one head (long inputs are averaged into at most "
     f"{plots.heads.TILE} x {plots.heads.TILE} cells per tile). Look for vertical stripes (everyone reads "
@@ -41,7 +42,7 @@ st.caption(
         f"On this text the heads put {park.mean:.0%} of their weight on {sink_words}, averaged over every head and "
         f"the {park.queries} queries that could read another token; {park.heads_over(0.5)} of "
         f"{run.n_layers * run.n_heads} heads put more than half there"
-        + (" (an attention sink: Xiao et al. 2024)." if causal else " (Clark et al. 2019).")
+        + (" (an attention sink: Xiao et al. 2024)." if first else " (Clark et al. 2019).")
         if park.queries
         else ""
     )
@@ -82,7 +83,7 @@ att, labels, segments = map_views.view(
     run.attentions[layer], run.tokens, run.word_ids, run.segment_ids, hide, merge, run.sinks
 )  # (H, T', T')
 if hide:
-    st.caption(f"{run.sink_name.capitalize()} hidden: rows renormalised over the remaining tokens.")
+    st.caption(f"{run.traits.sink_name.capitalize()} hidden: rows renormalised over the remaining tokens.")
 one = att[head]
 q_labels = k_labels = labels
 if pair and block:
@@ -138,4 +139,8 @@ st.caption(
     "CSV is long format: layer, head, query, query_token, key, key_token, weight. "
     "Every chart also has a PNG download in its toolbar."
 )
-ui.words("[CLS] and [SEP]" if not causal else "First token", *(["Causal mask", "Multi-query"] if causal else []))
+ui.words(
+    "First token" if first else "[CLS] and [SEP]",
+    *(["Causal mask"] if causal else []),
+    *(["Multi-query"] if traits.grouped else []),
+)

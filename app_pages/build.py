@@ -15,8 +15,10 @@ MAX_SHOWN = 64  # token rows drawn per matrix; the computation always uses all t
 st.title("Build multi-head attention from scratch")
 inp, run, model = ui.page_start()
 C, H_model = model.d_model, model.n_heads
-who, G = model.who, model.kv_groups
-grouped = G < H_model
+traits = model.traits
+who, G, grouped = traits.who, traits.kv_groups, traits.grouped
+parts = [*(["causal mask"] if traits.causal else []), *(["rotary positions"] if traits.positions == "rotary" else [])]
+parts += ["K/V groups"] if grouped else []
 
 c1, c2, c3, c4 = st.columns([1.4, 1, 1, 1])
 SOURCES = {"BERT layer": "bert", "Random (seeded)": "random"}  # shown -> build_stages' weights
@@ -76,15 +78,16 @@ if T > MAX_SHOWN:
 if s.parity is not None:
     st.success(
         f"Parity check: max |from-scratch - {who}| attention weight in layer {layer} = {answers.small(s.parity)}"
-        + (" (causal mask, rotary positions and K/V groups included)" if grouped or model.family == "decoder" else ""),
+        + (f" ({', '.join(parts)} included)" if parts else ""),
         icon=":material/check_circle:",
     )
 else:
     st.info(
         f"Parity with {who} is checked with {who}'s own weights, H = {H_model}, its own projections and scaling on"
         + (
-            ", in the sentence's own order (shuffled, a decoder's weights are not only reordered)."
-            if model.family == "decoder"
+            ", in the sentence's own order (shuffled, a layer with a causal mask or rotary positions does more "
+            "than reorder its weights)."
+            if traits.order_inside
             else "."
         ),
         icon=":material/info:",
@@ -96,7 +99,7 @@ lo, hi = head * D, (head + 1) * D
 st.header(f"0. Input X ({T} x {C})")
 st.markdown(
     f"{who}'s hidden states entering layer {layer}, "
-    + ("RMS-normalised as its attention reads them" if model.family == "decoder" else "as its attention reads them")
+    + (f"{traits.norm}-normalised as its attention reads them" if traits.pre_norm else "as its attention reads them")
     + f": one {C}-dimensional vector per token."
 )
 ui.chart(plots.build.matrix_heatmap(tr.x[0, :MAX_SHOWN], shown, "X"))
@@ -179,7 +182,7 @@ st.markdown(
     + (
         " The causal mask sets every score of a later key to $-\\infty$ before the softmax: each row spreads its "
         "weight over itself and the tokens before it, and the map is a lower triangle."
-        if model.family == "decoder"
+        if traits.causal
         else ""
     )
 )
@@ -246,13 +249,21 @@ ui.chart(
 
 if s.order_errors is not None:
     e = s.order_errors
+    plain = list(e)[-1]  # the layer with every order-aware part removed
+    without = plain.replace("the mask and the rotary positions", "the mask and the rotation")
     st.info(
         f"Shuffled input: {who}'s layer does **not** only reorder its outputs (max difference "
-        f"{answers.small(e['as the model has it'])}). Without its causal mask it still differs by "
-        f"{answers.small(e['without the causal mask'])}: the rotary positions sit inside $q \\cdot k$. Without the "
-        f"mask and the rotation the same weights only reorder (max difference "
-        f"{answers.small(e['without the mask and the rotary positions'])}): attention itself has no sense of order; "
-        "positions enter where the model puts them (next lesson: positional encodings).",
+        f"{answers.small(e['as the model has it'])})."
+        + (
+            f" Without its causal mask it still differs by {answers.small(e['without the causal mask'])}: the rotary "
+            "positions sit inside $q \\cdot k$."
+            if len(e) == 3
+            else ""
+        )
+        + f" {without.capitalize()} the same weights only reorder (max difference {answers.small(e[plain])}): "
+        "attention itself has no sense of order; positions enter where the model puts them"
+        + (": a learned vector added to each token before layer 0" if traits.positions == "learned" else "")
+        + " (next lesson: positional encodings).",
         icon=":material/shuffle:",
     )
 elif s.shuffle_error is not None:
@@ -268,5 +279,7 @@ ui.words(
     "head width",
     "subspace overlap",
     "effective number of heads",
-    *(("causal mask", "rotary position embeddings", "multi-query") if model.family == "decoder" else ()),
+    *(("causal mask",) if traits.causal else ()),
+    *(("rotary position embeddings",) if traits.positions == "rotary" else ()),
+    *(("multi-query",) if traits.grouped else ()),
 )

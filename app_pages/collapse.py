@@ -6,7 +6,7 @@ import ui
 from mha import plots
 from mha.analyses import collapse, groups, metrics
 from mha.lesson import answers, check_question
-from mha.models import bert
+from mha.models import catalog
 from mha.tasks import yardstick
 
 st.title("Shared Q/K/V: watch the heads collapse")
@@ -18,7 +18,7 @@ st.markdown(
 )
 inp, run, model = ui.page_start()
 C, H, T = model.d_model, model.n_heads, run.n_tokens
-who, stick = model.who, yardstick.for_family(model.family)
+who, stick = model.traits.who, yardstick.of(model.traits)
 D = C // H
 layer, _ = ui.layer_head(run, head=False)
 
@@ -118,8 +118,8 @@ st.caption(
     "entropy of the normalised singular values (Roy & Vetterli 2007) of the heads' outputs, one unit vector per head."
 )
 
-if model.kv_groups < H:  # a K/V group is one projection: its heads' overlap is 1 by construction
-    across = {r: groups.pair_means(now.overlap[r], groups.groups_of(H, model.kv_groups))[1] for r in "kv"}
+if model.traits.kv_groups < H:  # a K/V group is one projection: its heads' overlap is 1 by construction
+    across = {r: groups.pair_means(now.overlap[r], groups.groups_of(H, model.traits.kv_groups))[1] for r in "kv"}
     st.caption(
         f"{who}'s heads of one K/V group read one $W^K$ and one $W^V$, so their overlap is 1 by construction and "
         f"counts in the means above; across groups alone, at alpha = {alpha:.2f}: $W^K$ {across['k']:.2f}, $W^V$ "
@@ -160,7 +160,7 @@ scope = ui.setting_widget("radio", "Share in", "collapse_scope", options=["this 
 layers = (layer,) if scope == "this layer" else tuple(range(run.n_layers))
 every = tuple(range(run.n_layers))
 points = [path] if alpha == 1.0 else [path, path.at(1.0)]
-cosine = "sentence embedding cosine" if model.family == "encoder" else "mean token cosine"  # a decoder pools nothing
+cosine = collapse.final_key(model.traits)  # a next-token model pools nothing
 runs = [(layers[0], 0)] * len(points) + [(layers[0], len(layers))]  # the path's points, the scope's heads removed
 runs += [] if layers == every else [(0, len(every))]  # ... and every head of the model removed
 whole = ui.whole_model_runs(
@@ -207,7 +207,7 @@ e1.metric(
     help=f"90% bootstrap interval of the change over the {task_now.n} {stick.items}: {now_low:+.3f} to "
     f"{now_high:+.3f}" + (" (it includes 0: within the noise of this set)." if now_low <= 0 <= now_high else "."),
 )
-if model.family == "encoder":
+if cosine.startswith("sentence"):
     e2.metric(f"Sentence embedding cosine to {who}", shown(effect, "sentence embedding cosine"))
 else:
     e2.metric(
@@ -299,7 +299,7 @@ st.markdown(
     )
     + (
         f"model's {stick.short} on its own task "
-        if stick is yardstick.NEXT_TOKEN or inp.model == bert.DEFAULT_MODEL
+        if stick is yardstick.NEXT_TOKEN or inp.model == catalog.DEFAULT_MODEL
         else f"model's {stick.short} on the bundled model's task (sentence similarity) "
     )
     + f"from {stick.fmt(task_base.value)} to {stick.fmt(task_shared.value)}; with every head of {scope} removed "

@@ -10,8 +10,8 @@ st.markdown(
     "The words the lesson and the tool pages use, in one notation: $d_{model}$ the width of a token vector, "
     "$h$ (or H) the number of heads, $d_k = d_{model} / h$ the width of one head, $T$ the number of tokens."
 )
-family = ui.model(ui.inputs()).family
-for term in (t for t in glossary.TERMS if t.applies(family)):
+traits = ui.model(ui.inputs()).traits
+for term in (t for t in glossary.TERMS if t.applies(traits)):
     st.subheader(term.name, anchor=term.anchor)
     st.markdown(term.text)
 ui.show_notices()

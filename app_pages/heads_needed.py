@@ -4,8 +4,8 @@ import streamlit as st
 
 import ui
 from mha import plots
-from mha.models import bert
-from mha.tasks import lm_pruning, next_token, pruning, similarity, yardstick
+from mha.models import catalog
+from mha.tasks import next_token, pruning, similarity, yardstick
 
 st.title("Do we need every head?")
 inp, run, model = ui.page_start()
@@ -13,13 +13,14 @@ L, H = model.n_layers, model.n_heads
 
 
 def loss_study() -> None:
-    """The study on a decoder's own task, next-token loss (mha/tasks/lm_pruning.py)."""
+    """The study on a decoder's own task, next-token loss (mha/tasks/pruning.py)."""
     rank, score = next_token.texts("rank"), next_token.texts()
     st.markdown(
         "Multi-head attention needs distinct heads to *learn* different relations (the training page shows it). "
         "Once a model is trained, are all of them still needed? Michel et al. 2019 (*Are Sixteen Heads Really Better "
-        f"than One?*) removed heads at test time and found many could go. Here the yardstick is {model.who}'s own "
-        f"task, predicting the next token: {yardstick.NEXT_TOKEN.what}. The heads are ranked by Michel et al.'s "
+        "than One?*) removed heads at test time and found many could go. Here the yardstick is "
+        f"{model.traits.who}'s own task, predicting the next token: {yardstick.NEXT_TOKEN.what}. The heads are "
+        "ranked by Michel et al.'s "
         f"gradient importance on {len(rank)} other sentences (the benchmark's train split), and every count is scored "
         f"on the {len(score)} it never saw. A removed head's output is zero before $W^O$."
     )
@@ -27,7 +28,7 @@ def loss_study() -> None:
     if study is None:
         st.info(
             f"Measuring {L * H} heads runs one backward pass per ranking sentence and the whole model "
-            f"{len(lm_pruning.SEEDS) + 1} x {len(range(0, L * H, lm_pruning.STEP))} times: about two minutes here."
+            f"{len(pruning.LOSS_STUDY['seeds']) + 1} x {len(range(0, L * H, pruning.LOSS_STUDY['step']))} times."
         )
         if not st.button("Measure every head (once for this model, for everyone)", key="needed_measure"):
             st.stop()
@@ -51,7 +52,8 @@ def loss_study() -> None:
     st.success(
         f"Ranked on {study.n_rank} sentences and scored on the {study.n_score} it never saw, **{n} of {L * H} heads** "
         f"can go before the loss rises by more than {study.tolerance} nats per token (perplexity up "
-        f"{study.tolerance_ratio:.0%}; counted every {lm_pruning.STEP} heads, from {study.loss[0]:.3f}; at {n} "
+        f"{study.tolerance_ratio:.0%}; counted every {pruning.LOSS_STUDY['step']} heads, from {study.loss[0]:.3f}; "
+        f"at {n} "
         f"removed the change is {study.loss[k] - study.loss[0]:+.3f}, {study.level:.0%} interval "
         f"{study.low[k]:+.3f} to {study.high[k]:+.3f}). Counting only points whose whole interval stays below "
         f"+{study.tolerance}: **{sure}**. "
@@ -105,7 +107,7 @@ def editor(importance, scored_on: str, name: str, sign: int, least_help: str, no
     )
 
 
-if model.family == "decoder":  # its task is next-token prediction: the study and its words are the loss's
+if model.traits.task == "next-token":  # the study and its words are the loss's
     loss_study()
     ui.words("head importance", "next-token loss", "causal mask")
     st.stop()
@@ -116,8 +118,8 @@ st.markdown(
     "pruned 38 of 48 encoder heads for 0.15 BLEU. Here the yardstick is sentence similarity, "
     + (
         f"the task {inp.model} was trained for"
-        if inp.model == bert.DEFAULT_MODEL
-        else f"the task the bundled {bert.DEFAULT_MODEL} was trained for, not {inp.model}"
+        if inp.model == catalog.DEFAULT_MODEL
+        else f"the task the bundled {catalog.DEFAULT_MODEL} was trained for, not {inp.model}"
     )
     + ": does the model still rank sentence pairs by meaning? The score is "
     "Spearman's rank correlation between the model's cosine and a similarity graded by people, on pairs of the "
@@ -129,7 +131,7 @@ st.markdown(
 )
 store = ui.STUDIES
 study = store.get(inp.model)
-if study is None and inp.model != bert.DEFAULT_MODEL:  # larger models: only when asked
+if study is None and inp.model != catalog.DEFAULT_MODEL:  # larger models: only when asked
     st.info(
         f"Measuring all {L * H} heads of {inp.model} removes each in turn and runs the whole model on "
         f"{len(similarity.sts_pairs('train')):,} sentence pairs each time: many minutes for a large model."

@@ -11,11 +11,13 @@ from ui import lesson_steps
 N = len(steps.STEPS)
 inp, run, model = ui.page_start()
 ss = st.session_state
-if not 1 <= int(ss.get("step", 1)) <= N:
-    ui.notice(f"The lesson has steps 1 to {N}: starting at step 1.")
-    ss["step"] = 1
+key = steps.step_of(ss.get("step"))  # a step's key; an old link's number opens the step it named then
+if key is None:
+    ui.notice(f"The lesson has no step {str(ss.get('step'))[:20]!r}: starting at step 1.")
+key = key or steps.KEYS[0]
+ss["step"] = key
 ui.show_notices()
-step = int(ss["step"])
+step = steps.number(key)
 current = steps.STEPS[step - 1]
 
 
@@ -38,18 +40,19 @@ ui.words(
     "mean pooling",
     "uptraining",
 )
-this = lesson_steps.StepContext(inp, run, model, ui.question_tag(inp, step))
+this = lesson_steps.StepContext(inp, run, model, ui.question_tag(inp, key))
 st.markdown(current.opening(this.shape))
 lesson_steps.DRAW[current.key](this)
 
 b1, _, reset, b2 = st.columns([1, 2.6, 1.4, 1])
-b1.button("← Back", disabled=step == 1, on_click=ui.go_to_step, args=(step - 1,), key="lesson_back", width="stretch")
+back = steps.KEYS[max(step - 2, 0)]
+b1.button("← Back", disabled=step == 1, on_click=ui.go_to_step, args=(back,), key="lesson_back", width="stretch")
 reset.button("Reset lesson", on_click=ui.reset_lesson, key="lesson_reset", width="stretch")
 b2.button(
     "Next →",
     disabled=step == N,
     on_click=ui.go_to_step,
-    args=(step + 1,),
+    args=(steps.KEYS[min(step, N - 1)],),
     key="lesson_next",
     type="primary",
     width="stretch",

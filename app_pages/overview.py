@@ -10,25 +10,27 @@ ui.show_notices()
 inp = ui.inputs()
 model = ui.model(inp)
 run = ui.current_run(inp)
-C, H, G = model.d_model, model.n_heads, model.kv_groups
+C, H, G = model.d_model, model.n_heads, model.traits.kv_groups
 D = C // H
-causal = model.family == "decoder"
+traits = model.traits
+causal = traits.causal
 T = run.n_tokens if run is not None else 16
 st.markdown(
     f"One attention head gives every token **one** weighted average over the sentence, so it must "
     f"blend grammar, meaning and position into a single view. Multi-head attention "
     f"(Vaswani et al. 2017, *Attention Is All You Need*) runs **{H} heads** side by side in "
-    f"**{model.name}** ($d_{{model}}$ = {C}, so each head works in $d_k = d_{{model}} / h$ = {D} dimensions), "
+    f"**{model.name}** (layers as in {traits.architecture}; $d_{{model}}$ = {C}, so each head works in "
+    f"$d_k = d_{{model}} / h$ = {D} dimensions), "
     f"shown here for your {T}-token input."
     + (
-        f" {model.name} is a decoder: it predicts the next token, each token reads only itself and the tokens "
-        f"before it (a causal mask), and its {H} query heads share {G} keys and values (grouped-query attention)."
+        f" {model.name} is a decoder: it predicts the next token, and each token reads only itself and the tokens "
+        "before it (a causal mask)."
         if causal
         else ""
     )
+    + (f" Its {H} query heads share {G} keys and values (grouped-query attention)." if traits.grouped else "")
 )
-groups = G if causal else None  # a decoder's K/V groups (and its causal mask) are drawn
-ui.diagram(diagram.stages_dot(T, C, H, groups=groups), diagram.stages_text(T, C, H, groups))
+ui.diagram(diagram.stages_dot(T, C, H, groups=G, causal=causal), diagram.stages_text(T, C, H, groups=G, causal=causal))
 STAGES = [
     (
         "1. Project, per head",
@@ -50,9 +52,9 @@ STAGES = [
         "2. Attend, in parallel",
         f"Every head computes $\\mathrm{{softmax}}(Q_i K_i^\\top / \\sqrt{{{D}}})\\, V_i$ at the same time: "
         f"a {T} x {T} map of where each token reads, and a {T} x {D} output. Different heads learn different "
-        f"relations: the previous word, {'the first token' if causal else 'the separator'}, a verb's object.",
+        f"relations: the previous word, {traits.sink_name}, a verb's object.",
         "app_pages/bert_heads.py",
-        f"Inspect every head of the real {model.who}",
+        f"Inspect every head of the real {model.traits.who}",
         ":material/grid_view:",
     ),
     (
@@ -77,4 +79,4 @@ st.caption(
     "Attention weights show where a head reads, not why the model decides what it decides "
     "(Jain & Wallace 2019; Wiegreffe & Pinter 2019)."
 )
-ui.words("head width", "the bundled model", "the decoder")
+ui.words("head width", "the bundled model", "the decoder", "GPT-2")

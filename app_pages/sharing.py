@@ -7,6 +7,7 @@ from mha import plots
 from mha.analyses import collapse, groups, ladder, subspaces, uptrain
 from mha.analyses.groups import group_ranges
 from mha.lesson import answers
+from mha.models import structures
 
 POOLINGS = ("mean-pooled", "scale restored")  # a rung to uptrain starts from the plain mean, or rescaled
 
@@ -25,9 +26,9 @@ st.markdown(
     "sharing itself does. Neither is a trained layer."
 )
 inp, run, model = ui.page_start()
-H, C, G, who = model.n_heads, model.d_model, model.kv_groups, model.who
+H, C, G, who = model.n_heads, model.d_model, model.traits.kv_groups, model.traits.who
 D = C // H
-emb = "sentence cosine" if model.family == "encoder" else "mean token cosine"  # collapse.final_cosine
+emb = collapse.final_key(model.traits).replace(" embedding", "")  # collapse.final_cosine
 if G < H:
     st.info(
         f"{who} is already a grouped-query model: its {H} query heads share {G} K/V projections (GQA-{G}, heads "
@@ -108,7 +109,7 @@ st.caption(
     "(Clark et al. 2019's distance; 0 = every head the same map). Cosines: the attention sub-layer's output per "
     + (
         "token, and the whole model's sentence embedding (mean pooling)"
-        if model.family == "encoder"
+        if emb.startswith("sentence")
         else "token, and the whole model's last hidden states, token by token (mean cosine; a decoder pools "
         "nothing, and its first token's state is many times longer than the others')"
     )
@@ -126,7 +127,7 @@ beat = [
 if beat:
     st.warning(
         f"On your sentence, converted without training, {', '.join(beat)} {'keeps' if len(beat) == 1 else 'keep'} "
-        f"no more of the {'sentence embedding' if model.family == 'encoder' else 'final states'} "
+        f"no more of the {'sentence embedding' if emb.startswith('sentence') else 'final states'} "
         f"than removing layer {layer}'s attention altogether (cosine {base.sentence_cosine:.3f}): a bare conversion "
         "is not yet a working layer. Uptraining (below) is what makes one."
     )
@@ -207,6 +208,22 @@ if 1 < G < H:
         "Rank: the share of all equal-size partitions of the heads whose same-group pairs are at least as alike as "
         "the model's (small: the model's groups are unusually alike)."
     )
+
+st.subheader("K/V cache per token, as real models are built")
+built = [(f"{inp.model} (on screen)", model.n_layers, H, G, D)]
+built += [(s.name, s.n_layers, s.n_heads, s.kv_heads, s.d_head) for s in structures.references() if s.name != inp.model]
+st.dataframe(ladder.built_cache_table(built), hide_index=True)
+st.caption(
+    "What generation reads for every new token, on real structures (GPT-2 small from Transformers' GPT2Config, "
+    "Radford et al. 2019; SmolLM2-135M from its config.json, once fetched): "
+    + "; ".join(
+        f"{name} keeps {kv} K/V heads for its {heads} query heads"
+        + (f", 1/{heads // kv} of the cache a K and V per head would need" if kv < heads else ", one per head")
+        for name, _, heads, kv, _ in built
+    )
+    + ". That saving is the point of grouped-query attention. Layers x (K heads + V heads) x $d_k$ values, 2 bytes "
+    "each (fp16)."
+)
 
 st.subheader("K/V cache per token, if these were decoders")
 shapes = {f"{inp.model} ({model.n_layers} x {H} x {D})": (model.n_layers, H, D), **ladder.REFERENCE_MODELS}

@@ -18,7 +18,8 @@ st.markdown(
     r"picture keeps as much of the head's scaled scores $Q_i K_i^\top / \sqrt{d_k}$ as two dimensions can."
 )
 inp, run, model = ui.page_start()
-H, who, causal = model.n_heads, model.who, model.family == "decoder"
+traits = model.traits
+H, who, causal, first = model.n_heads, traits.who, traits.causal, traits.parking == "first"
 c1, c2 = st.columns(2)  # one row: the panels start on the first screen of a 1280 x 720 projector
 layer, _ = ui.layer_head(run, container=c1, head=False)
 token = ui.token_picker(
@@ -56,15 +57,20 @@ st.caption(
     f"head's map is flat; {who}'s own heads in this layer spread {own.spread.min():.2f} to {own.spread.max():.2f}."
     + (
         f" {who} is causal: a query meets only the keys at or before it, so the fidelity counts only those pairs "
-        "(the picture is fitted to every pair). Its queries and keys are rotated by position (RoPE) before they meet: "
-        "the points are the rotated ones, as the scores use them."
+        "(the picture is fitted to every pair)."
         if causal
         else ""
     )
     + (
-        f" Heads {group_ranges(H, model.kv_groups)} share one key projection per group: their key points come from "
-        "one $W^K$, their query points from their own $W_i^Q$."
-        if model.kv_groups < H
+        " Its queries and keys are rotated by position (RoPE) before they meet: the points are the rotated ones, as "
+        "the scores use them."
+        if traits.positions == "rotary"
+        else ""
+    )
+    + (
+        f" Heads {group_ranges(H, traits.kv_groups)} share one key projection per group: their key points come "
+        "from one $W^K$, their query points from their own $W_i^Q$."
+        if traits.grouped
         else ""
     )
 )
@@ -117,12 +123,12 @@ if ui.setting_widget("toggle", f"Show your sentence among {len(subspaces.pool_se
             pool_maps.keys,
             pool_maps.fidelity,
             pool.tokens,
-            subspaces.token_kinds(pool.tokens, pool.position if causal else None),
+            subspaces.token_kinds(pool.tokens, pool.position if first else None),
             pool.position,
             own,
             f"Layer {layer} ({who}'s own weights): your sentence (large) and "
             f"{pool.sentence.max()} bundled ones, {len(pool.tokens)} tokens",
-            special="first tokens" if causal else "[CLS], [SEP]",
+            special="first tokens" if first else ", ".join(traits.special_tokens),
         ),
         key="subspaces_pool",
     )
@@ -133,9 +139,9 @@ if ui.setting_widget("toggle", f"Show your sentence among {len(subspaces.pool_se
         + ("whose key is at or before its query " if causal else "")
         + "(the share of their scores' energy the picture keeps). "
         + "Words are coloured by where they sit in their sentence (start to end); "
-        + ("each sentence's first token" if causal else "[CLS]/[SEP]")
+        + ("each sentence's first token" if first else "/".join(traits.special_tokens))
         + " and punctuation have their own colours. A head whose words fan out by colour reads position; one that "
-        + ("gathers the first tokens apart" if causal else "gathers the separators apart")
+        + ("gathers the first tokens apart" if first else "gathers the special tokens apart")
         + " treats them as a place to park attention."
     )
 
@@ -158,7 +164,11 @@ st.caption(
     f"Left: each head's $W_i^Q {{W_i^K}}^\\top$ ({C} x {C}) has at most $d_k$ = {D} directions. Right: stacked side by "
     f"side, the {H} heads' $W^Q$ need {spectra.energy_rank('query')} of {C} directions for 90 % of their "
     f"energy, $W^K$ {spectra.energy_rank('key')}"
-    + (f" (its {model.kv_groups} K/V groups' projections: {model.kv_groups * D} rows)" if model.kv_groups < H else "")
+    + (
+        f" (its {model.traits.kv_groups} K/V groups' projections: {model.traits.kv_groups * D} rows)"
+        if traits.grouped
+        else ""
+    )
     + f" (a random {H * D} x {C} matrix: {spectra.energy_rank('reference')}). The fair "
     "comparison keeps each head's own singular values and points them in random directions: "
     f"{spectra.energy_rank('query_rotated')} for $W^Q$, {spectra.energy_rank('key_rotated')} for $W^K$. "
@@ -172,7 +182,7 @@ st.caption(
     + (
         " With rotary positions a rotation by the two tokens' distance sits between $W_i^Q$ and $W^K$: the product "
         "is the score matrix of two tokens at the same position."
-        if causal
+        if traits.positions == "rotary"
         else ""
     )
 )
@@ -185,5 +195,6 @@ ui.words(
     "score spread",
     "alpha",
     "subspace overlap",
-    *(("rotary position embeddings", "causal mask") if causal else ()),
+    *(("rotary position embeddings",) if traits.positions == "rotary" else ()),
+    *(("causal mask",) if causal else ()),
 )

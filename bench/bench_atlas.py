@@ -1,6 +1,6 @@
 """Budget of the head atlas on the bundled model (model loaded, no cache): every per-head
 measure and pattern label for all heads, plus rollout and value-weighted attention for one token.
-Targets: <= 0.3 s at 128 tokens, <= 2 s at 512. Then the figures the README quotes, on the
+Targets: <= 0.3 s at 128 tokens, <= 2 s at 512. Then the atlas figures, on the
 bundled example sentences: the heads that read the previous and the next token most, and where
 the heads labelled "vertical" put their weight ([CLS] or [SEP]).
 
@@ -20,7 +20,7 @@ import numpy as np  # noqa: E402
 
 from mha.analyses import atlas  # noqa: E402
 from mha.lesson.examples import EXAMPLES  # noqa: E402
-from mha.models.bert import load_bert  # noqa: E402
+from mha.models.catalog import load_model  # noqa: E402
 
 BUDGET = {128: 0.3, 512: 2.0}
 
@@ -29,7 +29,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
-    bert = load_bert()
+    bert = load_model()
     print(f"{'tokens':>6} {'measures s':>10} {'+ token views s':>15} {'budget s':>8}")
     for T, budget in BUDGET.items():
         run = bert.attend(sentence(T, 1))

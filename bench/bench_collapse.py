@@ -6,7 +6,7 @@ Parts, median of --runs:
 - head diversity (Jensen-Shannon between every two heads) against scipy's jensenshannon, the
   reference, on the same attention: the ratio
 - the whole-model effect (one layer shared, every layer shared)
-- the task with Q, K and V shared in one layer or every layer (the README's Spearman figures)
+- the task with Q, K and V shared in one layer or every layer (the Spearman figures)
 The page: a new sentence on the collapse page, through Streamlit's AppTest (server-side time of
 the whole script, every cache cold for that sentence): target <= 2 s at 512 tokens; with
 --browser also typed in a real browser, until the page is drawn.
@@ -28,7 +28,7 @@ from livetest import ROOT  # noqa: E402
 from mha.analyses import collapse, metrics  # noqa: E402
 from mha.analyses.collapse import CollapsePath  # noqa: E402
 from mha.lesson import check_question  # noqa: E402
-from mha.models.bert import load_bert  # noqa: E402
+from mha.models.catalog import load_model  # noqa: E402
 
 
 def scipy_diversity(w: np.ndarray) -> np.ndarray:
@@ -145,7 +145,7 @@ UNTUNED = (  # two sentences nobody tuned the app for (tests/test_sharing_honest
 
 
 def task_figures(bert) -> None:
-    """The README's figures: the model's Spearman on the bundled pairs with Q, K and V shared
+    """The figures: the model's Spearman on the bundled pairs with Q, K and V shared
     (alpha = 1) in layer 0 and in every layer, for the rescaled mean slice (the default), the
     plain mean and head 0's, beside the baselines with those layers' heads removed, and the lesson
     sentence's embedding cosine."""
@@ -199,7 +199,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--browser", action="store_true", help="also in a real browser (needs chromium)")
     args = parser.parse_args()
-    bert = load_bert()
+    bert = load_model()
     for T in (128, 512):
         run = bert.attend(sentence(T, 1))
         assert run.n_tokens == T

@@ -50,9 +50,9 @@ def parity() -> None:
     import torch.nn.functional as F
 
     from mha.models import fetch
-    from mha.models.llama import load_decoder
+    from mha.models.llama import LoadedLlama
 
-    dec = load_decoder(fetch.decoder_dir())
+    dec = LoadedLlama.load(fetch.decoder_dir(), "SmolLM2-135M-Instruct")
     run = dec.attend(text(64, 0))
     T = run.n_tokens
     worst = dict.fromkeys(["trace weights", "trace output", "weights", "output", "output vs sdpa"], 0.0)
@@ -66,8 +66,8 @@ def parity() -> None:
             tr = ours.trace(x)
             sdpa = F.scaled_dot_product_attention(
                 tr.q,
-                tr.k[:, :: dec.n_heads // dec.kv_heads],
-                tr.v[:, :: dec.n_heads // dec.kv_heads],
+                tr.k[:, :: dec.n_heads // dec.traits.kv_groups],
+                tr.v[:, :: dec.n_heads // dec.traits.kv_groups],
                 is_causal=True,
                 enable_gqa=True,
             )  # (1, H, T, D)
@@ -135,7 +135,7 @@ def load(runs: int) -> None:
 def pages(tokens: int, runs: int) -> None:
     from streamlit.testing.v1 import AppTest
 
-    from mha.models.bert import DECODER_MODEL, DEFAULT_MODEL
+    from mha.models.catalog import DECODER_MODEL, DEFAULT_MODEL
     from ui.pages import PAGES
 
     def visit(model: str, page: str, sentence: str) -> float:
@@ -170,7 +170,7 @@ def memory() -> None:
     from playwright.sync_api import sync_playwright
 
     from livetest import CHROMIUM_FLAGS, chromium, memory_mb, streamlit_server, wait_idle
-    from mha.models.bert import DECODER_MODEL, DEFAULT_MODEL
+    from mha.models.catalog import DECODER_MODEL, DEFAULT_MODEL
     from ui.pages import PAGES
 
     with streamlit_server() as live, sync_playwright() as p:
@@ -198,7 +198,7 @@ def browser(tokens: int, runs: int) -> None:
     from playwright.sync_api import sync_playwright
 
     from livetest import CHROMIUM_FLAGS, IDLE, chromium, streamlit_server, wait_idle
-    from mha.models.bert import DECODER_MODEL
+    from mha.models.catalog import DECODER_MODEL
     from ui.pages import PAGES
 
     print(f"each page in a browser for a new {tokens}-token sentence, until its last chart is drawn, median of {runs}:")
@@ -228,11 +228,11 @@ def browser(tokens: int, runs: int) -> None:
 
 def study() -> None:
     from mha.models import catalog
-    from mha.tasks import lm_pruning
+    from mha.tasks import pruning
 
     dec = catalog.load_model("SmolLM2-135M-Instruct")
     t0 = time.perf_counter()
-    s = lm_pruning.heads_study(dec)
+    s = pruning.loss_study(dec)
     seconds = time.perf_counter() - t0
     n, k = s.can_go(), s.removed.index(s.can_go())
     print(

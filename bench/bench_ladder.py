@@ -1,7 +1,7 @@
 """What may be shared: the ladder's measures for one layer at 128 tokens (<= 1 s), and the
 uptraining of layer 5 for every rung (each run <= 60 s, a progress update at least every second),
 with the held-out relative error, sentence cosine and head diversity before and after beside the
-baseline with the layer's attention removed (the README's figures), and the ladder's measures on
+baseline with the layer's attention removed (its figures), and the ladder's measures on
 the lesson's sentence in every layer (which projections must differ), mean-pooled and with the
 pooled projections' scale restored.
 
@@ -19,7 +19,7 @@ server_threads()
 
 from mha.analyses import ladder, subspaces, uptrain  # noqa: E402
 from mha.lesson.examples import DEFAULT_TEXT  # noqa: E402
-from mha.models.bert import load_bert  # noqa: E402
+from mha.models.catalog import load_model  # noqa: E402
 
 
 def main() -> None:
@@ -29,7 +29,7 @@ def main() -> None:
     parser.add_argument("--rescale", action="store_true", help="uptrain from the conversions with their scale restored")
     parser.add_argument("--no-uptrain", action="store_true", help="only the bare conversions")
     args = parser.parse_args()
-    bert = load_bert()
+    bert = load_model()
     run = bert.attend(sentence(128, 0))
     rungs = ladder.rungs(bert.n_heads)
 

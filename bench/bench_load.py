@@ -7,7 +7,7 @@ growth of the server's RSS from the page's first opening is reported (target <= 
 caches are bounded).
 
 --proxy: the sessions go through Debian's nginx with deploy/nginx.conf in front of --replicas
-servers (a school's set-up, README "Serving a whole school"); RSS and script runs are then of
+servers (a school's set-up, docs/school-server.md); RSS and script runs are then of
 every replica.
 
     python bench/bench_load.py [--sessions 8 (0: memory only)] [--rounds 2] [--sentences 200] [--shape 12x12x768]

@@ -18,7 +18,7 @@ from common import sentence, server_threads
 server_threads()
 from mha import plots  # noqa: E402
 from mha.analyses import map_views  # noqa: E402
-from mha.models.bert import load_bert  # noqa: E402
+from mha.models.catalog import load_model  # noqa: E402
 
 BUDGET = {32: (0.25, 0.5e6), 128: (0.6, 2e6), 512: (1.5, 8e6)}
 
@@ -48,10 +48,10 @@ def main() -> None:
 
         L, H, C = (int(v) for v in args.shape.split("x"))
         os.environ["MHA_MODEL_DIR"] = save_random_bert(tempfile.mkdtemp(prefix="mha_bert_"), L, H, C)
-        bert = load_bert("local")
+        bert = load_model("local")
         print(f"random BERT {L} layers x {H} heads x {C} wide")
     else:
-        bert = load_bert()
+        bert = load_model()
     page_figures(bert, sentence(32, 0))  # warm-up
     print(f"{'tokens':>6} {'median s':>9} {'budget s':>9} {'JSON MB':>8} {'budget MB':>9}  forward s")
     for T, (t_budget, b_budget) in BUDGET.items():

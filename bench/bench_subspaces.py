@@ -1,7 +1,7 @@
 """Server-side budget of the Subspaces page: one layer's 12 head maps with fidelity at 128 tokens
 (<= 0.3 s), the alpha animation of 11 frames (<= 2 s), the 50-sentence pool on first use
-(<= 2 s) and again from the cache (instant, measured as the pictures alone); and the figures the
-README quotes: the fidelity of every head on the lesson's sentence, and how many directions the
+(<= 2 s) and again from the cache (instant, measured as the pictures alone); and its figures:
+the fidelity of every head on the lesson's sentence, and how many directions the
 stacked W^Q and W^K need for 90 % of their energy.
 
     python bench/bench_subspaces.py [--runs 7]
@@ -20,14 +20,14 @@ from mha import plots  # noqa: E402
 from mha.analyses import subspaces  # noqa: E402
 from mha.analyses.collapse import CollapsePath  # noqa: E402
 from mha.lesson.examples import DEFAULT_TEXT  # noqa: E402
-from mha.models.bert import load_bert  # noqa: E402
+from mha.models.catalog import load_model  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
-    bert = load_bert()
+    bert = load_model()
     run = bert.attend(sentence(128, 0))
     layer = 2
 

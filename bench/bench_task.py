@@ -2,7 +2,7 @@
 (<= 30 s, a progress update at least every second), and the whole "Do we need every head?" study
 as the page runs it (every core): heads ranked on the STS Benchmark's train pairs, pruning curves
 scored on its dev pairs and on the written pairs (held out, with bootstrap intervals), on the
-ranking pairs (in sample) and in random orders; with the figures the README quotes.
+ranking pairs (in sample) and in random orders; with its figures.
 
     python bench/bench_task.py [--runs 5]
     python bench/bench_task.py --shipped   # only the shipped study's figures
@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from mha.analyses import collapse  # noqa: E402
-from mha.models.bert import load_bert  # noqa: E402
+from mha.models.catalog import load_model  # noqa: E402
 from mha.tasks import pruning, similarity  # noqa: E402
 
 
@@ -36,7 +36,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--shipped", action="store_true", help="only print the shipped study's figures")
     args = parser.parse_args()
-    bert = load_bert()
+    bert = load_model()
     pairs = similarity.similarity_pairs()
     t0 = time.perf_counter()
     score = similarity.evaluate(bert)
@@ -73,7 +73,7 @@ def main() -> None:
 
 
 def print_study(study: pruning.HeadsStudy) -> None:
-    """The study's figures (the README's), from a study computed here or the shipped one."""
+    """The study's figures, from a study computed here or the shipped one."""
     tol = study.tolerance
     print(
         f"  ranked on {study.n_rank} STS train pairs (full model Spearman {study.importance.base:.3f}); two halves "
@@ -97,6 +97,6 @@ def print_study(study: pruning.HeadsStudy) -> None:
 
 if __name__ == "__main__":
     if "--shipped" in sys.argv:  # the figures of the study shipped with the package, without computing it
-        print_study(pruning.shipped_study(load_bert()))
+        print_study(pruning.shipped_study(load_model()))
     else:
         main()

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from mha.lesson import steps
-from mha.models import bert
+from mha.models import catalog
 
 from . import db, limits
 
@@ -30,8 +30,9 @@ CODE_LENGTH = 8
 EXPIRES = 24 * 3600.0
 NICKNAME = re.compile(r"[^\W_](?:[\w .'-]{0,22}[^\W_])?")  # letters or digits at both ends
 NICKNAME_MAX = 24
-# ui.quiz.question_tag + "-" + the question's name [+ "-" + its version: step 1's token, step 3's layer and heads]
-QID = re.compile(r"(\d+)-([0-9a-f]{8})-([a-z]+)(?:-[0-9]{1,4}){0,3}")
+# ui.quiz.question_tag ("<step key>:<sentence>") + "-" + the question's name
+# [+ "-" + its version: step 1's token, step 3's layer and heads]
+QID = re.compile(r"([a-z]+(?:-[a-z]+){0,3}):([0-9a-f]{8})-([a-z]+)(?:-[0-9]{1,4}){0,3}")
 MAX_NUMBER = 2**53  # what a browser's number box holds exactly
 
 
@@ -45,7 +46,7 @@ class Pin:
 
     model: str
     text: str
-    step: int
+    step: str  # the step's key (mha.lesson.steps.KEYS)
     revision: int
 
 
@@ -78,8 +79,9 @@ class Answer:
     sentence: str = ""  # the first 200 characters of the sentence it was asked on
 
     @property
-    def step(self) -> int:
-        return int(self.record.split("-", 1)[0])
+    def step(self) -> str:
+        """The key of the question's step."""
+        return self.record.split(":", 1)[0]
 
 
 @dataclass(frozen=True)
@@ -101,19 +103,19 @@ def normal_code(code: str) -> str:
     return re.sub(r"[\s-]", "", code or "").upper()[:32]
 
 
-def checked_pin(model: str, text: str, step: int) -> tuple[str, str, int]:
+def checked_pin(model: str, text: str, step: str) -> tuple[str, str, str]:
     """(model, cleaned text, step), or ClassError: a model of the allow-list, a sentence that is
-    not empty (control characters out, at most bert.MAX_CHARS characters) and a lesson step."""
-    names = [s.name for s in bert.available_models()]
+    not empty (control characters out, at most catalog.MAX_CHARS characters) and a lesson step."""
+    names = [s.name for s in catalog.available_models()]
     if model not in names:
         raise ClassError(f"That model is not on the list: pick one of {', '.join(names)}.")
-    cleaned, cut = bert.clean_text(text if isinstance(text, str) else "")
+    cleaned, cut = catalog.clean_text(text if isinstance(text, str) else "")
     if cut:
-        raise ClassError(f"The sentence is longer than {bert.MAX_CHARS:,} characters: shorten it.")
+        raise ClassError(f"The sentence is longer than {catalog.MAX_CHARS:,} characters: shorten it.")
     if not cleaned.strip():
         raise ClassError("Type a sentence for the class first.")
-    if not isinstance(step, int) or isinstance(step, bool) or not 1 <= step <= len(steps.STEPS):
-        raise ClassError(f"The lesson has steps 1 to {len(steps.STEPS)}.")
+    if not isinstance(step, str) or step not in steps.KEYS:
+        raise ClassError("That is not a step of the lesson.")
     return model, cleaned.strip(), step
 
 
@@ -148,7 +150,7 @@ def _delete_classes(conn: sa.Connection, ids) -> None:
     conn.execute(db.classes.delete().where(db.classes.c.id.in_(ids)))
 
 
-def start_class(model: str, text: str, step: int = 1, url: str | None = None) -> tuple[str, str]:
+def start_class(model: str, text: str, step: str = steps.KEYS[0], url: str | None = None) -> tuple[str, str]:
     """A new class pinned to (model, text, step): (its code for students, the teacher's token)."""
     model, text, step = checked_pin(model, text, step)
     eng, now = db.engine(url), time.time()
@@ -199,7 +201,7 @@ def teacher_class(token: str, address: str = "", url: str | None = None) -> Teac
     return TeacherView(row.code, _pin(row), tuple(p.nickname for p in people), tuple(map(_answer, rows)))
 
 
-def pin(token: str, model: str, text: str, step: int, address: str = "", url: str | None = None) -> Pin:
+def pin(token: str, model: str, text: str, step: str, address: str = "", url: str | None = None) -> Pin:
     """Put (model, text, step) on every student's screen: the class's new pin."""
     model, text, step = checked_pin(model, text, step)
     eng, class_id = _teacher(token, address, url)
@@ -309,7 +311,7 @@ def checked_answer(
     options (an index) or whole numbers from 0 to MAX_NUMBER (`options` None), and right
     answers (`expected`) among its options, if it has options."""
     found = QID.fullmatch(qid or "")
-    record = f"{found.group(1)}-{found.group(3)}" if found else ""
+    record = f"{found.group(1)}:{found.group(3)}" if found else ""
     if record not in steps.QUESTIONS:
         raise ClassError("Not a question of the lesson.")
     if not keys or len(keys) > 4 or not all(re.fullmatch(re.escape(f"q_{qid}") + r"[\w-]{0,40}", k) for k in keys):

@@ -27,7 +27,7 @@ classes = sa.Table(
     sa.Column("created", sa.Float, nullable=False),  # seconds since the epoch
     sa.Column("model", sa.String(100), nullable=False),
     sa.Column("text", sa.Text, nullable=False),
-    sa.Column("step", sa.Integer, nullable=False),
+    sa.Column("step", sa.String(40), nullable=False, server_default="one-query"),  # the step's key (since 0003)
     sa.Column("revision", sa.Integer, nullable=False),  # +1 at every pin: students follow a new one
 )
 seats = sa.Table(
@@ -47,8 +47,8 @@ answers = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True),
     sa.Column("class_id", sa.Integer, sa.ForeignKey("classes.id", ondelete="CASCADE"), nullable=False, index=True),
     sa.Column("seat_id", sa.Integer, sa.ForeignKey("seats.id", ondelete="CASCADE"), nullable=False),
-    sa.Column("qid", sa.String(80), nullable=False),  # "<step>-<sentence tag>-<name>" (ui.quiz.question_tag)
-    sa.Column("record", sa.String(40), nullable=False),  # "<step>-<name>", a key of mha.lesson.steps.QUESTIONS
+    sa.Column("qid", sa.String(80), nullable=False),  # "<step key>:<sentence tag>-<name>" (ui.quiz.question_tag)
+    sa.Column("record", sa.String(40), nullable=False),  # "<step key>:<name>", a key of mha.lesson.steps.QUESTIONS
     sa.Column("keys", sa.String(200), nullable=False),  # the settings the answer was given in, comma-separated
     sa.Column("value", sa.String(80), nullable=False),  # the option's index, or the numbers typed, comma-separated
     sa.Column("label", sa.String(200), nullable=False),  # what the student saw: the option's text

@@ -81,6 +81,14 @@ def answers_csv(view: TeacherView) -> str:
     for a in view.answers:
         now = a.latest if not a.options else a.options[int(a.latest)]
         now = now.replace(",", " x ") if not a.options else now
-        row = [a.nickname, a.step, steps.QUESTIONS[a.record], a.version, a.label, "yes" if a.right else "no", now]
+        row = [
+            a.nickname,
+            steps.number(a.step),
+            steps.QUESTIONS[a.record],
+            a.version,
+            a.label,
+            "yes" if a.right else "no",
+            now,
+        ]
         out.writerow([*row, a.sentence, round(a.at - start, 1)])
     return buf.getvalue()

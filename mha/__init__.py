@@ -1,14 +1,14 @@
-"""Multi-head attention, from scratch and in a real BERT. Importable without Streamlit."""
+"""Multi-head attention, from scratch and in real models. Importable without Streamlit."""
 
 from mha.core.attention import MultiHeadAttention, scaled_dot_product_attention
 
-__all__ = ["MultiHeadAttention", "scaled_dot_product_attention", "load_bert"]
+__all__ = ["MultiHeadAttention", "scaled_dot_product_attention", "load_model"]
 
 
 def __getattr__(name: str):
-    # load_bert pulls in transformers (slow to import): only when asked for.
-    if name == "load_bert":
-        from mha.models.bert import load_bert
+    # load_model pulls in transformers (slow to import): only when asked for.
+    if name == "load_model":
+        from mha.models.catalog import load_model
 
-        return load_bert
+        return load_model
     raise AttributeError(f"module 'mha' has no attribute {name!r}")

@@ -16,17 +16,20 @@ import numpy as np
 from mha.analyses import groups
 from mha.analyses.subspaces import pool_sentences
 from mha.models import fetch
-from mha.models.llama import load_decoder
+from mha.models.llama import LoadedLlama
 
 
 def main() -> None:
     started = time.perf_counter()
-    dec = load_decoder(fetch.decoder_dir())
+    dec = LoadedLlama.load(fetch.decoder_dir(), "SmolLM2-135M-Instruct")
     texts = pool_sentences()
     per_text = [groups.layer_diversity(dec.attend(t).attentions) for t in texts]
-    g = groups.group_diversity(per_text, dec.n_heads, dec.kv_heads)
+    g = groups.group_diversity(per_text, dec.n_heads, dec.traits.kv_groups)
     bits = 1 / math.log(2)
-    print(f"{dec.name}: {dec.n_layers} layers, {dec.n_heads} query heads, {dec.kv_heads} K/V heads; {g.texts} texts")
+    print(
+        f"{dec.name}: {dec.n_layers} layers, {dec.n_heads} query heads, {dec.traits.kv_groups} K/V heads; "
+        f"{g.texts} texts"
+    )
     print(f"{'layer':>5} {'within':>8} {'across':>8} {'rank':>6}   (JS in bits; rank among {g.n_partitions} cuts)")
     for layer, (w, a, r) in enumerate(zip(g.within, g.across, g.rank)):
         print(f"{layer:>5} {w * bits:>8.3f} {a * bits:>8.3f} {r:>6.3f}")

@@ -17,14 +17,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from mha.models.bert import load_bert  # noqa: E402
+from mha.models.catalog import load_model  # noqa: E402
 from mha.tasks import pruning  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "mha" / pruning.STUDY_FILE
 
 
 def main() -> None:
-    bert = load_bert()
+    bert = load_model()
     torch.set_num_threads(os.cpu_count() or 1)
     t0 = time.perf_counter()
     study = pruning.heads_study(

@@ -22,9 +22,9 @@ SENTENCES = [
 
 @pytest.fixture(scope="session")
 def bert():
-    from mha.models.bert import load_bert
+    from mha.models.catalog import load_model
 
-    return load_bert()
+    return load_model()
 
 
 @pytest.fixture(scope="session")
@@ -32,7 +32,7 @@ def smol():
     """The real decoder, loaded once per session through the app's own cache (AppTest runs in this
     process, so its pages and the tests share this one load)."""
     from mha.models import fetch
-    from mha.models.bert import DECODER_MODEL
+    from mha.models.catalog import DECODER_MODEL
     from ui.cache import load_model
 
     if not fetch.is_converted():
@@ -67,7 +67,7 @@ def chromium_or_skip() -> str:
 
 def weights_digest(model) -> str:
     """A SHA-256 of every weight of a torch module: equal digests, bit-identical weights."""
-    from mha.models.bert import weights_digest as digest
+    from mha.models.family import weights_digest as digest
 
     return digest(model)
 
@@ -116,3 +116,37 @@ def pytest_xdist_make_scheduler(config, log):
 def pytest_collection_modifyitems(items):
     """The live tests first (stable: the rest keep their order)."""
     items.sort(key=lambda item: item.path.name not in LIVE)
+
+
+def false_claims(text: str, t) -> list[str]:
+    """Sentences of `text` that claim a structure the traits deny: rotary positions on a model
+    without them, K/V groups on a model whose every head has its own K and V, [CLS]/[SEP] on a
+    model that parks on its first token, and a head's own W^K (W_i^K, W_3^K) on a grouped model."""
+    import re
+
+    wrong = []
+    if t.positions != "rotary":
+        wrong += re.findall(r"(?i)[^.]*\b(?:rotary|RoPE|RoFormer)\b[^.]*", text)
+    if not t.grouped:
+        wrong += re.findall(
+            r"(?i)[^.]*(?:query heads share|K/V groups? \d|grouped-query model|its group's shared)[^.]*", text
+        )
+    if t.parking != "special":
+        wrong += re.findall(r"[^.]*\[(?:CLS|SEP)\][^.]*", text)
+    if t.grouped:
+        wrong += re.findall(r"[^.]*W_\{?(?:i|\d+)\}?\^K[^.]*", text)
+    return wrong
+
+
+def traits_page_text(at) -> str:
+    """What the page says about the model: every sentence, metric and heading, without the
+    glossary's definitions (general definitions, shown only where their term applies)."""
+    from mha.lesson import glossary
+
+    names = tuple(f"**{t.name}**" for t in glossary.TERMS)
+    parts = []
+    for kind in ("markdown", "caption", "info", "warning", "success", "error", "title", "subheader", "header"):
+        parts += [str(getattr(e, "value", "")) for e in at.get(kind)]
+    parts = [p for p in parts if not p.startswith(names)]
+    parts += [f"{m.label} {m.value} {m.proto.delta} {m.proto.help}" for m in at.get("metric")]
+    return "\n".join(parts)

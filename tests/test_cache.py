@@ -190,7 +190,7 @@ def test_the_warm_up_computes_what_the_pages_ask_first(monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     from livetest import ROOT
-    from mha.models.bert import DEFAULT_MODEL
+    from mha.models.catalog import DEFAULT_MODEL
     from ui import warm
 
     for store in (cache.MODEL, cache.STUDIES):
@@ -240,7 +240,7 @@ def test_a_process_that_exits_while_warming_exits_cleanly():
     code = (  # a job that is surely in torch when the script ends (the real jobs take 0.1-3 s each)
         "import time, torch\n"
         "from ui import warm\n"
-        "from mha.models.bert import DEFAULT_MODEL\n"
+        "from mha.models.catalog import DEFAULT_MODEL\n"
         "warm.jobs = lambda name: [lambda: [torch.randn(300, 300) @ torch.randn(300, 300) for _ in range(3000)],\n"
         "                          lambda: print('second job ran')]\n"
         "assert warm.start.__wrapped__(DEFAULT_MODEL) is not None\n"

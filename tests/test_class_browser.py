@@ -26,6 +26,9 @@ from test_browser import AXE, AXE_RUN
 from test_sessions import replica_for
 
 from livetest import CHROMIUM_FLAGS, ROOT, nginx_proxy, settle, streamlit_server
+from mha.lesson import steps
+
+N = len(steps.STEPS)  # the lesson's step count, as the lesson has it
 
 N_STUDENTS = 6
 SENTENCE = "Seven tired owls watched the quiet river until the owls slept."
@@ -93,7 +96,7 @@ async def student(browser, url: str, code: str, n: int, key: str | None = None) 
     response = await page.goto(f"{url}/classroom?join={code}")
     await page.get_by_role("textbox", name="Nickname (optional)").fill(f"Pupil {n}")
     await page.get_by_role("button", name="Join").click()
-    await wait_text(page, "Step 1 of 8")
+    await wait_text(page, f"Step 1 of {N}")
     await settle(page)
     box = page.locator('[data-testid="stSidebar"] textarea').first  # the class's sentence, in the sidebar too:
     assert await box.input_value() == SENTENCE  # the student's next click must not send another one back
@@ -170,22 +173,22 @@ async def class_flow(
         # a student may move on alone: the page stays where they went (the class's pin is unchanged)
         alone = students[-1]["page"]
         await alone.get_by_role("button", name="Next →").click()
-        await wait_text(alone, "Step 2 of 8")
+        await wait_text(alone, f"Step 2 of {N}")
         await alone.wait_for_timeout(2500)  # longer than a check of the class's pin
-        assert await alone.locator("text=Step 2 of 8").count() == 1
+        assert await alone.locator(f"text=Step 2 of {N}").count() == 1
         # the teacher moves everyone to step 2: every student's page follows on its own
         t0 = time.perf_counter()
         await teacher.get_by_role("button", name="Everyone to the next step →").click()
-        await asyncio.gather(*(wait_text(s["page"], "Step 2 of 8", 30_000) for s in students))
+        await asyncio.gather(*(wait_text(s["page"], f"Step 2 of {N}", 30_000) for s in students))
         figures["pinned step on every student's page, s after the click"] = round(time.perf_counter() - t0, 1)
         # a reload and a new tab keep the answer and the score
         s0 = students[0]
         await s0["page"].reload()
-        await wait_text(s0["page"], "Step 2 of 8")
+        await wait_text(s0["page"], f"Step 2 of {N}")
         assert await score(s0["page"]) == scores[0]
         tab = await s0["context"].new_page()
         await tab.goto(f"{url}/")
-        await wait_text(tab, "Step 2 of 8")  # a tab opened on the app's address: the class's step
+        await wait_text(tab, f"Step 2 of {N}")  # a tab opened on the app's address: the class's step
         assert await score(tab) == scores[0]
         await tab.get_by_role("button", name="← Back").click()
         await settle(tab)
@@ -201,7 +204,7 @@ async def class_flow(
             kill(doomed)
             t0 = time.perf_counter()
             await teacher.get_by_role("button", name="Everyone to the next step →").click()
-            await asyncio.gather(*(wait_text(s["page"], "Step 3 of 8", 60_000) for s in students))
+            await asyncio.gather(*(wait_text(s["page"], f"Step 3 of {N}", 60_000) for s in students))
             figures["every student at the next pin after a replica was killed, s"] = round(time.perf_counter() - t0, 1)
             figures["students on the killed replica"] = len(moved)
             assert len(moved) == len(students) // 2 and teacher_replica != doomed

@@ -15,10 +15,10 @@ from test_class_browser import postgres_or_skip
 from classroom import ClassError, classes, db, limits, report
 from classroom.limits import TooManyAttempts
 from mha.lesson import steps
-from mha.models.bert import DEFAULT_MODEL, MAX_CHARS
+from mha.models.catalog import DEFAULT_MODEL, MAX_CHARS
 
 TEXT = "The mole on his arm was not a mole but a rare insect."
-TAG = "1-0badf00d"  # a question tag as ui.quiz.question_tag makes them
+TAG = "one-query:0badf00d"  # a question tag as ui.quiz.question_tag makes them
 OPTIONS = ["none", "1 word", "2 or 3 words", "4 or more"]
 
 
@@ -37,7 +37,7 @@ def spread(token: str, url: str, option: int, right: bool, tag: str = TAG, versi
 def test_the_migrations_make_the_schema_and_undo_it(url):
     eng = db.engine(url)
     with eng.connect() as conn:
-        assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one() == "0002"
+        assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one() == "0003"
     assert "expected" in {c["name"] for c in sa.inspect(eng).get_columns("answers")}
     db.migrate(eng, "0001", down=True)  # the first version's schema, then forward again
     assert "expected" not in {c["name"] for c in sa.inspect(eng).get_columns("answers")}
@@ -48,15 +48,47 @@ def test_the_migrations_make_the_schema_and_undo_it(url):
     assert classes.start_class(DEFAULT_MODEL, TEXT, url=url)
 
 
+def test_stored_steps_and_answers_move_from_positions_to_keys(url):
+    """A class and an answer stored when steps had numbers (schema 0002: step 3, "3-0badf00d-sub")
+    read by key after the migration ("two-heads", "two-heads:0badf00d-sub"), and back on downgrade."""
+    eng = db.engine(url)
+    db.migrate(eng, "0002", down=True)
+    with eng.begin() as conn:
+        conn.execute(sa.text("DELETE FROM classes"))
+        conn.execute(
+            sa.text("INSERT INTO classes (id, code, teacher_hash, created, model, text, step, revision) "
+                    "VALUES (1, 'OLDCLASS', 'h', :now, :model, 'Old.', 3, 1)"),
+            {"now": time.time(), "model": DEFAULT_MODEL},
+        )  # fmt: skip
+        conn.execute(sa.text("INSERT INTO seats (id, class_id, token_hash, nickname, nickname_key, joined) "
+                             "VALUES (1, 1, 't', 'Kim', 'kim', 0)"))  # fmt: skip
+        conn.execute(
+            sa.text("INSERT INTO answers (class_id, seat_id, qid, record, keys, value, label, options, "
+                    "\"right\", at) VALUES (1, 1, '3-0badf00d-sub', '3-sub', 'q_3-0badf00d-sub-0-1-2', '1', "
+                    "'Different', '[]', true, 0)"),
+        )  # fmt: skip
+    db.migrate(eng, "head")
+    with eng.connect() as conn:
+        assert conn.execute(sa.text("SELECT step FROM classes")).scalar_one() == "two-heads"
+        row = conn.execute(sa.text("SELECT qid, record, keys FROM answers")).one()
+    assert tuple(row) == ("two-heads:0badf00d-sub", "two-heads:sub", "q_two-heads:0badf00d-sub-0-1-2")
+    assert row.record in steps.QUESTIONS and steps.STEPS[steps.number("two-heads") - 1].questions
+    db.migrate(eng, "0002", down=True)
+    with eng.connect() as conn:
+        assert conn.execute(sa.text("SELECT step FROM classes")).scalar_one() == 3
+        assert tuple(conn.execute(sa.text("SELECT qid, record FROM answers")).one()) == ("3-0badf00d-sub", "3-sub")
+    db.migrate(eng, "head")
+
+
 def test_a_class_end_to_end_and_what_each_token_reads(url):
-    code, teacher = classes.start_class(DEFAULT_MODEL, TEXT, 1, url=url)
+    code, teacher = classes.start_class(DEFAULT_MODEL, TEXT, "one-query", url=url)
     assert len(code) == 8 and set(code) <= set(classes.CODE_ALPHABET) and len(teacher) >= 32
-    other_code, other_teacher = classes.start_class(DEFAULT_MODEL, "Another class.", 2, url=url)
+    other_code, other_teacher = classes.start_class(DEFAULT_MODEL, "Another class.", "stages", url=url)
     a = classes.join(f" {code[:4].lower()}-{code[4:]} ", "Ada", url=url)  # typed loosely
     b = classes.join(code, "", url=url)
     c = classes.join(other_code, "Ada", url=url)  # the same nickname in another class
     assert (a.nickname, b.nickname, c.nickname) == ("Ada", "Student 2", "Ada")
-    assert a.token != b.token and len(a.token) >= 32 and a.pin == classes.Pin(DEFAULT_MODEL, TEXT, 1, 1)
+    assert a.token != b.token and len(a.token) >= 32 and a.pin == classes.Pin(DEFAULT_MODEL, TEXT, "one-query", 1)
     with pytest.raises(ClassError, match="already called"):
         classes.join(code, "ADA", url=url)
     assert spread(a.token, url, 2, True) and not spread(a.token, url, 0, False)  # the first answer stays
@@ -69,9 +101,9 @@ def test_a_class_end_to_end_and_what_each_token_reads(url):
         ("Ada", "2 or 3 words", True),
         ("Student 2", "none", False),
     ]
-    pinned = classes.pin(teacher, DEFAULT_MODEL, "Dogs bark.", 3, url=url)
-    assert pinned == classes.Pin(DEFAULT_MODEL, "Dogs bark.", 3, 2) == classes.seat_of(b.token, url=url).pin
-    assert classes.seat_of(c.token, url=url).pin.step == 2  # the other class did not move
+    pinned = classes.pin(teacher, DEFAULT_MODEL, "Dogs bark.", "two-heads", url=url)
+    assert pinned == classes.Pin(DEFAULT_MODEL, "Dogs bark.", "two-heads", 2) == classes.seat_of(b.token, url=url).pin
+    assert classes.seat_of(c.token, url=url).pin.step == "stages"  # the other class did not move
     # ending deletes the class's data, and only its
     classes.end_class(teacher, url=url)
     assert classes.seat_of(a.token, url=url) is None and classes.answers_of(a.token, url=url) == []
@@ -84,7 +116,7 @@ def test_a_class_end_to_end_and_what_each_token_reads(url):
         classes.teacher_class(teacher, url=url)
     for forged in ("", other_teacher[:-1], a.token, code):  # only a class's own teacher token steers it
         with pytest.raises(ClassError, match="not valid"):
-            classes.pin(forged, DEFAULT_MODEL, "Hijacked.", 1, url=url)
+            classes.pin(forged, DEFAULT_MODEL, "Hijacked.", "one-query", url=url)
         with pytest.raises(ClassError, match="not valid"):
             classes.end_class(forged, url=url)
     with pytest.raises(ClassError, match="ended"):
@@ -121,19 +153,19 @@ def test_nicknames_are_checked(nickname, ok):
 @pytest.mark.parametrize(
     "qid,keys,value,options",
     [
-        ("1-0badf00d-nosuch", None, 1, OPTIONS),  # not a question of the lesson
-        ("9-0badf00d-spread", None, 1, OPTIONS),  # step 9 has no "spread"
-        ("1-XYZ-spread", None, 1, OPTIONS),
-        ("1-0badf00d-spread", ["q_other"], 1, OPTIONS),  # the setting is not the question's
-        ("1-0badf00d-spread", None, 4, OPTIONS),  # not one of the options
-        ("1-0badf00d-spread", None, -1, OPTIONS),
-        ("1-0badf00d-spread", None, True, OPTIONS),
-        ("1-0badf00d-spread", None, "1", OPTIONS),
-        ("1-0badf00d-spread", None, 0, ["only one"]),
-        ("2-0badf00d-q", None, [-1, 64], None),
-        ("2-0badf00d-q", None, [1, 2, 3, 4, 5], None),
-        ("2-0badf00d-q", None, [2**53 + 1], None),
-        ("2-0badf00d-q", None, [], None),
+        ("one-query:0badf00d-nosuch", None, 1, OPTIONS),  # not a question of the lesson
+        ("ninth:0badf00d-spread", None, 1, OPTIONS),  # no step "ninth"
+        ("one-query:XYZ-spread", None, 1, OPTIONS),
+        ("one-query:0badf00d-spread", ["q_other"], 1, OPTIONS),  # the setting is not the question's
+        ("one-query:0badf00d-spread", None, 4, OPTIONS),  # not one of the options
+        ("one-query:0badf00d-spread", None, -1, OPTIONS),
+        ("one-query:0badf00d-spread", None, True, OPTIONS),
+        ("one-query:0badf00d-spread", None, "1", OPTIONS),
+        ("one-query:0badf00d-spread", None, 0, ["only one"]),
+        ("stages:0badf00d-q", None, [-1, 64], None),
+        ("stages:0badf00d-q", None, [1, 2, 3, 4, 5], None),
+        ("stages:0badf00d-q", None, [2**53 + 1], None),
+        ("stages:0badf00d-q", None, [], None),
     ],
 )
 def test_an_invalid_answer_is_refused(qid, keys, value, options):
@@ -156,15 +188,15 @@ def test_each_version_of_a_question_keeps_its_own_first_answer(tmp_path):
 
 def test_every_question_of_the_lesson_can_be_answered():
     for record in steps.QUESTIONS:
-        n, name = record.split("-")
-        qid = f"{n}-0badf00d-{name}"
+        key, name = record.split(":")
+        qid = f"{key}:0badf00d-{name}"
         assert classes.checked_answer(qid, [f"q_{qid}"], 1, OPTIONS)[0] == record
 
 
 @pytest.mark.parametrize(
     "model,text,step",
     [("not-a-model", TEXT, 1), (DEFAULT_MODEL, "  ", 1), (DEFAULT_MODEL, "x" * (MAX_CHARS + 1), 1)]
-    + [(DEFAULT_MODEL, TEXT, s) for s in (0, len(steps.STEPS) + 1, True, "2")],
+    + [(DEFAULT_MODEL, TEXT, s) for s in (0, 2, len(steps.STEPS) + 1, True, "2", "recap2", None)],
 )
 def test_an_invalid_pin_is_refused(model, text, step):
     with pytest.raises(ClassError):
@@ -210,8 +242,8 @@ def test_the_teachers_figures_count_first_answers(tmp_path):
     for seat, pick in zip(seats, picks):
         spread(seat.token, url, pick, pick == 2)
         spread(seat.token, url, 2, True)  # a second answer never counts
-    spread(seats[0].token, url, 1, False, tag="1-0000beef")  # another sentence: not this histogram
-    shape = "2-0badf00d-q"
+    spread(seats[0].token, url, 1, False, tag="one-query:0000beef")  # another sentence: not this histogram
+    shape = "stages:0badf00d-q"
     classes.record_answer(seats[1].token, shape, [f"q_{shape}_0"], [6], None, False, ["5"], url=url)
     classes.record_answer(seats[2].token, shape, [f"q_{shape}_0"], [7], None, False, ["5"], url=url)
     view = classes.teacher_class(teacher, url=url)
@@ -224,14 +256,14 @@ def test_the_teachers_figures_count_first_answers(tmp_path):
     main, other = report.histograms(classes.teacher_class(teacher, url=url), TAG)
     assert main.counts == h.counts and other.counts == (0, 1, 0, 0) and other.variant == "following “arm” (5)"
     # a typed answer no one gave right is still shown, with no student, and marked right
-    (typed,) = report.histograms(view, "2-0badf00d")
+    (typed,) = report.histograms(view, "stages:0badf00d")
     assert typed.labels == ("6", "7", "5") and typed.counts == (1, 1, 0) and typed.right == (False, False, True)
     # the answer shown now is kept apart from the first: it comes back after a reload
     kid0 = classes.answers_of(seats[0].token, url=url)
     assert [(a.label, a.latest) for a in kid0 if a.qid == f"{TAG}-spread"] == [("2 or 3 words", "2")]
     rows = {asked: (r, n) for asked, r, n in report.scores(view)}
-    assert rows[steps.QUESTIONS["1-spread"]] == (3, 7)  # Kid 0's first answer was on this sentence
-    assert rows[steps.QUESTIONS["2-q"]] == (0, 2) and rows[steps.QUESTIONS["3-sub"]] == (0, 0)
+    assert rows[steps.QUESTIONS["one-query:spread"]] == (3, 7)  # Kid 0's first answer was on this sentence
+    assert rows[steps.QUESTIONS["stages:q"]] == (0, 2) and rows[steps.QUESTIONS["two-heads:sub"]] == (0, 0)
     table = list(csv.DictReader(io.StringIO(report.answers_csv(view))))
     assert len(table) == 10 and {r["nickname"] for r in table} == {f"Kid {n}" for n in range(7)}
     kid3 = [r for r in table if r["nickname"] == "Kid 3" and r["step"] == "1"]

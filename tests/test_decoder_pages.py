@@ -14,8 +14,8 @@ from streamlit.testing.v1 import AppTest
 
 from livetest import ROOT
 from mha.analyses import atlas, build, sinks
-from mha.models.bert import DECODER_MODEL
-from mha.models.llama import load_decoder
+from mha.models.catalog import DECODER_MODEL
+from mha.models.llama import LoadedLlama
 from mha.tasks import next_token
 from ui.pages import PAGES
 
@@ -108,12 +108,12 @@ def test_causal_atlas_measures_on_known_maps():
 
 
 def test_next_token_loss_batched_equals_one_text_at_a_time(smol):
-    """lm_task's right-padded batches against LoadedDecoder.next_token_loss, which runs each text
+    """next_token's right-padded batches against CausalLM.next_token_loss, which runs each text
     alone and averages over every predicted token: with and without removed heads."""
     items = list(next_token.texts())[:12]
     assert next_token.evaluate(smol, items).loss == pytest.approx(smol.next_token_loss(items), abs=1e-3)
     mask = np.ones((smol.n_layers, smol.n_heads))
-    mask[0] = 0.0  # layer 0's heads: the loss rises from about 5 to 7 nats (4 pool sentences, README)
+    mask[0] = 0.0  # layer 0's heads: the loss rises from about 5 to 7 nats (4 pool sentences)
     mask[17, 4] = 0.0
     batched = next_token.evaluate(smol, items, head_mask=mask).loss
     assert batched == pytest.approx(smol.next_token_loss(items, head_mask=mask), abs=1e-3)
@@ -157,11 +157,10 @@ def test_gradient_importance_matches_finite_differences(tmp_path):
     """Michel et al.'s |d loss / d gate| on a small random Llama against a central difference of
     the loss in one gate (independent: two forward passes, no autograd)."""
     from mha.models.llama import save_random_llama
-    from mha.tasks import lm_pruning
 
-    small = load_decoder(save_random_llama(tmp_path / "llama", layers=2, heads=4, kv_heads=2, width=32), "random")
+    small = LoadedLlama.load(save_random_llama(tmp_path / "llama", layers=2, heads=4, kv_heads=2, width=32), "random")
     text = "A cat sat on the mat."
-    grad = lm_pruning.gradient_importance(small, [text])
+    grad = next_token.gradient_importance(small, [text])
     eps = 0.05  # central differences: error O(eps^2); float32 noise of a 10-nat loss needs a wide step
     for layer, head in ((0, 1), (1, 3)):
         up, down = torch.ones(2, 4), torch.ones(2, 4)
@@ -209,7 +208,7 @@ def test_lesson_states_the_decoders_groups_after_the_prediction_and_in_the_recap
     (said,) = [i.value for i in at.info if "What today's decoders answer" in i.value]
     layer = int(re.search(r"on your sentence in layer (\d+)", said).group(1))
     within, across = (float(x) for x in re.search(r"differ by ([\d.]+) .* by ([\d.]+);", said).groups())
-    H, G, D = smol.n_heads, smol.kv_groups, smol.d_model // smol.n_heads
+    H, G, D = smol.n_heads, smol.traits.kv_groups, smol.d_model // smol.n_heads
     a = run.attentions[layer].astype(np.float64)  # (H, T, T); row 0 reads one key: left out
     js = {
         (i, j): np.mean([jensenshannon(a[i, q], a[j, q]) ** 2 for q in range(1, a.shape[1])])
@@ -232,7 +231,7 @@ def test_lesson_states_the_decoders_groups_after_the_prediction_and_in_the_recap
     )
     recap = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
     longer = f"{TEXT} {TEXT}"  # 36 tokens: the ladder's whole-model runs would pass 2e10 multiply-adds here
-    for k, v in {"model": DECODER_MODEL, "text": longer, "step": "8", "layer": "0"}.items():
+    for k, v in {"model": DECODER_MODEL, "text": longer, "step": "recap", "layer": "0"}.items():
         recap.query_params[k] = v
     recap.run()
     assert not recap.exception, [e.value for e in recap.exception]

@@ -131,7 +131,7 @@ def charts(bert) -> dict[str, go.Figure]:
     from mha.analyses import atlas, build, collapse
     from mha.analyses.collapse import CollapsePath
     from mha.lesson import answers
-    from mha.tasks import lm_pruning, pruning
+    from mha.tasks import pruning
 
     run = bert.attend(TEXT)
     m = atlas.measures(run)
@@ -181,7 +181,7 @@ def charts(bert) -> dict[str, go.Figure]:
         ),
         "pruning_chart": plots.pruning.pruning_chart(pruning.shipped_study(bert)),
         "loss_chart": plots.pruning.loss_chart(
-            lm_pruning.LossStudy(
+            pruning.LossStudy(
                 np.ones((2, 3)),
                 [0, 3, 6],
                 [5.0, 5.1, 7.0],

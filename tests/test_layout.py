@@ -1,6 +1,6 @@
 """The codebase's shape: imports run only pages -> ui -> classroom -> mha (and app.py -> ui); a page imports
 only ui, mha and streamlit; the engine never imports Streamlit; no module exceeds 500 lines; one
-list of pages; the lesson a table of steps; the README's layout names every module."""
+list of pages; the lesson a table of steps; docs/architecture.md's layout names every module."""
 
 from __future__ import annotations
 

@@ -17,6 +17,8 @@ from mha.analyses import atlas, build, collapse, metrics, subspaces
 from mha.analyses.collapse import CollapsePath
 from mha.lesson import answers, check_question, steps
 
+N = len(steps.STEPS)  # the lesson's step count, as the lesson has it
+
 
 def shared_answer(bert, run, layer: int) -> check_question.Answer:
     """The check question on one layer, computed here from collapse_layer's two ends."""
@@ -96,16 +98,17 @@ def test_walk_the_lesson(bert, text, right_first, shape, tmp_path, monkeypatch, 
     """Right first on the bundled model and the default sentence; wrong first on another sentence
     and another model (a randomly initialised BERT of 3 layers x 4 heads, 128 wide, opened as "local")."""
     if shape is not None:
-        from mha.models.bert import load_bert, save_random_bert
+        from mha.models.bert import save_random_bert
+        from mha.models.catalog import load_model
         from ui import cache
 
         monkeypatch.setenv("MHA_MODEL_DIR", save_random_bert(tmp_path, *shape))
         cache.clear()  # results kept for "local" belong to another directory
         request.addfinalizer(cache.clear)
-        bert = load_bert("local")
+        bert = load_model("local")
         assert (bert.n_layers, bert.n_heads, bert.d_model) == shape
     at = app(**({"text": text} if text else {}), **({"model": "local"} if shape else {}))
-    assert not at.exception and at.get("progress")[0].proto.text.startswith("Step 1 of 8")
+    assert not at.exception and at.get("progress")[0].proto.text.startswith(f"Step 1 of {N}")
     sentence = at.session_state["text"]
     run = bert.attend(sentence)
     order = (lambda right, wrong: (right, wrong)) if right_first else (lambda right, wrong: (wrong, right))
@@ -129,7 +132,7 @@ def test_walk_the_lesson(bert, text, right_first, shape, tmp_path, monkeypatch, 
     asked = 0
     assert score() == "0 of 0"
     # 1. one token's attention: to how many tokens do the heads send it? Counted by the engine
-    query, _rule = answers.query_rule(run.tokens)
+    query, _rule = answers.query_rule(run.tokens, run.traits)
     if text is None:
         assert run.tokens[query] == "mole" and query == run.tokens.index("mole")
     assert not at.get("plotly_chart")  # predict first: no chart before the answer
@@ -251,19 +254,25 @@ def test_walk_the_lesson(bert, text, right_first, shape, tmp_path, monkeypatch, 
     at.switch_page("app_pages/build.py").run()
     at.switch_page("app_pages/lesson.py").run()
     assert score() == f"{seen_right} of {n}"
-    assert at.query_params["step"] in ("8", ["8"])
+    assert at.query_params["step"] in (steps.KEYS[-1], [steps.KEYS[-1]])  # a link names the step by its key
     at.button(key="lesson_reset").click().run()
     assert {m.label: m.value for m in at.metric}["Right at the first try"] == "0 of 0"
-    assert at.get("progress")[0].proto.text.startswith("Step 1 of 8")
+    assert at.get("progress")[0].proto.text.startswith(f"Step 1 of {N}")
 
 
-def test_a_link_opens_a_step_and_a_bad_step_gets_a_notice():
-    at = app(step="4")
-    assert at.get("progress")[0].proto.text.startswith("Step 4 of 8")
-    at = app(step="12")
-    assert any("steps 1 to 8" in w.value for w in at.warning)
-    assert at.get("progress")[0].proto.text.startswith("Step 1 of 8")
-    assert not at.exception
+def test_a_link_opens_a_step_by_its_key_an_old_number_and_a_bad_step_gets_a_notice():
+    """?step=<key> opens that step; an old link's number (from before steps had keys) opens the step
+    that number named then; anything else gets a notice and step 1."""
+    at = app(step="concat")
+    assert at.get("progress")[0].proto.text.startswith(f"Step {steps.number('concat')} of {N}")
+    at = app(step="7")  # an old link: step 7 was "order"
+    assert at.get("progress")[0].proto.text.startswith(f"Step {steps.number('order')} of {N}")
+    assert at.query_params["step"] in ("order", ["order"])
+    for bad in ("12", "recap2", "<b>x</b>"):
+        at = app(step=bad)
+        assert any("The lesson has no step" in w.value for w in at.warning), bad
+        assert at.get("progress")[0].proto.text.startswith(f"Step 1 of {N}")
+        assert not at.exception
 
 
 def test_every_page_typesets_its_maths():
@@ -310,7 +319,7 @@ def test_step_1_counts_only_words_that_get_more_than_half(bert, text):
     token's weight, and says how many heads park it on [CLS], [SEP] and punctuation instead
     (numpy on the attention tensor, not the page's helper)."""
     run = bert.attend(text)
-    query, _ = answers.query_rule(run.tokens)
+    query, _ = answers.query_rule(run.tokens, run.traits)
     rows = run.attentions[:, :, query].astype(np.float64)  # (L, H, T)
     words = [i for i, t in enumerate(run.tokens) if any(c.isalnum() for c in t) and t not in ("[CLS]", "[SEP]")]
     parking = [i for i in range(run.n_tokens) if i not in words]

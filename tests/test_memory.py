@@ -76,10 +76,11 @@ def test_a_dropped_model_is_freed_without_a_collection(tmp_path, monkeypatch):
     """A model dropped from the app's cache goes at once: no reference cycle through its attention
     hooks (server.freeze_startup freezes the collector on every load, and a frozen cycle was never
     freed: a 440 MB bert-base for good after every eviction)."""
-    from mha.models.bert import load_bert, save_random_bert
+    from mha.models.bert import save_random_bert
+    from mha.models.catalog import load_model
 
     monkeypatch.setenv("MHA_MODEL_DIR", save_random_bert(tmp_path, 2, 2, 32))
-    model = load_bert("local")
+    model = load_model("local")
     assert model.attend("one two three").attentions.shape == (2, 2, 5, 5)  # its hooks are in place
     gone = weakref.ref(model)
     gc.disable()

@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 from livetest import ROOT
 from mha.analyses.collapse import CollapsePath
 from mha.lesson.examples import DEFAULT_TEXT
-from mha.models.bert import BertRun
+from mha.models.run import Run
 from ui import cache
 from ui.pages import PAGES as SPECS
 
@@ -115,7 +115,7 @@ def test_every_page_runs_on_a_typed_sentence(page):
     # held namespace kept the last sentence's run alive beside the next one (0.2 GiB per session)
     assert not held_page_namespaces(), f"{page}: the session holds the page's namespace"
     # nor anything else of the sentence's run: once the store lets it go, its arrays go too
-    runs = [v for _, v in cache.RESULTS.entries() if isinstance(v, BertRun)]
+    runs = [v for _, v in cache.RESULTS.entries() if isinstance(v, Run)]
     arrays = [weakref.ref(a) for r in runs for a in (r.attentions, r.hidden_states)]
     assert arrays, page
     del runs

@@ -289,7 +289,7 @@ def test_two_replicas_behind_nginx(bert):
 
 
 def test_the_server_pings_a_quiet_websocket_before_nginx_would_time_it_out():
-    """The README's account of a quiet page: the installed Streamlit's server pings each WebSocket
+    """The account of a quiet page (docs/school-server.md): the installed Streamlit's server pings each WebSocket
     every 30 s (.streamlit/config.toml leaves server.websocketPingInterval alone), under nginx's
     default read timeout of 60 s and under the one deploy/nginx.conf gives the WebSocket."""
     import re

@@ -15,7 +15,7 @@ TIMEOUT = 120
 
 # per page: (widget kind, setting, a value other than its default)
 CHANGES = {
-    "lesson.py": [("radio", "q_1-", 0)],  # step 1's question, answered
+    "lesson.py": [("radio", "q_one-query:", 0)],  # step 1's question, answered
     "overview.py": [("text_area", "text", "Dogs chase cats.")],
     "glossary.py": [("text_input", "text_b", "Cats sleep.")],
     "classroom.py": [("text_input", "text_b", "Dogs bark.")],  # the class page keeps the sidebar's link

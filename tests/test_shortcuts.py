@@ -99,8 +99,7 @@ def test_a_layer_with_every_head_removed_is_skipped_with_the_same_numbers(bert, 
 def test_the_work_estimate_counts_what_torch_counts(bert):
     """layer_macs against PyTorch's own FLOP counter on one real layer (2 FLOPs per multiply-add)."""
     for T in (16, 200):
-        enc, _ = bert.encode(" ".join(["word"] * (T - 2)))
-        h = bert.model.embeddings(input_ids=enc["input_ids"])
+        h = bert.embed(bert.tokenize(" ".join(["word"] * (T - 2))).ids)
         with torch.inference_mode(), FlopCounterMode(display=False) as counter:
             bert.model.encoder.layer[0](h)
         counted = counter.get_total_flops() / 2
@@ -193,7 +192,7 @@ def test_long_sentences_wait_for_the_button_and_then_show_the_same_numbers(bert,
     assert not table[cosines].iloc[:-1].isna().any().any()
     mqa = ladder.Rung("MQA", (bert.n_heads, 1, 1), bert.n_heads)
     full = bert.encode_with(run, replace={0: mqa.module(bert.scratch_layer(0))})[-1]
-    want = collapse.final_cosine(full, run.hidden_states[-1])
+    want = collapse.final_cosine(full, run.hidden_states[-1], run.traits)
     got = table.set_index("rung").loc["MQA", "sentence cosine, mean-pooled"]
     assert got == pytest.approx(want, abs=6e-4)  # shown to 3 decimals
     at.switch_page("app_pages/collapse.py").run()
@@ -232,7 +231,7 @@ def test_the_lessons_recap_waits_for_the_same_button_on_a_long_sentence(monkeypa
     text = " ".join(["a small boat drifts along the quiet canal towards the harbour lights"] * 40)
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.query_params["text"] = text
-    at.query_params["step"] = "8"
+    at.query_params["step"] = "recap"
     at.switch_page("app_pages/lesson.py")
     rows = counting_runs(monkeypatch)
     at.run()
@@ -242,10 +241,10 @@ def test_the_lessons_recap_waits_for_the_same_button_on_a_long_sentence(monkeypa
     assert not at.exception and sum(rows) == 0
     assert promised_runs(at) == 18
     said = " ".join(m.value for m in at.markdown)
-    assert "waits for the button above" in said and "keeps a sentence-embedding cosine" not in said
+    assert "waits for the button above" in said and "keeps a sentence embedding cosine" not in said
     at.button(key="lesson_whole").click().run()
     assert not at.exception and sum(rows) == 18
-    assert "keeps a sentence-embedding cosine" in " ".join(m.value for m in at.markdown)
+    assert "keeps a sentence embedding cosine" in " ".join(m.value for m in at.markdown)
 
 
 def test_the_atlas_reads_the_runs_own_attention_with_the_same_numbers(bert, run):
@@ -270,16 +269,15 @@ def test_the_atlas_reads_the_runs_own_attention_with_the_same_numbers(bert, run)
 
 
 def test_the_task_resumes_from_kept_states_with_the_same_score(bert, monkeypatch):
-    """The bundled pairs' states kept at every 3rd layer only (family.Checkpoints, as for a larger
+    """The bundled pairs' states kept at every 3rd layer only (checkpoints.Checkpoints, as for a larger
     model: here a smaller budget): a layer changed in between resumes from the kept layer before
     it, and scores exactly what a run from the embeddings scores. The bundled model keeps all."""
-    from mha.models import family
-    from mha.tasks import similarity
+    from mha.tasks import checkpoints, similarity
 
     assert sorted(similarity._bundled_states(bert)[1][0].states) == list(range(bert.n_layers + 1))
     all_states = similarity._STATES.pop(bert)
     per_layer = sum(t.nbytes for c in all_states[1] for t in c.states.values()) / (bert.n_layers + 1)
-    monkeypatch.setattr(family, "CHECKPOINT_MB", 3.5 * per_layer / 2**20)  # room for 3 of the 7
+    monkeypatch.setattr(checkpoints, "CHECKPOINT_MB", 3.5 * per_layer / 2**20)  # room for 3 of the 7
     try:
         assert sorted(similarity._bundled_states(bert)[1][0].states) == [0, 3, bert.n_layers]
         for layer in (1, 4, bert.n_layers - 1):

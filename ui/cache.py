@@ -24,9 +24,10 @@ import streamlit as st
 
 from mha.analyses import atlas, collapse, groups, ladder, subspaces, uptrain
 from mha.analyses.collapse import CollapsePath
-from mha.models import bert, catalog
+from mha.models import catalog
 from mha.models.family import LoadedModel
-from mha.tasks import lm_pruning, next_token, pruning, similarity
+from mha.models.run import Run
+from mha.tasks import next_token, pruning, similarity
 
 from . import server, slots
 from .state import Inputs
@@ -105,7 +106,7 @@ def shared_run(
 
 
 @per_sentence
-def cached_run(inp: Inputs) -> bert.BertRun:
+def cached_run(inp: Inputs) -> Run:
     """BERT's attentions and hidden states for one sentence (or pair), cached by value. Garbage
     goes first: the store has dropped the last sentence's results, but the last page's namespace
     (a reference cycle) may hold its run until a collection (at 512 tokens on bert-base, 0.2 GiB
@@ -200,7 +201,7 @@ def _frames(inp: Inputs, layer: int, path: CollapsePath) -> list[tuple[float, su
 
 
 @per_model
-def cached_pool_runs(model_name: str) -> list[bert.BertRun]:
+def cached_pool_runs(model_name: str) -> list[Run]:
     """The bundled pool of short sentences through the model (once per model)."""
     model = load_model(model_name)
     return [model.attend(text) for text in subspaces.pool_sentences()]
@@ -232,7 +233,7 @@ def cached_ladder(inp: Inputs, layer: int, rescale: bool = False, whole: bool = 
 
 def ladder_rungs(model: LoadedModel) -> tuple[list[ladder.Rung], list[ladder.Rung]]:
     """The ladder's rungs plainly mean-pooled and rescaled."""
-    plain, scaled = (ladder.rungs(model.n_heads, rescale, model.kv_groups) for rescale in (False, True))
+    plain, scaled = (ladder.rungs(model.n_heads, rescale, model.traits.kv_groups) for rescale in (False, True))
     return plain, scaled
 
 
@@ -298,7 +299,7 @@ def cached_group_diversity(model_name: str) -> groups.GroupDiversity:
     """Within- and across-group head diversity of a grouped-query model over the bundled pool."""
     model = load_model(model_name)
     per_text = [groups.layer_diversity(r.attentions) for r in cached_pool_runs(model_name)]
-    return groups.group_diversity(per_text, model.n_heads, model.kv_groups)
+    return groups.group_diversity(per_text, model.n_heads, model.traits.kv_groups)
 
 
 @per_sentence
@@ -324,14 +325,14 @@ def layer_inputs(model_name: str, layer: int) -> tuple:
 def cached_task(
     model_name: str, removed: tuple[tuple[int, int], ...] = ()
 ) -> similarity.TaskScore | next_token.LossScore:
-    """The model's score on its own task (yardstick.for_family) with the `removed` (layer, head)s gone."""
+    """The model's score on its own task (yardstick.of) with the `removed` (layer, head)s gone."""
     model = load_model(model_name)
     return _task_of(model).evaluate(model, head_mask=similarity.head_mask(model, removed) if removed else None)
 
 
 def _task_of(model: LoadedModel):
-    """The module of the model's own task: task (BERT's similarity) or lm_task (next token)."""
-    return next_token if model.family == "decoder" else similarity
+    """The module of the model's own task (Traits.task): similarity or next_token."""
+    return next_token if model.traits.task == "next-token" else similarity
 
 
 def cached_task_without(model_name: str, layers: tuple[int, ...]) -> similarity.TaskScore:
@@ -371,14 +372,14 @@ def cached_task_shared(model_name: str, layers: tuple[int, ...], path: CollapseP
 
 def loss_study(
     model_name: str, progress: Callable[[int, int], None] | None = None, told: Callable[[int], None] | None = None
-) -> lm_pruning.LossStudy:
+) -> pruning.LossStudy:
     """A decoder's "Do we need every head?" study on next-token loss, once per process, computed by
     the first session that asks (progress(done, total) as it goes; told(place) while it waits for a
     training slot); others wait for that result."""
 
-    def compute() -> lm_pruning.LossStudy:
+    def compute() -> pruning.LossStudy:
         with server.all_cores():
-            return lm_pruning.heads_study(load_model(model_name), progress)
+            return pruning.loss_study(load_model(model_name), progress)
 
     return shared_run(STUDIES, model_name, compute, told)
 

@@ -21,6 +21,7 @@ import streamlit as st
 import classroom
 from classroom import ClassError, Pin, classes
 from classroom.limits import TooManyAttempts
+from mha.lesson import steps
 
 from .settings import quiz_keys, widget_key
 from .state import literal, notice
@@ -192,7 +193,7 @@ def join(code: str, nickname: str) -> classroom.Seat:
 
 def start(inp) -> str:
     """A new class on `inp`'s sentence and model at step 1: the teacher's token."""
-    _code, token = classes.start_class(inp.model, inp.text, 1)
+    _code, token = classes.start_class(inp.model, inp.text, steps.KEYS[0])
     return token
 
 
@@ -228,7 +229,9 @@ def _follow() -> None:
         ss["_class_go"] = seat.pin  # the teacher pinned again: the whole page follows
         st.rerun()
     st.markdown(f"**Class {seat.code}**: you are {literal(seat.nickname, 24)}")
-    if st.button(f"Back to the class (step {seat.pin.step})", key="_class_back", icon=":material/groups:"):
+    if st.button(
+        f"Back to the class (step {steps.number(seat.pin.step)})", key="_class_back", icon=":material/groups:"
+    ):
         back()
         st.rerun()  # the whole page, not only this part: the pin is applied before the sidebar
 

@@ -14,7 +14,8 @@ from mha import plots
 from mha.analyses import atlas, build, collapse, groups, ladder, metrics, subspaces
 from mha.lesson import answers, check_question, recap, steps
 from mha.lesson.diagram import stages_dot, stages_text
-from mha.models.bert import BertRun, LoadedBert
+from mha.models.family import LoadedModel
+from mha.models.run import Run
 
 from . import cache
 from .classroom import record
@@ -29,15 +30,14 @@ class StepContext:
     """What every step's drawing reads: the sentence's inputs and run, the model, and the step's question tag."""
 
     inp: Inputs
-    run: BertRun
-    model: LoadedBert
+    run: Run
+    model: LoadedModel
     tag: str
 
     @property
     def shape(self) -> steps.Shape:
-        """T tokens, C = d_model, H heads, L layers (and D = d_k), the model's name."""
-        m = self.model
-        return steps.Shape(self.run.n_tokens, m.d_model, m.n_heads, m.n_layers, self.inp.model, m.family, m.kv_groups)
+        """T tokens and the model's traits."""
+        return steps.Shape(self.run.n_tokens, self.model.traits)
 
     def tool(self, page: str, label: str, layer: int | None = None, head: int | None = None) -> None:
         """A link that opens a tool page with the same sentence, layer and head."""
@@ -64,7 +64,7 @@ def follow_one_token(c: StepContext) -> None:
     s = c.shape
     L, H = s.L, s.H
     try:
-        default, rule = answers.query_rule(c.run.tokens, c.run.causal)
+        default, rule = answers.query_rule(c.run.tokens, c.run.traits)
     except ValueError as e:  # no content word: nothing to follow
         st.info(f"This step follows one word: {e}. Type a longer sentence, or press *Next*.")
         return
@@ -87,10 +87,11 @@ def follow_one_token(c: StepContext) -> None:
         q.options,
         q.answer,
         q.why,
-        hint="Each head has its own $W_i^Q$ and $W_i^K$, so each scores the keys its own way; count the words that "
+        hint=f"Each head has {answers.qk_words(c.run.traits)}, so each scores the keys its own way; count the "
+        "words that "
         f"get more than half of some head's weight. Many heads park this token's weight on "
         f"{answers.parking_words(c.run).replace(' and ', ' or ')} instead, or spread it."
-        + (" The model is causal: a token reads only itself and the words before it." if c.run.causal else ""),
+        + (" The model is causal: a token reads only itself and the words before it." if c.run.traits.causal else ""),
         variant=str(query),
         version=f"following “{word}” ({query})",
     )
@@ -122,8 +123,8 @@ def stages(c: StepContext) -> None:
     if answered is None:
         _hidden("Answer first: the diagram with every shape follows.")
     else:
-        groups = c.model.kv_groups if c.run.causal else None  # a decoder's K/V groups and causal mask, drawn
-        diagram(stages_dot(T, C, H, groups=groups), stages_text(T, C, H, groups))
+        G, causal = c.model.traits.kv_groups, c.model.traits.causal  # K/V groups and a causal mask, drawn
+        diagram(stages_dot(T, C, H, groups=G, causal=causal), stages_text(T, C, H, groups=G, causal=causal))
     c.tool("app_pages/build.py", "See every stage on your sentence: Build it from scratch")
 
 
@@ -144,7 +145,8 @@ def two_heads(c: StepContext) -> None:
         q.options,
         q.answer,
         q.why,
-        hint="A picture is drawn from one head's own $W_i^Q$ and $W_i^K$. Are the two heads' matrices the same?",
+        hint=f"A picture is drawn from one head's {answers.qk_words(c.run.traits)[4:]}. Are the two heads' matrices "
+        "the same?",
         variant=f"{layer}-{a}-{b}",
         version=f"layer {layer}, heads {a} and {b}",
     )
@@ -264,7 +266,7 @@ def _shared_layer(c: StepContext, layer: int, prediction: int) -> None:
     """Step 6 once predicted and shared: both grids, the measures, the verdict, then which roles."""
     ans = c.answer(layer)
     g1, g2 = st.columns(2)
-    who = c.model.who
+    who = c.model.traits.who
     chart(plots.heads.head_grid(c.run.attentions[layer], f"Layer {layer}: {who}'s own heads"), container=g1)
     shared_title = f"Layer {layer}: one shared W<sup>Q</sup>, W<sup>K</sup>, W<sup>V</sup>"
     chart(plots.heads.head_grid(c.collapse_at(layer, collapse.CollapsePath()).weights, shared_title), container=g2)
@@ -288,7 +290,7 @@ def _shared_layer(c: StepContext, layer: int, prediction: int) -> None:
     right, text = answers.prediction_feedback(prediction, ans)
     first_try(f"{c.tag}-predict", right)
     (st.success if right else st.error)(text)
-    if c.model.kv_groups < c.model.n_heads:
+    if c.model.traits.grouped:
         st.info(_grouped(c, layer), icon=":material/share:")
     st.markdown("**Deeper: which projections must differ for heads to differ?**")
     q, _div = answers.which_roles_question(c.model, c.run, layer, lambda path: c.collapse_at(layer, path))
@@ -331,13 +333,21 @@ def order(c: StepContext) -> None:
     )
     if answered is None:
         st.caption("The toggle unlocks once you have predicted.")
-    elif c.run.causal:
+    elif c.run.traits.order_inside:
+        t = c.run.traits
+        rotary = t.positions == "rotary"
         st.markdown(
-            f"Here the order is seen inside the layer: {c.model.who}'s causal mask lets each token read only the "
-            "tokens before it, and its rotary positions turn $q$ and $k$ by their place, so that $q \\cdot k$ "
-            "depends on the distance between two tokens (Su et al. 2021, *RoFormer*). Take both away and the same "
-            "weights only reorder the outputs: the dot product itself knows no positions. Where positions enter, "
-            "added to the tokens (BERT) or rotated into the scores (RoPE), is the next lesson: positional encodings."
+            f"Here the order is seen inside the layer: {t.who}'s causal mask lets each token read only the tokens "
+            "before it"
+            + (
+                ", and its rotary positions turn $q$ and $k$ by their place, so that $q \\cdot k$ depends on the "
+                "distance between two tokens (Su et al. 2021, *RoFormer*). Take both away"
+                if rotary
+                else ". Take the mask away"
+            )
+            + " and the same weights only reorder the outputs: the dot product itself knows no positions. Where "
+            "positions enter, added to the tokens (BERT, GPT-2) or rotated into the scores (RoPE), is the next "
+            "lesson: positional encodings."
         )
     else:
         st.markdown(
@@ -364,13 +374,17 @@ def recap_step(c: StepContext) -> None:
     ans = c.answer(layer)
     st.table(  # a table that wraps (a scrolling grid hid its last column on a phone)
         [
-            {"measure": k, f"{c.model.who}'s heads": answers.number(b), "one shared W^Q, W^K, W^V": answers.number(a)}
+            {
+                "measure": k,
+                f"{c.model.traits.who}'s heads": answers.number(b),
+                "one shared W^Q, W^K, W^V": answers.number(a),
+            }
             for k, b, a in ans.table()
         ],
         hide_index=True,
     )
-    st.markdown(recap.sharing(ans, layer, c.model.who))
-    if c.model.kv_groups < c.model.n_heads:
+    st.markdown(recap.sharing(ans, layer, c.model.traits.who))
+    if c.model.traits.grouped:
         # its ladder starts at its own K/V groups: no MHA rung for recap.production to compare with,
         # so neither its measures nor their buttons
         st.markdown(_grouped(c, layer))
@@ -403,7 +417,16 @@ def _production(c: StepContext, layer: int) -> None:
     plain = {r.rung.name: r for r in cache.cached_ladder(c.inp, layer, whole=whole)} if inside else {}
     scaled = {r.rung.name: r for r in cache.cached_ladder(c.inp, layer, True, whole=whole)} if inside else {}
     if "MQA" in plain and "MHA" in plain:
-        st.markdown(recap.production(layer, plain, scaled, cache.cached_baselines(c.inp, layer, whole)))
+        st.markdown(
+            recap.production(
+                layer,
+                plain,
+                scaled,
+                cache.cached_baselines(c.inp, layer, whole),
+                c.model.traits.who,
+                collapse.final_key(c.model.traits),
+            )
+        )
         trained = [
             o
             for k, o in cache.UPTRAINS.entries()
@@ -414,11 +437,11 @@ def _production(c: StepContext, layer: int) -> None:
 
 def _grouped(c: StepContext, layer: int) -> str:
     """recap.grouped for this sentence and layer: within- and across-group diversity, the pool's, the caches."""
-    m, H, G = c.model, c.model.n_heads, c.model.kv_groups
+    m, H, G = c.model, c.model.n_heads, c.model.traits.kv_groups
     D = m.d_model // H
     caches = tuple(ladder.kv_cache_bytes(m.n_layers, g, D) for g in (G, H, 1))
     pool = cache.cached_group_diversity(c.inp.model)
-    return recap.grouped(m.who, H, G, layer, groups.within_across(c.run.attentions, layer, H, G), pool, caches)
+    return recap.grouped(m.traits.who, H, G, layer, groups.within_across(c.run.attentions, layer, H, G), pool, caches)
 
 
 DRAW: dict[str, Callable[[StepContext], None]] = {

@@ -10,21 +10,22 @@ import streamlit as st
 
 from .classroom import TROUBLE, record, restore_score, seat_token
 from .scroll import scroll_here, scroll_here_done
-from .settings import quiz_keys, setting_widget
+from .settings import SETTINGS, quiz_keys, setting_widget
 from .state import Inputs
 
 
-def question_tag(inp: Inputs, step: int) -> str:
-    """The prefix of a step's question ids, "<step>-<sentence>": another sentence or model shows
+def question_tag(inp: Inputs, step: str) -> str:
+    """The prefix of a step's question ids, "<step key>:<sentence>": another sentence or model shows
     its questions unanswered (the score keeps each question's first answer: record_id)."""
-    return f"{step}-{zlib.crc32(f'{inp.model}|{inp.text}|{inp.text_b}'.encode()):08x}"
+    return f"{step}:{zlib.crc32(f'{inp.model}|{inp.text}|{inp.text_b}'.encode()):08x}"
 
 
 def record_id(qid: str) -> str:
-    """The score's record of question `qid`: its step and name without the sentence, so a
-    question counts once, at its first answer, whatever sentence it was asked on."""
-    step, _sentence, name = qid.split("-", 2)
-    return f"{step}-{name}"
+    """The score's record of question `qid` ("<step key>:<sentence>-<name>"): its step's key and
+    its name without the sentence, so a question counts once, at its first answer, whatever
+    sentence it was asked on."""
+    step, rest = qid.split(":", 1)
+    return f"{step}:{rest.split('-', 1)[1]}"
 
 
 def first_try(qid: str, right: bool) -> None:
@@ -103,8 +104,8 @@ def lesson_score() -> tuple[int, int]:
     return sum(first.values()), len(first)
 
 
-def go_to_step(to: int) -> None:
-    """The lesson's Back and Next buttons: open step `to` at its top."""
+def go_to_step(to: str) -> None:
+    """The lesson's Back and Next buttons: open the step with key `to` at its top."""
     st.session_state["step"] = to
     st.session_state["lesson_moves"] = st.session_state.get("lesson_moves", 0) + 1  # each move opens at the top
     scroll_here_done()
@@ -116,7 +117,7 @@ def reset_lesson() -> None:
     for key in quiz_keys():
         del ss[key]
     ss["lesson_first"] = {}
-    ss["step"] = 1
+    ss["step"] = SETTINGS["step"].default
     if seat_token():  # in a class the score is the class's record of first answers: it stays
         try:
             restore_score()

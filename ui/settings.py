@@ -19,6 +19,7 @@ import streamlit as st
 
 from mha.analyses import collapse
 from mha.lesson.examples import DEFAULT_TEXT
+from mha.lesson.steps import KEYS as STEP_KEYS
 
 _UNSET: Any = object()
 
@@ -53,7 +54,7 @@ SETTINGS: dict[str, Setting] = {
     "model": Setting(str),  # bert.default_model_name(), set by state.init_state
     "layer": Setting(int, 0),
     "head": Setting(int, 0),
-    "step": Setting(int, 1),  # the lesson's step
+    "step": Setting(str, STEP_KEYS[0]),  # the lesson's step, by its key (mha.lesson.steps.KEYS)
     # BERT's heads
     "heads_hide": Setting(bool, False),
     "heads_merge": Setting(bool, False),

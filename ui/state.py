@@ -11,11 +11,11 @@ from dataclasses import dataclass, field, replace
 
 import streamlit as st
 
-from mha.models import bert
+from mha.models import catalog
 
 from .settings import SETTINGS, from_url, page_settings, to_url
 
-MAX_CHARS = bert.MAX_CHARS
+MAX_CHARS = catalog.MAX_CHARS
 URL_KEYS = ("model", "text", "text_b", "layer", "head", "step")
 
 
@@ -36,8 +36,8 @@ class Inputs:
     def from_raw(cls, model: str, text: str, text_b: str = "", cut: int = 0) -> Inputs:
         """Clean the typed text (control characters out, cut to MAX_CHARS); `cut` counts
         characters already cut off before (a long paste)."""
-        text, cut_a = bert.clean_text(text or "")
-        text_b, cut_b = bert.clean_text(text_b or "")
+        text, cut_a = catalog.clean_text(text or "")
+        text_b, cut_b = catalog.clean_text(text_b or "")
         return cls(model, text, text_b.strip() or None, cut + cut_a + cut_b)
 
     def with_text(self, text: str) -> Inputs:
@@ -110,7 +110,7 @@ def init_state() -> None:
     if not ss.get("_initialised"):
         ss["_initialised"] = True
         ss.update({key: SETTINGS[key].default for key in ("text", "text_b", "layer", "head", "step")})
-        ss["model"] = bert.default_model_name()
+        ss["model"] = catalog.default_model_name()
     params = {k: st.query_params.get(k) for k in st.query_params if k in SETTINGS}
     if not params or params in ss.get("_url_written", []):
         return
@@ -125,17 +125,17 @@ def init_state() -> None:
             ss.setdefault("_from_link", set()).add(name)  # setting_widget() says so if the page cannot show it
     for name in ("text", "text_b"):
         if name in params:
-            ss[name], cut = bert.clean_text(params[name])
+            ss[name], cut = catalog.clean_text(params[name])
             if cut:
                 notice(f"The link's text was cut to its first {MAX_CHARS:,} characters ({cut:,} characters dropped).")
     if "model" in params:
-        names = [s.name for s in bert.available_models()]
+        names = [s.name for s in catalog.available_models()]
         if params["model"] in names:
             ss["model"] = params["model"]
         else:
             notice(
                 f"The link asks for a model that is not on the list ({literal(params['model'])}): "
-                f"using {bert.DEFAULT_MODEL}. Available: {', '.join(names)}."
+                f"using {catalog.DEFAULT_MODEL}. Available: {', '.join(names)}."
             )
 
 

@@ -14,7 +14,7 @@ import streamlit as st
 from classroom import ClassError, classes, report
 from mha import plots
 from mha.lesson import steps
-from mha.models import bert
+from mha.models import catalog
 
 from . import frontend
 from .classroom import TROUBLE, address, db_trouble, set_cookie
@@ -46,11 +46,12 @@ def _plural(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
-def _step_title(n: int) -> str:
+def _step_title(key: str) -> str:
+    n = steps.number(key)
     return f"Step {n}: {steps.STEPS[n - 1].title}"
 
 
-def _pin(secret: str, model: str, text: str, step: int) -> None:
+def _pin(secret: str, model: str, text: str, step: str) -> None:
     from .cache import load_model
 
     try:
@@ -60,7 +61,7 @@ def _pin(secret: str, model: str, text: str, step: int) -> None:
         return
     try:
         classes.pin(secret, model, text, step, address())
-        st.session_state["_teacher_said"] = ("success", f"Pinned for everyone: step {step}.")
+        st.session_state["_teacher_said"] = ("success", f"Pinned for everyone: step {steps.number(step)}.")
     except TROUBLE as e:
         st.session_state["_teacher_said"] = ("error", db_trouble(e))
 
@@ -100,19 +101,20 @@ def view(secret: str) -> None:
         "and sees its answers."
     )
     back, forward = st.columns(2)  # a move that cannot be made is not drawn (a greyed button is hard to read)
-    if pin.step > 1:
+    n = steps.number(pin.step)
+    if n > 1:
         back.button(
             "← Everyone to the step before",
             on_click=_pin,
-            args=(secret, pin.model, pin.text, pin.step - 1),
+            args=(secret, pin.model, pin.text, steps.KEYS[n - 2]),
             key="teacher_back",
             width="stretch",
         )
-    if pin.step < len(steps.STEPS):
+    if n < len(steps.STEPS):
         forward.button(
             "Everyone to the next step →",
             on_click=_pin,
-            args=(secret, pin.model, pin.text, pin.step + 1),
+            args=(secret, pin.model, pin.text, steps.KEYS[n]),
             key="teacher_next",
             type="primary",
             width="stretch",
@@ -120,11 +122,9 @@ def view(secret: str) -> None:
     with st.expander("Pin another sentence, model or step", icon=":material/push_pin:"):
         with st.form("teacher_pin"):
             text = st.text_area("Sentence for the class", value=pin.text, key="teacher_text")
-            names = [s.name for s in bert.available_models()]
+            names = [s.name for s in catalog.available_models()]
             model = st.selectbox("Model", names, index=names.index(pin.model), key="teacher_model")
-            step = st.selectbox(
-                "Step", range(1, len(steps.STEPS) + 1), index=pin.step - 1, format_func=_step_title, key="teacher_step"
-            )
+            step = st.selectbox("Step", steps.KEYS, index=n - 1, format_func=_step_title, key="teacher_step")
             if st.form_submit_button("Pin for everyone", type="primary"):
                 _pin(secret, model, text, step)
                 st.rerun()
@@ -157,7 +157,7 @@ def live(secret: str) -> None:
     st.markdown(f"{_plural(joined, 'student', 'students')} joined. The class's sentence ({pin.model}):")
     st.text(pin.text[:600] + ("..." if len(pin.text) > 600 else ""))  # literal: no markup, no link
     tag = question_tag(Inputs.from_raw(pin.model, pin.text), pin.step)
-    asked = [r for r in steps.QUESTIONS if r.startswith(f"{pin.step}-")]
+    asked = [r for r in steps.QUESTIONS if r.startswith(f"{pin.step}:")]
     shown = report.histograms(found, tag)
     if not asked:
         st.info("This step asks no question.")

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 
 from mha.analyses.collapse import CollapsePath
-from mha.models import bert
+from mha.models import catalog
 
 from . import cache
 from .settings import SETTINGS
@@ -40,7 +40,9 @@ def jobs(model_name: str) -> list[Callable[[], object]]:
     layer = SETTINGS["layer"].default
     path = collapse_first_path()
     model = cache.load_model(model_name)
-    if model.family == "decoder":  # its heads study runs on request (minutes); its groups are measured on the pool
+    if (
+        model.traits.task == "next-token"
+    ):  # its heads study runs on request (minutes); its groups are measured on the pool
         last = [lambda: cache.cached_spectra(model_name, layer), lambda: cache.cached_group_diversity(model_name)]
     else:
         last = [
@@ -106,7 +108,7 @@ def start(model_name: str) -> threading.Thread | None:
     """Start warming `model_name` in a background thread, once per process and only for the
     bundled model and the decoder (another model's results are computed when a page asks). app.py
     calls it after each script run; returns the thread (None when nothing is warmed)."""
-    if model_name not in (bert.DEFAULT_MODEL, bert.DECODER_MODEL) or not enabled():
+    if model_name not in (catalog.DEFAULT_MODEL, catalog.DECODER_MODEL) or not enabled():
         return None
     thread = threading.Thread(target=run, args=(model_name,), name="mha-warm", daemon=True)
     thread.start()

@@ -12,7 +12,9 @@ import streamlit as st
 from mha.analyses import collapse
 from mha.analyses.collapse import CollapsePath
 from mha.lesson.examples import EXAMPLES
-from mha.models import bert
+from mha.models import catalog
+from mha.models.family import LoadedModel
+from mha.models.run import Run
 
 from . import frontend
 from .cache import cached_run, ladder_conversions, ladder_counts, ladder_measured, load_model
@@ -54,7 +56,7 @@ def sidebar() -> Inputs:
     cols = [sb, sb]  # one button to a row: two to a row cut their names ("Making ... more diff")
     for n, (name, text) in enumerate(EXAMPLES.items()):
         cols[n % 2].button(name, key=f"_ex_{n}", on_click=_use_example, args=(text,), width="stretch")
-    specs = {s.name: s for s in bert.available_models()}
+    specs = {s.name: s for s in catalog.available_models()}
     setting_widget(
         "selectbox",
         "Model",
@@ -73,9 +75,9 @@ def sidebar() -> Inputs:
     return ss["_inputs"]
 
 
-def _kind(spec: bert.ModelSpec) -> str:
+def _kind(spec: catalog.ModelSpec) -> str:
     """What the picker says of a model: "decoder", "bundled", "hub" or "local"."""
-    return "decoder" if spec.family == "decoder" else spec.source
+    return spec.source
 
 
 def ensure_model(inp: Inputs) -> Inputs:
@@ -83,7 +85,7 @@ def ensure_model(inp: Inputs) -> Inputs:
     conversion as they go); one that cannot be loaded here falls back to the bundled model with
     a message saying what failed and what to do. Returns the Inputs naming the model that is loaded."""
     try:
-        if inp.model == bert.DEFAULT_MODEL:
+        if inp.model == catalog.DEFAULT_MODEL:
             with st.spinner(f"Loading {inp.model} (first time only, a few seconds)..."):
                 load_model(inp.model)
         else:
@@ -97,21 +99,21 @@ def ensure_model(inp: Inputs) -> Inputs:
                 bar.empty()
                 status.update(label=f"{inp.model} loaded", state="complete", expanded=False)
         return inp
-    except (bert.ModelUnavailableError, ValueError, OSError) as e:
-        st.session_state["model"] = bert.DEFAULT_MODEL  # the picker follows on the next run
-        st.error(f"Could not load {inp.model}: {str(e).rstrip('.')}. Showing {bert.DEFAULT_MODEL} instead.")
-        inp = inp.with_model(bert.DEFAULT_MODEL)
+    except (catalog.ModelUnavailableError, ValueError, OSError) as e:
+        st.session_state["model"] = catalog.DEFAULT_MODEL  # the picker follows on the next run
+        st.error(f"Could not load {inp.model}: {str(e).rstrip('.')}. Showing {catalog.DEFAULT_MODEL} instead.")
+        inp = inp.with_model(catalog.DEFAULT_MODEL)
         st.session_state["_inputs"] = inp
         load_model(inp.model)
         return inp
 
 
-def model(inp: Inputs) -> bert.LoadedBert:
+def model(inp: Inputs) -> LoadedModel:
     """The loaded model of this rerun (app.py has loaded it already)."""
     return load_model(inp.model)
 
 
-def current_run(inp: Inputs) -> bert.BertRun | None:
+def current_run(inp: Inputs) -> Run | None:
     """The run for the sidebar sentence(s), or None (with a message in the page)."""
     if inp.cut:
         st.warning(f"The text was cut to its first {MAX_CHARS:,} characters ({inp.cut:,} characters dropped).")
@@ -134,7 +136,7 @@ def current_run(inp: Inputs) -> bert.BertRun | None:
     return run
 
 
-def run_or_stop(inp: Inputs) -> bert.BertRun:
+def run_or_stop(inp: Inputs) -> Run:
     """current_run, or the end of the page (its message is shown) when there is nothing to run."""
     run = current_run(inp)
     if run is None:
@@ -142,7 +144,7 @@ def run_or_stop(inp: Inputs) -> bert.BertRun:
     return run
 
 
-def layer_head(run: bert.BertRun, container: Any = None, head: bool = True) -> tuple[int, int]:
+def layer_head(run: Run, container: Any = None, head: bool = True) -> tuple[int, int]:
     """Layer and head pickers (values kept in the session and the URL), clamped to the model."""
     ss = st.session_state
     for key, n in (("layer", run.n_layers), ("head", run.n_heads)):
@@ -248,7 +250,7 @@ def path_controls(n_heads: int, prefix: str) -> CollapsePath | None:
     return CollapsePath(1.0 if shared else float(alpha), source, tuple(roles))
 
 
-def page_start() -> tuple[Inputs, bert.BertRun, bert.LoadedBert]:
+def page_start() -> tuple[Inputs, Run, LoadedModel]:
     """This rerun's inputs, the run of its sentence (or the end of the page, with a message) and
     the model: the first line of a page that shows the model at work."""
     from .state import inputs
@@ -289,8 +291,8 @@ def words(*terms: str) -> None:
 
     from .state import inputs
 
-    family = model(inputs()).family
-    found = [t for t in map(term, terms) if t.applies(family)]  # a term of the other family's pages is left out
+    traits = model(inputs()).traits
+    found = [t for t in map(term, terms) if t.applies(traits)]  # a term about another structure is left out
     with st.expander(f"The {len(found)} terms of this page", icon=":material/menu_book:"):
         st.markdown("\n\n".join(f"**{t.name}**: {t.text}" for t in found))
         st.page_link("app_pages/glossary.py", label="Every term: the glossary", icon=":material/menu_book:")
@@ -313,9 +315,7 @@ def diagram(dot: str, words: str) -> None:
     st.expander("The diagram in words", icon=":material/notes:").markdown(literal(words, limit=10_000))
 
 
-def whole_model_runs(
-    model: Any, run: bert.BertRun, runs: list[tuple[int, int]], ready: bool, key: str, what: str
-) -> bool:
+def whole_model_runs(model: Any, run: Run, runs: list[tuple[int, int]], ready: bool, key: str, what: str) -> bool:
     """Whether this rerun shows measures that run the model's layers on the sentence, once per
     (first layer, layers from it without heads: mha.models.cost.Run) in `runs`: at once when that is
     small (mha.models.cost.at_once) or already computed (`ready`, for anyone); otherwise the page says
@@ -350,7 +350,7 @@ def _wait_for_button(label: str, key: str, why: str) -> bool:
 
 
 def long_measures(
-    model: Any, run: bert.BertRun, counts: tuple[int, int, int], ready: bool, key: str, label: str, what: str
+    model: Any, run: Run, counts: tuple[int, int, int], ready: bool, key: str, label: str, what: str
 ) -> bool:
     """Whether this rerun shows measures between heads that compute `counts` (runs of one layer,
     head maps measured alone, pairs of maps compared: mha.models.cost.measures_macs): at once when that is
@@ -365,12 +365,12 @@ def long_measures(
         label,
         key,
         f"On your {T} tokens, {what}. That work grows as the square of the sentence's length: on a sentence this "
-        f"long it is several times the work of one pass of {model.who} over it and too long to run as the page "
+        f"long it is several times the work of one pass of {model.traits.who} over it and too long to run as the page "
         "opens, so it waits for the button.",
     )
 
 
-def ladder_inside(inp: Inputs, run: bert.BertRun, layer: int, key: str) -> bool:
+def ladder_inside(inp: Inputs, run: Run, layer: int, key: str) -> bool:
     """long_measures for the ladder's measures inside `layer` (What may be shared, the lesson's recap)."""
     model = load_model(inp.model)
     T, versions = run.n_tokens, ladder_conversions(inp.model, layer)
@@ -382,6 +382,7 @@ def ladder_inside(inp: Inputs, run: bert.BertRun, layer: int, key: str) -> bool:
         key,
         "Measure the rungs on your sentence",
         f"the ladder's {versions} converted versions of layer {layer} (its rungs, mean-pooled and rescaled) are "
-        f"measured on {T} x {T} attention maps: how far each head's map moves from {model.who}'s own, and how far "
+        f"measured on {T} x {T} attention maps: how far each head's map moves from {model.traits.who}'s own, and "
+        "how far "
         f"apart every two of their {model.n_heads} heads' maps are",
     )

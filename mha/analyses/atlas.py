@@ -18,7 +18,8 @@ import pandas as pd
 import torch
 
 if TYPE_CHECKING:
-    from mha.models.bert import BertRun, LoadedBert
+    from mha.models.family import LoadedModel
+    from mha.models.run import Run
 
 # ---------------------------------------------------------------- per-head measures
 
@@ -109,40 +110,62 @@ def positional(att: np.ndarray, min_share: float = POSITIONAL_MIN) -> tuple[np.n
     return counts.max(-1) / T >= min_share, counts.argmax(-1) - T
 
 
-SINK_KEYS = ("to [CLS]", "to [SEP]", "to the first token")  # where heads park attention, by family
+NOT_SINKS = ("to punctuation", "to itself", "to previous", "to next")  # every other share is a parking place
+
+
+def parking(tokens: list[str], first: bool, special: tuple[str, ...] = ("[CLS]", "[SEP]")) -> dict[str, list[int]]:
+    """Where heads park attention, by name: the first token (an attention sink, as in a causal
+    decoder), else each special token's positions."""
+    if first:
+        return {"the first token": [0]}
+    return {t: [i for i, x in enumerate(tokens) if x == t] for t in special}
 
 
 def head_measures(
-    attentions: np.ndarray, tokens: list[str], segment_ids: list[int] | None = None, causal: bool = False
+    attentions: np.ndarray,
+    tokens: list[str],
+    segment_ids: list[int] | None = None,
+    causal: bool = False,
+    parked: dict[str, list[int]] | None = None,
 ) -> dict[str, np.ndarray]:
     """Every per-head measure, each (L, H), in one dict (Clark et al. 2019; Voita et al. 2019).
 
-    Shares follow Clark et al. 2019's code: the mean over queries of the weight on [CLS], on
-    [SEP], on the tokens "." and "," ("to punctuation"), on the query itself, on the previous
-    and on the next token (these two over the queries that have one, so a head that always reads
-    the previous token scores 1, not (T - 1) / T). "entropy / ln T" is the entropy over its maximum for the length, so
-    that sentences of different lengths compare (in [0, 1]).
+    Shares follow Clark et al. 2019's code: the mean over the counted queries of the weight on each
+    parking place (`parked`: name -> positions, "to <name>"; default `parking`), on the tokens "."
+    and "," ("to punctuation"), on the query itself, on the previous and on the next token (these
+    two over the queries that have one, so a head that always reads the previous token scores 1,
+    not (T - 1) / T). "entropy / ln T" divides each row's entropy by the most it can have, ln of
+    the number of keys the query can read, so that sentences of different lengths compare.
+    Confidence leaves the parking places out.
 
-    causal (a decoder): query i reads keys 0..i only. The first query, which can read nothing but
-    itself, is left out of every mean; the sink is the first token ("to the first token", no
-    [CLS] or [SEP]); there is no next token to read; and a row's entropy is divided by the most it
-    can have, ln(i + 1), before the mean ("entropy / ln T" with T the keys the query can read).
+    causal: query i reads keys 0..i only. The first query, which can read nothing but itself, is
+    then not counted in any mean, and there is no next token to read.
     """
-    if causal:
-        return _causal_measures(np.asarray(attentions, dtype=np.float32), tokens)
     att = np.asarray(attentions, dtype=np.float32)
+    T = att.shape[-1]
+    if causal and T < 2:
+        raise ValueError("a causal map of one token has no query that could read another")
+    first = 1 if causal else 0  # the first counted query
+    rows = att[..., first:, :]  # (L, H, T - first, T): the counted queries
     toks = np.array(tokens)
-    out = {
-        "to [CLS]": _mean_share(att, toks == "[CLS]"),
-        "to [SEP]": _mean_share(att, toks == "[SEP]"),
-        "to punctuation": _mean_share(att, np.isin(toks, PUNCTUATION)),
-        "to itself": offset_share(att, 0),
-        "to previous": offset_share(att, -1),
-        "to next": offset_share(att, 1),
-        "entropy": (ent := entropy(att)),
-        "entropy / ln T": ent / np.log(max(att.shape[-1], 2)),
-        "confidence": confidence(att, ~np.isin(toks, ("[CLS]", "[SEP]"))),
-    }
+    parked = parking(tokens, causal) if parked is None else parked
+    is_sink = np.zeros(T, dtype=bool)
+    out = {}
+    for name, positions in parked.items():
+        keys = np.zeros(T, dtype=bool)
+        keys[positions] = True
+        is_sink |= keys
+        out[f"to {name}"] = _mean_share(rows, keys)
+    out["to punctuation"] = _mean_share(rows, np.isin(toks, PUNCTUATION))
+    out["to itself"] = np.diagonal(att, axis1=-2, axis2=-1)[..., first:].mean(-1)
+    out["to previous"] = offset_share(att, -1)
+    if not causal:
+        out["to next"] = offset_share(att, 1)
+    row_ent = row_entropy(rows)  # (L, H, T - first)
+    readable = np.arange(first, T) + 1 if causal else np.full(T, T)  # keys each counted query can read
+    out["entropy"] = row_ent.mean(-1)
+    out["entropy / ln T"] = (row_ent / np.log(np.maximum(readable, 2))).mean(-1)
+    out["confidence"] = confidence(rows, ~is_sink)
     flag, offset = positional(att)
     out["positional"] = flag
     out["argmax offset"] = offset
@@ -153,34 +176,22 @@ def head_measures(
     return out
 
 
-def _causal_measures(att: np.ndarray, tokens: list[str]) -> dict[str, np.ndarray]:
-    """head_measures for a causal map (see there): every mean over the queries 1..T-1."""
-    T = att.shape[-1]
-    if T < 2:
-        raise ValueError("a causal map of one token has no query that could read another")
-    rows = att[..., 1:, :]  # (L, H, T-1, T): the queries that can read another token
-    toks = np.array(tokens)
-    first = np.zeros(T, dtype=bool)
-    first[0] = True
-    row_ent = row_entropy(rows)  # (L, H, T-1)
-    out = {
-        "to the first token": rows[..., 0].mean(-1),
-        "to punctuation": _mean_share(rows, np.isin(toks, PUNCTUATION)),
-        "to itself": np.diagonal(att, axis1=-2, axis2=-1)[..., 1:].mean(-1),
-        "to previous": offset_share(att, -1),
-        "entropy": row_ent.mean(-1),
-        "entropy / ln T": (row_ent / np.log(np.arange(2, T + 1))).mean(-1),
-        "confidence": confidence(rows, ~first),
-    }
-    flag, offset = positional(att)
-    out["positional"] = flag
-    out["argmax offset"] = offset
-    return out
+NUMBERS = ("entropy", "entropy / ln T", "confidence", "within sentence")  # the measures besides the shares
+
+
+def numeric(m: dict[str, np.ndarray]) -> list[str]:
+    """The measures of m a chart can colour by (every share, entropy, confidence, within sentence)."""
+    return [*shares(m), *(k for k in NUMBERS if k in m)]
+
+
+def sink_keys(m: dict[str, np.ndarray]) -> list[str]:
+    """The shares of m on parking places ("to [CLS]", "to [SEP]", "to the first token", ...)."""
+    return [k for k in shares(m) if k not in NOT_SINKS]
 
 
 def sink_share(m: dict[str, np.ndarray]) -> np.ndarray:
-    """(L, H) each head's share on the tokens heads park on: [CLS] and [SEP], or a decoder's first token."""
-    return sum(m[k] for k in SINK_KEYS if k in m)
+    """(L, H) each head's share on the tokens heads park on (sink_keys)."""
+    return sum(m[k] for k in sink_keys(m))
 
 
 def shares(m: dict[str, np.ndarray]) -> list[str]:
@@ -290,15 +301,9 @@ def describe(m: dict[str, np.ndarray], label: str, layer: int, head: int, n_toke
     pick = {k: float(v[layer, head]) for k, v in m.items() if k.startswith("to ") or k in ("entropy", "confidence")}
     shares = {k: v for k, v in pick.items() if k.startswith("to ")}
     top, share = max(shares.items(), key=lambda kv: kv[1])
-    where = {
-        "to [CLS]": "the [CLS] token",
-        "to [SEP]": "the [SEP] token",
-        "to the first token": "the first token",
-        "to punctuation": "the tokens “.” and “,” together",  # PUNCTUATION, as Clark et al. 2019 count it
-        "to itself": "itself",
-        "to previous": "the previous token",
-        "to next": "the next token",
-    }[top]
+    named = {"to the first token": "the first token", "to itself": "itself", "to previous": "the previous token"}
+    named |= {"to next": "the next token", "to punctuation": "the tokens “.” and “,” together"}  # Clark et al.'s
+    where = named.get(top, f"the {top[3:]} token")
     causal = "to next" not in m
     most = most_entropy(n_tokens, causal)
     if share >= MOSTLY:
@@ -311,11 +316,8 @@ def describe(m: dict[str, np.ndarray], label: str, layer: int, head: int, n_toke
         )
         text = (
             f"Layer {layer}, head {head} ({label}): {spread}; of "
-            + (
-                "the first token, punctuation, itself and the previous token"
-                if "to next" not in m
-                else "[CLS], [SEP], punctuation, itself and its neighbours"
-            )
+            + ", ".join([*(k[3:] for k in sink_keys(m)), "punctuation", "itself"])
+            + (" and the previous token" if causal else " and its neighbours")
             + f", the most goes to {where} ({share:.0%})"
         )
     if bool(m["positional"][layer, head]):
@@ -365,12 +367,11 @@ def value_weighted_row(module, x, query: int, weights: torch.Tensor | None = Non
         return summed.norm(dim=-1).numpy()
 
 
-SHARES = ("to [CLS]", "to [SEP]", "to punctuation", "to itself", "to previous", "to next")
-
-
-def measures(run: BertRun) -> dict[str, np.ndarray]:
+def measures(run: Run) -> dict[str, np.ndarray]:
     """Every per-head measure of a run, each (L, H), plus "pattern" labels (L, H)."""
-    m = head_measures(run.attentions, run.tokens, run.segment_ids, run.causal)
+    t = run.traits
+    parked = parking(run.tokens, t.parking == "first", t.special_tokens)
+    m = head_measures(run.attentions, run.tokens, run.segment_ids, t.causal, parked)
     m["pattern"] = pattern_labels(m, run.n_tokens)
     return m
 
@@ -404,7 +405,7 @@ def to_csv(m: dict[str, np.ndarray]) -> bytes:
     return pd.DataFrame(columns).to_csv(index=False, float_format="%.6g").encode()
 
 
-def token_views(bert: LoadedBert, run: BertRun, token: int) -> dict[str, np.ndarray]:
+def token_views(bert: LoadedModel, run: Run, token: int) -> dict[str, np.ndarray]:
     """Where token `token` reads, layer by layer, three ways, each (L, T) with rows summing to 1:
 
     raw: attention averaged over heads; rollout: Abnar & Zuidema 2020 (through the layers);

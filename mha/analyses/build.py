@@ -17,7 +17,8 @@ from mha.analyses import collapse, metrics
 from mha.core.attention import AttentionTrace, MultiHeadAttention
 
 if TYPE_CHECKING:
-    from mha.models.bert import BertRun, LoadedBert
+    from mha.models.family import LoadedModel
+    from mha.models.run import Run
 
 WeightSource = Literal["bert", "random"]
 PERMUTED = 1e-4  # largest |output(shuffled) - output reordered| that still counts as "only reordered"
@@ -33,8 +34,9 @@ class Stages:
         head count, distinct projections, scaling on), else None.
     shuffle_error: max |output(shuffled) - output reordered| when shuffled, else None.
     order_errors: for a module with a causal mask or rotary positions, when shuffled: the same
-        error with the module as it is, without its causal mask, and without mask and rotary
-        positions (where the positions enter), else None.
+        error with the module as it is, without its causal mask (if it has one), and without mask
+        and rotary positions (if it has them; the last entry has every order-aware part removed),
+        else None.
     head_spread: max |weights of head h - weights of head g| over every two heads (metrics.head_spread).
     measures: the collapse measures (head diversity, overlaps, effective number of heads, ...).
     score_std, scaled_std, max_weight: per head (H,): the spread of Q_i K_i^T and of the scaled
@@ -87,7 +89,7 @@ def random_module(d_model: int, n_heads: int, seed: int, like: MultiHeadAttentio
 
 
 def build_module(
-    bert: LoadedBert, layer: int, n_heads: int, weights: WeightSource = "bert", seed: int = 0, shared: bool = False
+    bert: LoadedModel, layer: int, n_heads: int, weights: WeightSource = "bert", seed: int = 0, shared: bool = False
 ) -> MultiHeadAttention:
     """A from-scratch module: layer `layer`'s real weights (or a seeded random init) split into
     n_heads heads; shared=True gives every head one W^Q, W^K, W^V: the mean of the heads' slices
@@ -109,8 +111,8 @@ def _numpy_trace(tr: AttentionTrace) -> AttentionTrace:
 
 
 def build_stages(
-    bert: LoadedBert,
-    run: BertRun,
+    bert: LoadedModel,
+    run: Run,
     layer: int,
     n_heads: int,
     weights: WeightSource = "bert",
@@ -131,10 +133,11 @@ def build_stages(
             shuffle_error = _shuffle_error(m, x, perm, scale)
             if m.causal or m.rope_theta is not None:
                 order_errors = {"as the model has it": shuffle_error}
-                for name, changes in (
-                    ("without the causal mask", {"causal": False}),
-                    ("without the mask and the rotary positions", {"causal": False, "rope_theta": None}),
-                ):
+                variants = [("without the causal mask", {"causal": False})] if m.causal else []
+                if m.rope_theta is not None:  # last: the layer with every order-aware part removed
+                    name = "without the mask and the rotary positions" if m.causal else "without the rotary positions"
+                    variants.append((name, {"causal": False, "rope_theta": None}))
+                for name, changes in variants:
                     variant = copy.copy(m)
                     variant.__dict__.update(changes)
                     order_errors[name] = _shuffle_error(variant, x, perm, scale)

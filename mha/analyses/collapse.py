@@ -41,7 +41,9 @@ from mha.analyses import metrics
 from mha.core.attention import ROLES, AttentionTrace, MultiHeadAttention
 
 if TYPE_CHECKING:
-    from mha.models.bert import BertRun, LoadedBert
+    from mha.models.family import LoadedModel
+    from mha.models.run import Run
+    from mha.models.traits import Traits
 
 Source = int | Literal["scaled", "mean"]
 POOLED: tuple[Source, ...] = ("scaled", "mean")  # the shared slices made from every head's
@@ -304,7 +306,7 @@ class LayerCollapse:
 
 
 def collapse_layer(
-    bert: LoadedBert, run: BertRun, layer: int, path: CollapsePath, overlap_roles: Iterable[str] = ROLES
+    bert: LoadedModel, run: Run, layer: int, path: CollapsePath, overlap_roles: Iterable[str] = ROLES
 ) -> LayerCollapse:
     """Layer `layer` of BERT at one point of the path to shared projections (module_at), with
     all measures (subspace overlap for the projections in overlap_roles)."""
@@ -318,7 +320,7 @@ def collapse_layer(
 _OVERLAPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {path point: (H, H)}
 
 
-def path_overlap(bert: LoadedBert, m: MultiHeadAttention, layer: int, path: CollapsePath, role: str) -> np.ndarray:
+def path_overlap(bert: LoadedModel, m: MultiHeadAttention, layer: int, path: CollapsePath, role: str) -> np.ndarray:
     """head_overlap(m, role) for m = layer `layer` at a point of the path: it depends on the
     weights alone, not on the sentence, so it is kept per model (read-only; a projection that is
     not pulled is the model's own at any alpha)."""
@@ -379,7 +381,7 @@ def sweep_alphas(steps: int = SWEEP_STEPS) -> list[float]:
 
 
 def alpha_sweep(
-    bert: LoadedBert, run: BertRun, layer: int, path: CollapsePath, steps: int = SWEEP_STEPS
+    bert: LoadedModel, run: Run, layer: int, path: CollapsePath, steps: int = SWEEP_STEPS
 ) -> list[dict[str, float]]:
     """The scalar measures (diversity, the subspace overlap of W^Q, W^K and W^V, effective rank)
     at the `steps` alphas of sweep_alphas on the path's source and roles (its own alpha is not used)."""
@@ -403,15 +405,19 @@ def _effect(new: np.ndarray, old: np.ndarray) -> dict[str, float]:
     }
 
 
-def final_cosine(new: np.ndarray, old: np.ndarray, causal: bool = False) -> float:
-    """How close final hidden states (T, C) stay to the model's own: the cosine of their means (the
-    sentence embedding, as all-MiniLM-L6-v2 pools), or for a decoder, which pools nothing and whose
-    first token's state is many times longer than the others', the mean cosine per token."""
-    effect = _effect(new, old)
-    return effect["mean token cosine" if causal else "sentence embedding cosine"]
+def final_key(traits: Traits) -> str:
+    """Which cosine says how close a model's final states stay: a sentence encoder's output is its
+    mean-pooled sentence embedding ("sentence embedding cosine"); a next-token model pools nothing
+    and its first token's state is many times longer than the others' ("mean token cosine")."""
+    return "sentence embedding cosine" if traits.task == "similarity" else "mean token cosine"
 
 
-def whole_model_effect(bert: LoadedBert, run: BertRun, layers: Iterable[int], path: CollapsePath) -> dict[str, float]:
+def final_cosine(new: np.ndarray, old: np.ndarray, traits: Traits) -> float:
+    """How close final hidden states (T, C) stay to the model's own (final_key's cosine)."""
+    return _effect(new, old)[final_key(traits)]
+
+
+def whole_model_effect(bert: LoadedModel, run: Run, layers: Iterable[int], path: CollapsePath) -> dict[str, float]:
     """Run the whole BERT with `layers` at a point of the path to shared projections (module_at,
     on copies).
 
@@ -429,14 +435,14 @@ def whole_model_effect(bert: LoadedBert, run: BertRun, layers: Iterable[int], pa
     return _effect(states[-1][0].float().numpy(), old)
 
 
-def removal_mask(bert: LoadedBert, layers: Iterable[int]) -> np.ndarray:
+def removal_mask(bert: LoadedModel, layers: Iterable[int]) -> np.ndarray:
     """(L, H) head mask with every head of `layers` removed (0) and the others kept (1)."""
     mask = np.ones((bert.n_layers, bert.n_heads), dtype=np.float32)
     mask[sorted(set(layers))] = 0.0
     return mask
 
 
-def removal_effect(bert: LoadedBert, run: BertRun, layers: Iterable[int]) -> dict[str, float]:
+def removal_effect(bert: LoadedModel, run: Run, layers: Iterable[int]) -> dict[str, float]:
     """A baseline for whole_model_effect: the same measures with every head of `layers` removed
     (its output zeroed before W^O, so the attention sub-layer adds only W^O's bias)."""
     layers = sorted(set(layers))

@@ -27,7 +27,8 @@ from mha.analyses.uptrain import UptrainProgress, UptrainResult, uptrain
 from mha.core.attention import ROLES, MultiHeadAttention, role_heads
 
 if TYPE_CHECKING:
-    from mha.models.bert import BertRun, LoadedBert
+    from mha.models.family import LoadedModel
+    from mha.models.run import Run
 
 
 def group_kv(module: MultiHeadAttention, kv_heads: int) -> MultiHeadAttention:
@@ -142,6 +143,22 @@ def cache_table(shapes: dict[str, tuple[int, int, int]]) -> list[dict[str, str]]
     return rows
 
 
+def built_cache_table(models: list[tuple[str, int, int, int, int]]) -> list[dict[str, str]]:
+    """K/V cache per token (fp16) of models as they are built {(name, layers, query heads, K/V
+    heads, d_head)}: their own K/V heads, beside what a K and V per query head would need."""
+    return [
+        {
+            "model": name,
+            "layers": str(layers),
+            "query heads": str(heads),
+            "K/V heads per layer": str(kv),
+            "K/V cache per token, as built": f"{kv_cache_bytes(layers, kv, d_head) / 1024:,.1f} KiB",
+            "with a K and V per head": f"{kv_cache_bytes(layers, heads, d_head) / 1024:,.1f} KiB",
+        }
+        for name, layers, heads, kv, d_head in models
+    ]
+
+
 REFERENCE_MODELS = {  # (layers, heads, d_head) of decoders for the cache comparison
     "bert-base shape (12 x 12 x 64)": (12, 12, 64),
     "a 7B model (32 x 32 x 128), e.g. Llama 2 7B": (32, 32, 128),
@@ -170,7 +187,7 @@ class RungMeasures:
 
 
 def rung_measures(
-    bert: LoadedBert, run: BertRun, layer: int, rung: Rung, module: MultiHeadAttention | None = None
+    bert: LoadedModel, run: Run, layer: int, rung: Rung, module: MultiHeadAttention | None = None
 ) -> RungMeasures:
     """The measures of a rung for one layer (module: an uptrained version of the rung, if any)."""
     original = bert.scratch_layer(layer)
@@ -178,8 +195,8 @@ def rung_measures(
 
 
 def ladder_measures(
-    bert: LoadedBert,
-    run: BertRun,
+    bert: LoadedModel,
+    run: Run,
     layer: int,
     modules: list[tuple[Rung, MultiHeadAttention]],
     whole: bool = True,
@@ -224,7 +241,7 @@ def ladder_counts(rungs: list[Rung]) -> tuple[int, int, int]:
 
 
 def ladder_finals(
-    bert: LoadedBert, run: BertRun, layer: int, modules: list[MultiHeadAttention], chunk: int = 4
+    bert: LoadedModel, run: Run, layer: int, modules: list[MultiHeadAttention], chunk: int = 4
 ) -> list[float]:
     """How close the whole model's last states stay (collapse.final_cosine) with each module in
     place of `layer`'s attention. The layers before it are not run (the run's own states enter
@@ -232,7 +249,7 @@ def ladder_finals(
     the model's own tensors (MHA's rung) is the run itself: cosine 1 without running anything."""
     original = bert.scratch_layer(layer)
     old_states = run.hidden_states[-1]  # (T, C)
-    finals = [collapse.final_cosine(old_states, old_states, run.causal)] * len(modules)
+    finals = [collapse.final_cosine(old_states, old_states, run.traits)] * len(modules)
     changed = [b for b, m in enumerate(modules) if not m.shares_weights_with(original)]
     h = run.layer_state(layer)  # (1, T, C)
     with torch.inference_mode():
@@ -242,7 +259,7 @@ def ladder_finals(
             states, _ = bert.run_layers(entering, start=layer + 1, keep=False)  # the model's own layers after it
             last = (states[-1] if states else entering).float().numpy()  # (b, T, C)
             for b, new in zip(part, last):
-                finals[b] = collapse.final_cosine(new, old_states, run.causal)
+                finals[b] = collapse.final_cosine(new, old_states, run.traits)
     return finals
 
 
@@ -257,12 +274,12 @@ class Baselines:
     sentence_cosine_no_heads: float | None
 
 
-def baselines(bert: LoadedBert, run: BertRun, layer: int, whole: bool = True) -> Baselines:
+def baselines(bert: LoadedModel, run: Run, layer: int, whole: bool = True) -> Baselines:
     """The layer without attention and the model without any head, measured as rung_measures does
     (the whole-model cosines only with `whole`)."""
     original = bert.scratch_layer(layer)
     x = run.layer_input(layer)  # (1, T, C)
-    key = "mean token cosine" if run.causal else "sentence embedding cosine"  # as collapse.final_cosine
+    key = collapse.final_key(run.traits)
     with torch.inference_mode():
         out = original.silent_output(x)  # every head's output zeroed before W^O
         ref_out, _ = original(x)
@@ -273,25 +290,23 @@ def baselines(bert: LoadedBert, run: BertRun, layer: int, whole: bool = True) ->
     )
 
 
-def rung_attention(bert: LoadedBert, run: BertRun, layer: int, rung: Rung) -> np.ndarray:
+def rung_attention(bert: LoadedModel, run: Run, layer: int, rung: Rung) -> np.ndarray:
     """The rung's attention (H, T, T) in one layer on the run's input to it."""
     m = rung.module(bert.scratch_layer(layer))
     with torch.inference_mode():
         return m(run.layer_input(layer))[1][0].numpy()
 
 
-def held_out_cosine(
-    bert: LoadedBert, runs: list[BertRun], layer: int, module: MultiHeadAttention | None = None
-) -> float:
+def held_out_cosine(bert: LoadedModel, runs: list[Run], layer: int, module: MultiHeadAttention | None = None) -> float:
     """Mean sentence-embedding cosine to BERT's own over `runs` with `layer` replaced by module
     (module None: the layer's heads removed, the baseline)."""
     change = {"head_mask": collapse.removal_mask(bert, [layer])} if module is None else {"replace": {layer: module}}
     return float(
-        np.mean([collapse.final_cosine(bert.encode_with(r, **change)[-1], r.hidden_states[-1], r.causal) for r in runs])
+        np.mean([collapse.final_cosine(bert.encode_with(r, **change)[-1], r.hidden_states[-1], r.traits) for r in runs])
     )
 
 
-def held_out_error(original: MultiHeadAttention, module: MultiHeadAttention, runs: list[BertRun], layer: int) -> float:
+def held_out_error(original: MultiHeadAttention, module: MultiHeadAttention, runs: list[Run], layer: int) -> float:
     """The relative error of uptrain.relative_mse, ||f(x) - f_orig(x)||^2 / ||f_orig(x)||^2 summed
     over every token of `runs` (each on its BERT input to `layer`)."""
     err = total = 0.0
@@ -304,7 +319,7 @@ def held_out_error(original: MultiHeadAttention, module: MultiHeadAttention, run
     return err / total
 
 
-def held_out_diversity(runs: list[BertRun], layer: int, module: MultiHeadAttention) -> float:
+def held_out_diversity(runs: list[Run], layer: int, module: MultiHeadAttention) -> float:
     """Mean over `runs` of the head diversity (mean JS between heads) of `module` on each run's
     BERT input to `layer`."""
     with torch.inference_mode():
@@ -336,11 +351,11 @@ class UptrainOutcome:
 
 
 def uptrain_rung(
-    bert: LoadedBert,
+    bert: LoadedModel,
     layer: int,
     rung: Rung,
     inputs: tuple[torch.Tensor, torch.Tensor],
-    held_out: list[BertRun],
+    held_out: list[Run],
     steps: int = 1000,
     seed: int = 0,
     progress: Callable[[UptrainProgress], None] | None = None,

@@ -33,7 +33,8 @@ from mha.core.attention import MultiHeadAttention
 BERT = CollapsePath(alpha=0.0)  # no pull: the model's own heads
 
 if TYPE_CHECKING:
-    from mha.models.bert import BertRun, LoadedBert
+    from mha.models.family import LoadedModel
+    from mha.models.run import Run
 
 
 @dataclass
@@ -117,7 +118,7 @@ def head_maps(spaces: HeadSpaces, weights: np.ndarray | None = None, causal: boo
     return HeadMaps(qs, ks, fid, weights, metrics.score_spread(scaled, causal))
 
 
-def layer_maps(bert: LoadedBert, run: BertRun, layer: int, path: CollapsePath = BERT) -> HeadMaps:
+def layer_maps(bert: LoadedModel, run: Run, layer: int, path: CollapsePath = BERT) -> HeadMaps:
     """head_maps of BERT's layer `layer` on the run's input to it, at a point of the path to shared
     projections exactly as the collapse page has it (on a copy of the weights; default: alpha = 0,
     the model's own heads)."""
@@ -150,7 +151,7 @@ def aligned_frames(frames: list[HeadMaps]) -> list[HeadMaps]:
 
 
 def alpha_frames(
-    bert: LoadedBert, run: BertRun, layer: int, path: CollapsePath, steps: int = 11
+    bert: LoadedModel, run: Run, layer: int, path: CollapsePath, steps: int = 11
 ) -> list[tuple[float, HeadMaps]]:
     """layer_maps at `steps` evenly spaced alphas from 0 (distinct) to 1 (shared) on the path's
     source and roles, without the attention weights (the frames of an animation need only the
@@ -262,7 +263,7 @@ class Pool:
     causal: bool = False
 
 
-def pool_spaces(bert: LoadedBert, runs: list[BertRun], layer: int) -> Pool:
+def pool_spaces(bert: LoadedModel, runs: list[Run], layer: int) -> Pool:
     """Every token of `runs` at BERT's layer `layer` (real weights), pooled."""
     m = bert.scratch_layer(layer)
     qs, ks, tokens, sentence, position = [], [], [], [], []

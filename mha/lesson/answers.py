@@ -18,7 +18,9 @@ from mha.lesson import check_question
 from mha.plots.common import token_label
 
 if TYPE_CHECKING:
-    from mha.models.bert import BertRun, LoadedBert
+    from mha.models.family import LoadedModel
+    from mha.models.run import Run
+    from mha.models.traits import Traits
 
 
 def small(x: float, tol: float = 1e-5) -> str:
@@ -70,18 +72,20 @@ FUNCTION_WORDS = frozenset(
 )
 
 
-def parking_words(run: BertRun) -> str:
+def parking_words(run: Run) -> str:
     """The tokens step 1 leaves out, where heads park attention, in words."""
-    return f"{run.sink_name} and punctuation" if run.causal else "[CLS], [SEP] and punctuation"
+    t = run.traits
+    return f"{', '.join(t.special_tokens) if t.parking == 'special' else t.sink_name} and punctuation"
 
 
-def query_rule(tokens: list[str], causal: bool = False) -> tuple[int, str]:
+def query_rule(tokens: list[str], traits: Traits) -> tuple[int, str]:
     """Step 1's query token and the rule that chose it: the first personal pronoun (what it refers
     to is a link a head must make), else the first content word (a whole word, not a function
     word); in a causal model, which reads only the tokens before a query, the last of them, so the
     query has the most to read. Raises ValueError if the sentence has neither."""
+    causal = traits.causal
     kinds = subspaces.token_kinds(tokens)
-    if causal:
+    if traits.parking == "first":
         kinds = ["special" if i == 0 else k for i, k in enumerate(kinds)]  # the first token is the sink
     whole = [
         i
@@ -184,7 +188,7 @@ class QueryRows:
         )
 
 
-def one_query(run: BertRun, query: int) -> OneQuery:
+def one_query(run: Run, query: int) -> OneQuery:
     """Every head's attention for token `query`: its top key among the sentence's words (not
     [CLS], [SEP] or punctuation) and that weight, and the distinct top keys."""
     if not 0 <= query < run.n_tokens:
@@ -208,7 +212,7 @@ def one_query(run: BertRun, query: int) -> OneQuery:
 SPREAD_OPTIONS = ("None: no head gives a word more than half", "1 word", "2 or 3 words", "4 or more words")
 
 
-def spread_question(run: BertRun, q: OneQuery) -> Choice:
+def spread_question(run: Run, q: OneQuery) -> Choice:
     """Predict before the chart: leaving out the parking tokens, to how many different words of
     the sentence does some head give more than half of the query's weight? Answered by counting
     those words; the feedback says where the rest of the heads put it."""
@@ -229,7 +233,7 @@ def spread_question(run: BertRun, q: OneQuery) -> Choice:
     return Choice(SPREAD_OPTIONS, answer, why)
 
 
-def stage_shapes(run: BertRun, bert: LoadedBert) -> dict[str, tuple[int, int]]:
+def stage_shapes(run: Run, bert: LoadedModel) -> dict[str, tuple[int, int]]:
     """Steps 2 and 4: the shapes of X, one head's Q_i, one head's attention, the concatenation
     and the output, for this sentence."""
     T, C, H = run.n_tokens, bert.d_model, bert.n_heads
@@ -246,28 +250,47 @@ def other_split(n_heads: int, d_model: int) -> tuple[int, int]:
     raise ValueError(f"no other split of {d_model} for {n_heads} heads")
 
 
-def subspace_question(bert: LoadedBert, run: BertRun, layer: int, a: int, b: int) -> Choice:
+def key_of(traits: Traits, head: int) -> str:
+    """The W^K a head reads, in LaTeX: its own W_i^K, or its K/V group's shared one."""
+    if traits.grouped:
+        return f"the $W^K$ of K/V group {head // traits.group_size}"
+    return f"$W_{{{head}}}^K$"
+
+
+def qk_words(traits: Traits) -> str:
+    """Whose W^Q and W^K a head reads, in words (a hint's)."""
+    return "its own $W_i^Q$ and its group's shared $W^K$" if traits.grouped else "its own $W_i^Q$ and $W_i^K$"
+
+
+def subspace_question(bert: LoadedModel, run: Run, layer: int, a: int, b: int) -> Choice:
     """Step 3: do heads a and b draw the sentence the same way? Answered by their pictures."""
     maps = subspaces.layer_maps(bert, run, layer)
     pa = np.concatenate([maps.queries[a], maps.keys[a]])
     pb = np.concatenate([maps.queries[b], maps.keys[b]])
     differ = float(np.abs(pa - pb).max())
     options = ("The same picture: one projection, seen twice", "Different pictures: each head has its own lens")
+    t = run.traits
     if a == b:
         why = (
-            f"Both panels are head {a}: one $W_{{{a}}}^Q$ and one $W_{{{a}}}^K$, so the same picture, point for point. "
-            "Pick two different heads to compare two lenses."
+            f"Both panels are head {a}: one $W_{{{a}}}^Q$ and one {key_of(t, a)}, so the same picture, point for "
+            "point. Pick two different heads to compare two lenses."
         )
         return Choice(options, 0, why)
+    if t.grouped and a // t.group_size == b // t.group_size:
+        matrices = (
+            f"heads {a} and {b} read one $W^K$ (K/V group {a // t.group_size}), but $W_{{{a}}}^Q$ and "
+            f"$W_{{{b}}}^Q$ are different matrices"
+        )
+    else:
+        matrices = f"$W_{{{a}}}^Q$, {key_of(t, a)} and $W_{{{b}}}^Q$, {key_of(t, b)} are different matrices"
     why = (
         f"Their points differ by up to {differ:.2f} (fidelity {maps.fidelity[a]:.2f} and {maps.fidelity[b]:.2f}): "
-        f"$W_{{{a}}}^Q, W_{{{a}}}^K$ and $W_{{{b}}}^Q, W_{{{b}}}^K$ are different matrices, so the same tokens land "
-        "in different places."
+        f"{matrices}, so the same tokens land in different places."
     )
     return Choice(options, 1 if differ > 1e-3 else 0, why)
 
 
-def previous_token_question(run: BertRun) -> tuple[Choice, tuple[int, int], tuple[int, int]]:
+def previous_token_question(run: Run) -> tuple[Choice, tuple[int, int], tuple[int, int]]:
     """Step 5: which head reads the previous token most? Also returns that head and the head that
     reads [CLS] and [SEP] most, for the page to show."""
     m = atlas.measures(run)
@@ -284,8 +307,8 @@ def previous_token_question(run: BertRun) -> tuple[Choice, tuple[int, int], tupl
         f"{_head(best)} puts {share(prev[best])} of a token's attention on the token just before it, on average over "
         "the tokens that have one "
         f"(Clark et al. 2019 found such heads in BERT too). {_head(vertical)} sends {share(special[vertical])} "
-        f"to {run.sink_name} instead: a place to park attention when there is nothing to read"
-        + (" (an attention sink, Xiao et al. 2024)." if run.causal else ".")
+        f"to {run.traits.sink_name} instead: a place to park attention when there is nothing to read"
+        + (" (an attention sink, Xiao et al. 2024)." if run.traits.parking == "first" else ".")
     )
     return Choice(options, options.index(_head(best)), why), best, vertical
 
@@ -324,8 +347,8 @@ ROLE_NAMES = ("K and V", "Q and K", "V only", "Q only")
 
 
 def which_roles_question(
-    bert: LoadedBert,
-    run: BertRun,
+    bert: LoadedModel,
+    run: Run,
     layer: int,
     collapse_at: Callable[[collapse.CollapsePath], collapse.LayerCollapse] | None = None,
 ) -> tuple[Choice, dict[str, float]]:
@@ -358,7 +381,7 @@ def which_roles_question(
     return Choice(ROLE_NAMES, ROLE_NAMES.index(least), why), div
 
 
-def shuffle_question(bert: LoadedBert, run: BertRun, layer: int, seed: int = 1) -> tuple[Choice, float]:
+def shuffle_question(bert: LoadedModel, run: Run, layer: int, seed: int = 1) -> tuple[Choice, float]:
     """Step 7: shuffle the rows of a layer's input: is each token's output the same, only
     reordered? Answered by build_stages' shuffle check on the real layer: yes for BERT's
     attention, no for a decoder's, whose causal mask and rotary positions see the order (the
@@ -366,21 +389,34 @@ def shuffle_question(bert: LoadedBert, run: BertRun, layer: int, seed: int = 1) 
     s = build.build_stages(bert, run, layer, bert.n_heads, shuffle=True, seed=seed)
     options = ("The same outputs, only in the new order", "Different outputs: attention notices the order")
     if s.order_errors is not None:
-        e = s.order_errors
+        e, t = s.order_errors, run.traits
+        plain = list(e)[-1]  # every order-aware part removed
+        sees = [
+            *(["its causal mask lets a token read only the tokens before it"] if t.causal else []),
+            *(
+                ["its rotary positions turn q and k by their place before they meet (Su et al. 2021)"]
+                * (t.positions == "rotary")
+            ),
+        ]
         why = (
             f"Largest difference after undoing the shuffle: {small(e['as the model has it'])}. This layer sees the "
-            f"order: its causal mask lets a token read only the tokens before it, and its rotary positions turn q and "
-            f"k by their place before they meet (Su et al. 2021). Without the mask it still differs by "
-            f"{small(e['without the causal mask'])}; without the mask and the rotation the same weights only reorder "
-            f"(largest difference {small(e['without the mask and the rotary positions'])}): the dot product itself "
-            "knows no positions. BERT adds a position vector to each token before layer 0 instead; where positions "
-            "enter is the next lesson, positional encodings."
+            f"order: {', and '.join(sees)}."
+            + (f" Without the mask it still differs by {small(e['without the causal mask'])};" if len(e) == 3 else "")
+            + f" {plain.replace('the mask and the rotary positions', 'the mask and the rotation')} the same weights "
+            f"only reorder (largest difference {small(e[plain])}): the dot product itself knows no positions. "
+            + (
+                f"{t.who} also adds a learned position vector to each token before layer 0; "
+                if t.positions == "learned"
+                else "BERT adds a position vector to each token before layer 0 instead; "
+            )
+            + "where positions enter is the next lesson, positional encodings."
         )
     else:
         why = (
             f"Largest difference after undoing the shuffle: {small(s.shuffle_error)}. Attention only compares vectors "
-            "with each other, so it cannot see where a token stands. The sentence's own word order reaches BERT "
-            "another way: it adds a learned position embedding to every token before layer 0, so reordering the words "
+            "with each other, so it cannot see where a token stands. The sentence's own word order reaches "
+            f"{run.traits.who} another way: it adds a learned position embedding to every token before layer 0, so "
+            "reordering the words "
             "themselves does change its outputs; the next lesson, positional encodings, shows how."
         )
     return Choice(options, 0 if s.shuffle_error < build.PERMUTED else 1, why), s.shuffle_error

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 
-def stages_dot(T: int, C: int, H: int, shared: bool = False, groups: int | None = None) -> str:
+def stages_dot(T: int, C: int, H: int, shared: bool = False, groups: int | None = None, causal: bool = False) -> str:
     """DOT source: X (T x C) -> per-head Q_i, K_i, V_i (T x D) -> attention per head -> concat -> W^O.
 
     Shows head 0 and an ellipsis for the others (narrow enough for a phone); D = C / H. `shared`
     draws one W^Q, W^K, W^V for all; `groups` (fewer than H) draws K and V shared by groups of heads
-    (grouped-query attention) and a causal mask.
+    (grouped-query attention); `causal` draws a causal mask.
     """
     if H < 1 or C % H:
         raise ValueError(f"C={C} must be divisible by H={H}")
     D = C // H
-    mask = " + causal mask" if groups else ""
+    mask = " + causal mask" if causal else ""
     shown = [0]  # one head and an ellipsis: a phone shows 14 pt text at 12 px or more
     lines = [
         "digraph MHA {",
@@ -63,8 +63,8 @@ def stages_dot(T: int, C: int, H: int, shared: bool = False, groups: int | None 
     return "\n".join(lines)
 
 
-def stages_text(T: int, C: int, H: int, groups: int | None = None) -> str:
-    """The diagram in words (its text alternative), with the same shapes (`groups`: as stages_dot)."""
+def stages_text(T: int, C: int, H: int, groups: int | None = None, causal: bool = False) -> str:
+    """The diagram in words (its text alternative), with the same shapes (`groups`, `causal`: as stages_dot)."""
     D = C // H
     grouped = groups is not None and groups < H
     own = (
@@ -72,7 +72,7 @@ def stages_text(T: int, C: int, H: int, groups: int | None = None) -> str:
         if grouped
         else f"own W_i^Q, W_i^K and W_i^V ({C} x {D} each)"
     )
-    mask = " with a causal mask (a token reads only itself and the tokens before it)" if groups else ""
+    mask = " with a causal mask (a token reads only itself and the tokens before it)" if causal else ""
     return (
         f"X, the token vectors ({T} x {C}), goes to each of the {H} heads. 1. Project: head i multiplies X by its "
         f"{own} to get Q_i, K_i and V_i ({T} x {D} each). 2. Attend: every "

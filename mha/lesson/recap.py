@@ -43,14 +43,21 @@ def sharing(ans: Answer, layer: int, who: str = "BERT") -> str:
     )
 
 
-def production(layer: int, plain: dict[str, RungMeasures], scaled: dict[str, RungMeasures], base: Baselines) -> str:
+def production(
+    layer: int,
+    plain: dict[str, RungMeasures],
+    scaled: dict[str, RungMeasures],
+    base: Baselines,
+    who: str = "BERT",
+    cosine: str = "sentence embedding cosine",
+) -> str:
     """Why production models share K and V (MQA, GQA): each head keeps its own W_i^Q. `plain` and
     `scaled`: the ladder's rungs by name, pooled by the plain and the rescaled mean; without their
     sentence cosines (not run: a long sentence before its button) the paragraph leaves them out."""
     mha, mqa = plain["MHA"], plain["MQA"]
     whole = (
-        f"Layer {layer} alone converted without training keeps a sentence-embedding cosine of "
-        f"{scaled['MQA'].sentence_cosine:.3f} to BERT's as MQA with the pooled K and V rescaled "
+        f"Layer {layer} alone converted without training keeps a {cosine} of "
+        f"{scaled['MQA'].sentence_cosine:.3f} to {who}'s as MQA with the pooled K and V rescaled "
         f"({mqa.sentence_cosine:.3f} plain mean), and {scaled['shared Q/K/V'].sentence_cosine:.3f} with one shared "
         f"Q, K and V ({plain['shared Q/K/V'].sentence_cosine:.3f} plain); removing that layer's attention keeps "
         f"{base.sentence_cosine:.3f}. One sentence is not enough to rank these untrained conversions against each "
@@ -63,12 +70,12 @@ def production(layer: int, plain: dict[str, RungMeasures], scaled: dict[str, Run
         f"et al. 2023): each head keeps its own $W_i^Q$, so its question stays its own. In layer {layer} with one "
         f"K and one V, the heads differ by {scaled['MQA'].diversity:.3f} when the pooled K and V keep a slice's "
         f"length ({mqa.diversity:.3f} with the plain mean, whose scores are smaller), against {mha.diversity:.3f} "
-        f"in BERT's layer. Were every layer MQA in a decoder of this shape, the K/V cache that generation reads "
+        f"in {who}'s layer. Were every layer MQA in a decoder of this shape, the K/V cache that generation reads "
         f"for every new token would shrink from {mha.kv_cache:,} to {mqa.kv_cache:,} bytes per token. "
         + whole
         + "What sets MQA "
         f"apart is that each head keeps its own $W_i^Q$: its heads keep {scaled['MQA'].diversity / mha.diversity:.0%} "
-        f"of BERT's head diversity with K and V rescaled, {mqa.diversity / mha.diversity:.0%} with the plain mean "
+        f"of {who}'s head diversity with K and V rescaled, {mqa.diversity / mha.diversity:.0%} with the plain mean "
         "(whose smaller scores flatten every map), where one shared Q, K and V keeps none; and it trains back into a "
         "working layer, measured on held-out sentences on *What may be shared*."
     )

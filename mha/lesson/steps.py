@@ -9,28 +9,41 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from mha.models.traits import Traits
+
 
 @dataclass(frozen=True)
 class Shape:
-    """What a step's opening may quote: T tokens, C = d_model, H heads, L layers, the model's name,
-    its family ("encoder" or "decoder") and its K/V groups G (H unless K and V come in groups)."""
+    """What a step's opening may quote: the sentence's T tokens and the model's traits (C = d_model,
+    H heads, L layers, G K/V groups, its name)."""
 
     T: int
-    C: int
-    H: int
-    L: int
-    model: str
-    family: str = "encoder"
-    G: int | None = None
+    traits: Traits
 
     @property
-    def causal(self) -> bool:
-        return self.family == "decoder"
+    def C(self) -> int:
+        return self.traits.d_model
+
+    @property
+    def H(self) -> int:
+        return self.traits.n_heads
+
+    @property
+    def L(self) -> int:
+        return self.traits.n_layers
+
+    @property
+    def G(self) -> int:
+        return self.traits.kv_groups
 
     @property
     def D(self) -> int:
         """d_k = d_model / h."""
-        return self.C // self.H
+        return self.traits.d_head
+
+    @property
+    def model(self) -> str:
+        return self.traits.name
 
 
 @dataclass(frozen=True)
@@ -81,10 +94,11 @@ STEPS = (
             f"Here $d_{{model}} = {s.C}$, $h = {s.H}$ and your sentence has $T = {s.T}$ tokens."
             + (
                 f" ({s.model} keeps a $W_i^Q$ per head but shares $W^K$ and $W^V$ within {s.G} groups of "
-                f"{s.H // s.G} heads, and each token reads only the tokens before it: step 6 comes back to this.)"
-                if s.G is not None and s.G < s.H
+                f"{s.traits.group_size} heads: step 6 comes back to this.)"
+                if s.traits.grouped
                 else ""
             )
+            + (" Each token reads only itself and the tokens before it (a causal mask)." if s.traits.causal else "")
         ),
         "Three stages: project per head ($T \\times d_{model} \\to T \\times d_k$), attend in parallel, "
         "concatenate and mix with $W^O$.",
@@ -93,13 +107,23 @@ STEPS = (
     Step(
         "two-heads",
         "Do two heads see a sentence alike?",
-        (
-            r"Every head $i$ multiplies the same token vectors by its $W_i^Q$ and $W_i^K$: queries and keys in a "
-            r"$d_k$-dimensional space, where the dot product $q \cdot k$ decides who reads whom. Pick two heads of "
+        lambda s: (
+            (
+                r"Every head $i$ multiplies the same token vectors by its $W_i^Q$ and $W_i^K$: queries and keys in a "
+                if not s.traits.grouped
+                else r"Every head $i$ multiplies the same token vectors by its own $W_i^Q$ and by its group's $W^K$ "
+                f"({s.model} shares $W^K$ within groups of {s.traits.group_size} heads): queries and keys in a "
+            )
+            + r"$d_k$-dimensional space, where the dot product $q \cdot k$ decides who reads whom. Pick two heads of "
             "one layer and predict; then each head's space is drawn in 2-D (queries ●, keys ◇; the picture keeps as "
             "much of the head's scores as two dimensions can)."
         ),
-        "Each head's own $W_i^Q, W_i^K$ map the tokens into its own subspace: different heads, different pictures.",
+        lambda s: (
+            "Each head's own $W_i^Q, W_i^K$ map the tokens into its own subspace: different heads, different pictures."
+            if not s.traits.grouped
+            else f"Each head's own $W_i^Q$ and its group's $W^K$ (shared within groups of {s.traits.group_size}) map "
+            "the tokens into its own subspace: heads differ, even within a group, because their $W_i^Q$ differ."
+        ),
         {"sub": "do two heads see the sentence alike?"},
     ),
     Step(
@@ -123,7 +147,7 @@ STEPS = (
             + (
                 "special tokens, and heads that follow syntax; in decoders like this one many heads park on the first "
                 "token instead (Xiao et al. 2024, *attention sinks*). "
-                if s.causal
+                if s.traits.parking == "first"
                 else "[CLS] or [SEP], and heads that follow syntax; "
             )
             + "Kovaleva et al. 2019 sorted their patterns into vertical, "
@@ -132,7 +156,7 @@ STEPS = (
         ),
         lambda s: (
             "Heads learn different jobs: the previous token, parking on "
-            + ("the first token" if s.causal else "[CLS]/[SEP]")
+            + ("the first token" if s.traits.parking == "first" else "/".join(s.traits.special_tokens))
             + ", syntax (Clark et al. 2019)."
         ),
         {"prev": "(reading the chart): which head reads the previous token most?"},
@@ -148,7 +172,7 @@ STEPS = (
             "Share $W^Q, W^K, W^V$ and every head computes the same attention: the subspaces collapse into one."
             + (
                 f" Models like {s.model} share only K and V, in {s.G} groups, and never Q: their heads still differ."
-                if s.G is not None and s.G < s.H
+                if s.traits.grouped
                 else ""
             )
         ),
@@ -165,15 +189,20 @@ STEPS = (
             + (
                 "in another order, its input's rows shuffled (this model has no position vector added to them: its "
                 "positions enter inside the layer): what do its outputs do? Predict first."
-                if s.causal
+                if s.traits.positions == "rotary"
                 else "(positions already added) in another order, its input's rows shuffled: what do its outputs do? "
                 "Predict first."
             )
         ),
         lambda s: (
-            "Attention alone does not see word order: shuffled rows would only permute its outputs. A decoder puts "
-            "positions inside the layer (a causal mask, rotary positions in $q \\cdot k$), so its outputs change."
-            if s.causal
+            "Attention alone does not see word order: shuffled rows would only permute its outputs. "
+            + f"{s.model} sees the order inside the layer ("
+            + " and ".join(
+                (["a causal mask"] if s.traits.causal else [])
+                + (["rotary positions in $q \\cdot k$"] if s.traits.positions == "rotary" else [])
+            )
+            + "), so its outputs change."
+            if s.traits.order_inside
             else "Attention alone does not see word order: shuffled words only permute the outputs, so positions are "
             "added."
         ),
@@ -193,9 +222,30 @@ def points(shape: Shape) -> tuple[str, ...]:
     return tuple(p for p in (s.line(shape) for s in STEPS) if p is not None)
 
 
-POINTS = points(Shape(0, 1, 1, 1, "BERT"))  # the lines for BERT
-QUESTIONS = {  # the score's records (ui.quiz.record_id): "<step>-<name>" -> what was asked
-    f"{n}-{name}": f"Step {n}{'' if text.startswith('(') else ':'} {text}"
+KEYS = tuple(s.key for s in STEPS)  # a step is named by its key wherever it is stored or linked, never by position
+
+
+def number(key: str) -> int:
+    """The step's place in the lesson, from 1 (for a page's words: "Step 3 of 8")."""
+    return KEYS.index(key) + 1
+
+
+def step_of(value: object) -> str | None:
+    """The key of the step `value` names: a key, or an old link's or class's position ("7", 7:
+    the step at that place when steps were numbered: LEGACY_ORDER); None for anything else."""
+    if isinstance(value, str) and value in KEYS:
+        return value
+    text = str(value).strip() if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
+    if text.isascii() and text.isdigit() and 1 <= int(text) <= len(LEGACY_ORDER):
+        return LEGACY_ORDER[int(text) - 1]
+    return None
+
+
+LEGACY_ORDER = ("one-query", "stages", "two-heads", "concat", "jobs", "sharing", "order", "recap")  # frozen
+
+
+QUESTIONS = {  # the score's records (ui.quiz.record_id): "<step key>:<name>" -> what was asked
+    f"{s.key}:{name}": f"Step {n}{'' if text.startswith('(') else ':'} {text}"
     for n, s in enumerate(STEPS, 1)
     for name, text in s.questions.items()
 }

@@ -13,7 +13,7 @@ it runs as the page opens (ui.long_measures).
 
 Per layer and token: the attention projections 2 C (C_q + C_kv) (W^Q and W^O of C x C, W^K and
 W^V of C x G D), the scores and the mix 2 T C (Q K^T and weights V; causal or not, counted whole),
-and the feed-forward 2 C F (BERT) or 3 C F (a gated decoder MLP), F its width.
+and the feed-forward 2 C F, or 3 C F for a gated MLP (Traits.gated_mlp), F its width.
 """
 
 from __future__ import annotations
@@ -30,10 +30,9 @@ def layer_macs(model: LoadedModel, n_tokens: int, heads: bool = True) -> float:
     """Multiply-adds of one layer of `model` on n_tokens tokens (one sentence); heads=False: a
     layer whose every head is removed, which runs its feed-forward only (LoadedModel.run_layers)."""
     C, H = model.d_model, model.n_heads
-    kv = model.kv_groups * (C // H)  # width of K (and of V)
-    config = model.model.config
-    ffn = getattr(config, "intermediate_size", 4 * C)
-    gated = 3 if model.family == "decoder" else 2
+    kv = model.traits.kv_groups * (C // H)  # width of K (and of V)
+    ffn = model.traits.mlp_width
+    gated = 3 if model.traits.gated_mlp else 2
     attention = 2 * C * C + 2 * C * kv + 2 * n_tokens * C if heads else 0
     return float(n_tokens * (attention + gated * C * ffn))
 

@@ -1,15 +1,17 @@
-"""What every loaded model family shares (mha/models/bert.py, mha/models/llama.py): a read-only Hugging Face
-model whose attention layers are rebuilt from scratch on its own weights (the same tensors: one
-copy of the weights in memory).
+"""The one interface every model family implements (mha/models/bert.py, llama.py, gpt2.py): a
+read-only Hugging Face model whose attention layers are rebuilt from scratch on its own weights
+(the same tensors: one copy of the weights in memory).
 
-A family says how its layers are shaped (`_new_layer`: the MultiHeadAttention structure) and where
-its attention weights are (`_projections`: W^Q, W^K, W^V and W^O as nn.Linear); this class builds
-each layer's template once (run_layers reads it, never changes it) and hands out modules that
-borrow its tensors: a change (collapse, pooling, uptraining) makes new tensors, never writes.
+A family declares what it is (`_traits`), how it tokenizes and embeds, Transformers' own forward
+pass, one layer with a given attention, and where its attention weights are (`_projections`);
+this class builds each layer's from-scratch template once from the traits (run_layers reads it,
+never changes it) and hands out modules that borrow its tensors: a change (collapse, pooling,
+uptraining) makes new tensors, never writes.
 """
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import functools
 import hashlib
@@ -17,12 +19,16 @@ import threading
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from mha.core.attention import ROLES, MultiHeadAttention
+from mha.models.run import Run
+from mha.models.traits import Traits
 
 
 def weights_digest(model: torch.nn.Module) -> str:
@@ -45,66 +51,40 @@ def stacked(tensors: list[torch.Tensor]) -> np.ndarray:
     return out
 
 
-CHECKPOINT_MB = 32.0  # a kept batch's states (task.py, lm_task.py): every layer's while they fit, else every k-th
-
-
 @dataclass
-class Checkpoints:
-    """A batch's hidden states entering some layers (every `every`-th, and L: after the last),
-    kept to resume a run there instead of from the embeddings: resume(start) gives the nearest
-    kept layer at or before `start`, and run_layers from it recomputes at most every - 1 layers,
-    with the same operations on the same batch: the same numbers as states kept for every layer.
-    `within` keeps every layer's of a small model and every 4th of bert-base's shape on the bundled
-    pairs (31 MB instead of 100)."""
+class Tokens:
+    """One text (or pair) tokenized for a forward pass: ids (1, T), segments (1, T) or None (a
+    model without segments), the token strings, the word of each token (None: a special token) and
+    how many tokens past the model's maximum were dropped."""
 
-    states: dict[int, torch.Tensor]
-
-    @classmethod
-    def within(cls, batches: list[list[torch.Tensor]], budget_mb: float | None = None) -> list[Checkpoints]:
-        """Checkpoints.of each batch's states, every k-th layer's for the smallest k whose kept states
-        of all batches fit budget_mb (default CHECKPOINT_MB) together; k = 1: every layer's."""
-        n = len(batches[0])  # L + 1
-        per = sum(t.nbytes for b in batches for t in b) / n  # bytes of one layer's states, all batches
-        budget = (CHECKPOINT_MB if budget_mb is None else budget_mb) * 2**20
-        every = next((k for k in range(1, n) if (len(range(0, n - 1, k)) + 1) * per <= budget), max(1, n - 1))
-        return [cls.of(b, every) for b in batches]
-
-    @classmethod
-    def of(cls, states: list[torch.Tensor], every: int = 1) -> Checkpoints:
-        """From the states entering layers 0..L-1 and the last ones (L + 1 tensors)."""
-        last = len(states) - 1
-        return cls({i: h for i, h in enumerate(states) if i % every == 0 or i == last})
-
-    def resume(self, start: int) -> tuple[torch.Tensor, int]:
-        """(the kept states at the nearest layer k <= start, k): run layers k.. from them."""
-        k = max(i for i in self.states if i <= start)
-        return self.states[k], k
-
-    @property
-    def last(self) -> torch.Tensor:
-        return self.states[max(self.states)]
+    ids: torch.Tensor
+    segments: torch.Tensor | None
+    tokens: list[str]
+    word_ids: list[int | None]
+    dropped: int
 
 
-class LoadedModel:
-    """A Hugging Face model (eager attention, eval mode) with its tokenizer, shared and read-only."""
+class LoadedModel(abc.ABC):
+    """The one interface every family implements: a Hugging Face model (eager attention, eval mode,
+    float32) with its tokenizer, shared by every session and never changed.
 
-    n_layers: int
-    n_heads: int
-    d_model: int
-    family: str  # "encoder" (BERT) or "decoder"
+    Declared per family (abstract below): `_traits` (what the model is), `tokenize`, `embed`,
+    `_states` (Transformers' own forward pass), `attention_input`, `_layer` (one layer with a given
+    attention), `_projections` (W^Q, W^K, W^V, W^O as tensors), `_attention_modules` and
+    `reference_attention` (Transformers' own attention, the parity reference). Written once here:
+    `attend` (a Run), `layer_inputs`, `attend_with`/`encode_with`, `run_layers` and
+    `scratch_layer` (the from-scratch layer on the model's own tensors, built from the traits).
+    A family names its Transformers `model_type` (MODEL_TYPE), its auto class (AUTO) and the Hub
+    models it offers (HUB: name -> (Hub id, description)); mha/models/registry.py lists families.
+    """
 
-    @property
-    def who(self) -> str:
-        """The model in one word, for a page's sentence: "BERT", or the decoder's name up to its first hyphen."""
-        return "BERT" if self.family == "encoder" else self.name.split("-")[0] or "the decoder"
-
-    @property
-    def kv_groups(self) -> int:
-        """How many K/V projections a layer has: n_heads unless K and V come in groups."""
-        return getattr(self, "kv_heads", self.n_heads)
+    MODEL_TYPE: ClassVar[str]
+    AUTO: ClassVar[str] = "AutoModel"
+    HUB: ClassVar[dict[str, tuple[str, str]]] = {}
 
     def __init__(self, name: str, model, tokenizer) -> None:
         self.name, self.model, self.tokenizer = name, model, tokenizer
+        self.traits: Traits = self._traits()
         # the fast tokenizer keeps truncation settings in shared mutable state: one caller at a time
         self._tokenizer_lock = threading.Lock()
         self._templates: dict[int, MultiHeadAttention] = {}  # scratch_layer's modules borrow from these
@@ -112,9 +92,153 @@ class LoadedModel:
         self._hooks_lock = threading.Lock()
         self._hooked = False
 
+    @classmethod
+    def load(cls, where: str, name: str, local_files_only: bool = False) -> LoadedModel:
+        """The family's model from a folder or Hub id, eager attention, float32, never remote code."""
+        import transformers
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        kwargs = dict(trust_remote_code=False, local_files_only=local_files_only)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(where, **kwargs)
+        auto = getattr(transformers, cls.AUTO)
+        model = auto.from_pretrained(where, attn_implementation="eager", dtype=torch.float32, **kwargs)
+        if getattr(model.config, "model_type", "") != cls.MODEL_TYPE:
+            raise ValueError(f"{name} is a {model.config.model_type!r} model, not {cls.MODEL_TYPE!r}")
+        model.eval().requires_grad_(False)
+        return cls(name, model, tokenizer)
+
+    # the structure, read from the traits (one way to ask each question)
+    @property
+    def n_layers(self) -> int:
+        return self.traits.n_layers
+
+    @property
+    def n_heads(self) -> int:
+        return self.traits.n_heads
+
+    @property
+    def d_model(self) -> int:
+        return self.traits.d_model
+
+    @property
+    def max_length(self) -> int:
+        return self.traits.max_length
+
+    # ---- declared per family ----
+    @abc.abstractmethod
+    def _traits(self) -> Traits:
+        """What this model is, read from its config (checked: a structure the from-scratch layer
+        cannot reproduce raises ValueError)."""
+
+    @abc.abstractmethod
+    def tokenize(self, text: str, text_b: str | None = None) -> Tokens:
+        """One text (or pair), truncated to max_length; ValueError for an empty text."""
+
+    @abc.abstractmethod
+    def embed(self, ids: torch.Tensor, segments: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, T, C) the hidden states entering layer 0 for token ids (B, T) (segments (B, T))."""
+
+    @abc.abstractmethod
+    def _states(
+        self, ids: torch.Tensor, segments: torch.Tensor | None, mask: torch.Tensor | None
+    ) -> list[torch.Tensor]:
+        """Transformers' own forward pass: L + 1 of (B, T, C), the states entering layers 0..L-1
+        and the last layer's output (before any final norm). mask (B, T): 1 = token."""
+
+    @abc.abstractmethod
+    def attention_input(self, layer: int, h: torch.Tensor) -> torch.Tensor:
+        """(B, T, C) what layer `layer`'s attention reads of the states h entering the layer: h
+        itself (post-norm), or its norm (pre-norm)."""
+
+    @abc.abstractmethod
+    def _layer(
+        self, i: int, h: torch.Tensor, attn: MultiHeadAttention, mask: torch.Tensor | None, gate: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer i on h (B, T, C) with `attn` as its attention: (the layer's output, attention weights)."""
+
+    @abc.abstractmethod
+    def _projections(self, layer: int) -> tuple[tuple[torch.Tensor, torch.Tensor | None], ...]:
+        """The model's own (weight, bias) of W^Q, W^K, W^V and W^O of `layer`, in nn.Linear's
+        orientation (out, in): the tensors themselves or views of them, never copies."""
+
+    @abc.abstractmethod
     def _attention_modules(self) -> list[nn.Module]:
         """The model's own attention modules, layer by layer; each forward returns (output, weights)."""
-        raise NotImplementedError
+
+    @abc.abstractmethod
+    def reference_attention(self, run: Run, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Transformers' own eager attention of `layer` on run.layer_input(layer): (output (1, T, C)
+        before the residual, weights (1, H, T, T)), what the from-scratch layer is checked against."""
+
+    def encode_batch(self, texts: list[str] | tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token ids of many texts, right-padded with 0: (ids (N, T), lengths (N,))."""
+        with self._tokenizer_lock:
+            ids = [self.tokenizer(t)["input_ids"][: self.max_length] for t in texts]
+        T = max(len(i) for i in ids)
+        return torch.tensor([i + [0] * (T - len(i)) for i in ids]), torch.tensor([len(i) for i in ids])
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        """(B, T, V) next-token logits of the last layer's output h (B, T, C): a next-token model's."""
+        raise ValueError(f"{self.name} predicts no next token (its task is {self.traits.task})")
+
+    # ---- written once ----
+    @torch.inference_mode()
+    def attend(self, text: str, text_b: str | None = None) -> Run:
+        """Run the text (or pair) through the model; attentions and hidden states as numpy."""
+        tok = self.tokenize(text, text_b)
+        T = tok.ids.shape[1]
+        attentions = np.empty((self.n_layers, self.n_heads, T, T), dtype=np.float32)  # (L, H, T, T)
+        with self.attentions_into(attentions) as written:
+            states = self._states(tok.ids, tok.segments, None)  # L + 1 of (1, T, C)
+        if not all(written):
+            raise RuntimeError("the model returned no attentions: load it with attn_implementation='eager'")
+        inputs = None
+        if self.traits.pre_norm:  # what each attention reads, when it is not the hidden state itself
+            inputs = stacked([self.attention_input(i, states[i]) for i in range(self.n_layers)])  # (L, T, C)
+        return Run(
+            traits=self.traits,
+            tokens=tok.tokens,
+            word_ids=tok.word_ids,
+            segment_ids=[0] * T if tok.segments is None else tok.segments[0].tolist(),
+            attentions=attentions,
+            hidden_states=stacked(states),  # (L + 1, T, C)
+            attention_inputs=inputs,
+            truncated=tok.dropped > 0,
+            n_dropped=tok.dropped,
+            max_length=self.max_length,
+            input_ids=tok.ids[0].tolist(),
+        )
+
+    @torch.inference_mode()
+    def layer_inputs(self, texts: list[str], layer: int, batch: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+        """What layer `layer`'s attention reads for many texts, right-padded: (x (N, T, C) float32,
+        mask (N, T) long, 1 = token), T = the longest text. Padding never changes a real token's
+        states (padded keys are masked, or come after every real token under a causal mask)."""
+        if not 0 <= layer < self.n_layers:
+            raise ValueError(f"layer must be in 0..{self.n_layers - 1}, got {layer}")
+        states, masks = [], []
+        for start in range(0, len(texts), batch):
+            ids, segments, mask = self._padded(texts[start : start + batch])  # (b, t) each
+            h = self._states(ids, segments, None if self.traits.causal else mask)[layer]  # (b, t, C)
+            states.append(self.attention_input(layer, h).float())
+            masks.append(mask)
+        T = max(s.shape[1] for s in states)
+        x = torch.cat([F.pad(s, (0, 0, 0, T - s.shape[1])) for s in states])  # (N, T, C)
+        mask = torch.cat([F.pad(m, (0, T - m.shape[1])) for m in masks])  # (N, T)
+        return x.clone(), mask.clone()  # ordinary tensors, usable outside inference mode
+
+    def _padded(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """(ids (N, T), segments (N, T) or None, mask (N, T) long) of texts right-padded."""
+        ids, lengths = self.encode_batch(texts)  # (N, T), (N,)
+        return ids, None, (torch.arange(ids.shape[1])[None] < lengths[:, None]).long()
+
+    def _new_layer(self) -> MultiHeadAttention:
+        """A from-scratch layer of this model's structure (weights not set): H query heads, G K/V
+        projections (a K/V group is one projection), its mask and positions, all from the traits."""
+        t = self.traits
+        heads = (t.n_heads, t.kv_groups, t.kv_groups)
+        return MultiHeadAttention(t.d_model, t.n_heads, heads, bias=t.bias, causal=t.causal, rope_theta=t.rope_theta)
 
     @contextlib.contextmanager
     def attentions_into(self, out: np.ndarray) -> Iterator[list[bool]]:
@@ -153,7 +277,7 @@ class LoadedModel:
     @torch.inference_mode()
     def attend_with(
         self,
-        run,
+        run: Run,
         replace: dict[int, MultiHeadAttention] | None = None,
         head_mask: torch.Tensor | np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -164,7 +288,8 @@ class LoadedModel:
         Returns (hidden states (L + 1, T, C), attention of every head (L, H, T, T)); with no
         change they equal run.hidden_states and run.attentions (to float precision).
         """
-        h = self._embed(run)  # (1, T, C)
+        segments = None if not any(run.segment_ids) else torch.tensor([run.segment_ids])  # (1, T)
+        h = self.embed(torch.tensor([run.input_ids]), segments)  # (1, T, C)
         mask = None if head_mask is None else torch.as_tensor(head_mask, dtype=torch.float32)
         states, attentions = self.run_layers(h, replace=replace, head_mask=mask)
         hidden = torch.cat([h, *states]).float().numpy()  # (L+1, T, C)
@@ -201,17 +326,7 @@ class LoadedModel:
                 attentions.append(weights)
         return (states if keep else [h] if start < self.n_layers else []), attentions
 
-    def _embed(self, run) -> torch.Tensor:
-        """(1, T, C) the hidden states entering layer 0 for run's tokens."""
-        raise NotImplementedError
-
-    def _layer(
-        self, i: int, h: torch.Tensor, attn: MultiHeadAttention, mask: torch.Tensor | None, gate: torch.Tensor | None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Layer i on h (B, T, C) with `attn` as its attention: (the layer's output, attention weights)."""
-        raise NotImplementedError
-
-    def encode_with(self, run, **changes) -> np.ndarray:
+    def encode_with(self, run: Run, **changes) -> np.ndarray:
         """attend_with's hidden states only (L + 1, T, C): changes are replace= and head_mask=."""
         return self.attend_with(run, **changes)[0]
 
@@ -223,14 +338,6 @@ class LoadedModel:
         (set_projection) or trains a deep copy; nothing writes to them in place."""
         return self._template(layer).borrowing()
 
-    def _new_layer(self) -> MultiHeadAttention:
-        """A layer of this family's structure, weights not set yet."""
-        raise NotImplementedError
-
-    def _projections(self, layer: int) -> tuple[nn.Linear, nn.Linear, nn.Linear, nn.Linear]:
-        """The model's own W^Q, W^K, W^V and W^O of `layer`."""
-        raise NotImplementedError
-
     def _template(self, layer: int) -> MultiHeadAttention:
         """The module scratch_layer borrows from, built once per layer on the model's own tensors
         (no copy): read-only (run_layers uses it)."""
@@ -240,13 +347,84 @@ class LoadedModel:
         if template is None:
             with torch.inference_mode(False), torch.device("meta"):  # the structure, no weights of its own
                 template = self._new_layer()
-            for role, theirs in zip((*ROLES, "o"), self._projections(layer)):
-                if theirs.weight.dtype != torch.float32:
-                    raise TypeError(f"layer {layer}'s {role} is {theirs.weight.dtype}: load the model in float32")
-                template.set_projection(role, theirs.weight, theirs.bias)  # the model's tensors, not copies
+            for role, (weight, bias) in zip((*ROLES, "o"), self._projections(layer)):
+                if weight.dtype != torch.float32:
+                    raise TypeError(f"layer {layer}'s {role} is {weight.dtype}: load the model in float32")
+                template.set_projection(role, weight, bias)  # the model's tensors (or views), not copies
             template.eval().requires_grad_(False)
             self._templates[layer] = template
         return template
+
+
+class CausalLM(LoadedModel):
+    """What every next-token decoder family shares (mha/models/llama.py, gpt2.py): a text (a pair
+    is read as one text), right-padded batches, Transformers' states with the last layer's output
+    before the final norm, the causal reference mask and the LM head. A family adds `_base` (its
+    Transformers decoder stack) and `_final` (final norm and LM head)."""
+
+    AUTO = "AutoModelForCausalLM"
+
+    @abc.abstractmethod
+    def _base(self) -> nn.Module:
+        """Transformers' decoder stack (without the LM head): forward(input_ids, output_hidden_states)."""
+
+    @abc.abstractmethod
+    def _final(self, h: torch.Tensor) -> torch.Tensor:
+        """(B, T, V) the final norm and the LM head on the last layer's output h (B, T, C)."""
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        return self._final(h)
+
+    def tokenize(self, text: str, text_b: str | None = None) -> Tokens:
+        """The text (a second text is read after the first, in one sequence), at most max_length tokens."""
+        full = text if not (isinstance(text_b, str) and text_b.strip()) else f"{text} {text_b}"
+        if not isinstance(full, str) or not full.strip():
+            raise ValueError("the sentence is empty: type at least one word")
+        with self._tokenizer_lock:
+            enc = self.tokenizer(full, truncation=False, add_special_tokens=True, split_special_tokens=True)
+            ids = enc["input_ids"][: self.max_length]
+            tokens = [self.tokenizer.decode([i]) for i in ids]
+        words = enc.word_ids() if hasattr(enc, "word_ids") else [None] * len(ids)
+        dropped = max(0, len(enc["input_ids"]) - self.max_length)
+        return Tokens(torch.tensor([ids]), None, tokens, list(words[: self.max_length]), dropped)
+
+    def _states(self, ids, segments, mask) -> list[torch.Tensor]:
+        """Right padding needs no mask: under the causal mask no real token reads a pad after it.
+        Transformers' last state is after the final norm, so the last layer's output before it is
+        that one layer again (from scratch), not the whole stack."""
+        states = list(self._base()(input_ids=ids, output_hidden_states=True).hidden_states[:-1])  # L of (B, T, C)
+        last = self.n_layers - 1
+        states.append(self._layer(last, states[last], self._template(last), None, None)[0])
+        return states
+
+    @staticmethod
+    def _blocked(T: int) -> torch.Tensor:
+        """(1, 1, T, T) the additive causal mask Transformers' eager attention takes."""
+        return torch.full((T, T), torch.finfo(torch.float32).min).triu(1)[None, None]
+
+    @torch.inference_mode()
+    def next_token_loss(
+        self,
+        texts: list[str],
+        replace: dict[int, MultiHeadAttention] | None = None,
+        head_mask: torch.Tensor | np.ndarray | None = None,
+    ) -> float:
+        """The reference for mha/tasks/next_token.py: the mean cross-entropy (nats) of each next
+        token of `texts`, one text at a time (no padding), with the layers in `replace` and the
+        heads where head_mask (L, H) is 0 changed as in attend_with."""
+        mask = None if head_mask is None else torch.as_tensor(head_mask, dtype=torch.float32)
+        total, count = 0.0, 0
+        for text in texts:
+            ids = self.tokenize(text).ids  # (1, T)
+            if ids.shape[1] < 2:
+                continue
+            states, _ = self.run_layers(self.embed(ids), replace=replace, head_mask=mask)
+            logits = self.logits(states[-1])[0, :-1]  # (T - 1, V)
+            loss = F.cross_entropy(logits.float(), ids[0, 1:], reduction="sum")
+            total, count = total + float(loss), count + ids.shape[1] - 1
+        if count == 0:
+            raise ValueError("no text has two tokens: nothing to predict")
+        return total / count
 
 
 class _Silent:

@@ -1,5 +1,5 @@
 """Do we need every head?: the pruning curves of a study (mha.tasks.pruning.HeadsStudy,
-mha.tasks.lm_pruning.LossStudy)."""
+mha.tasks.pruning.LossStudy)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ import plotly.graph_objects as go
 from mha.plots.common import role_colour
 
 if TYPE_CHECKING:
-    from mha.tasks.lm_pruning import LossStudy
-    from mha.tasks.pruning import HeadsStudy
+    from mha.tasks.pruning import HeadsStudy, LossStudy
 
 BAND = "rgba(17, 119, 51, 0.18)"  # the held-out colour, light: its bootstrap interval
 
@@ -97,7 +96,7 @@ def pruning_chart(study: HeadsStudy) -> go.Figure:
 
 
 def loss_chart(study: LossStudy) -> go.Figure:
-    """The change in next-token loss as heads go, least important first (lm_pruning.LossStudy),
+    """The change in next-token loss as heads go, least important first (pruning.LossStudy),
     held out on the scoring texts with its bootstrap interval, beside the band of random orders,
     the tolerance and the floor (every head removed)."""
     fig = go.Figure()

@@ -14,7 +14,7 @@ from-scratch attention (LoadedModel.run_layers) on the read-only model.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -22,7 +22,8 @@ import numpy as np
 import torch
 
 from mha.core.attention import MultiHeadAttention
-from mha.models.family import Checkpoints, LoadedModel
+from mha.models.family import LoadedModel
+from mha.tasks.checkpoints import Checkpoints
 from mha.tasks.similarity import mask_tensor, sts_pairs
 
 TEXTS = {"rank": ("train", 64), "score": ("dev", 64)}
@@ -83,7 +84,7 @@ def _score_states(model: LoadedModel) -> tuple[torch.Tensor, torch.Tensor, Check
     found = _STATES.get(model)
     if found is None:
         ids, lengths = model.encode_batch(texts())
-        h = model.model.model.embed_tokens(ids)  # (N, T, C)
+        h = model.embed(ids)  # (N, T, C)
         states, _ = model.run_layers(h)
         found = _STATES[model] = (ids, lengths, Checkpoints.within([[h, *states]])[0])
     return found
@@ -106,13 +107,13 @@ def evaluate(
         last = states[-1] if states else h
     else:
         ids, lengths = model.encode_batch(texts() if items is None else items)
-        h = model.model.model.embed_tokens(ids)  # (N, T, C)
+        h = model.embed(ids)  # (N, T, C)
         last = model.run_layers(h, replace=replace, head_mask=mask, keep=False)[0][-1]
     target = ids[:, 1:]  # (N, T-1)
     nats = torch.cat(  # a few texts at a time: the logits over a 49k vocabulary are about 200 KB per token
         [
             torch.nn.functional.cross_entropy(
-                model.model.lm_head(model.model.model.norm(last[i : i + HEAD_ROWS]))[:, :-1].float().transpose(1, 2),
+                model.logits(last[i : i + HEAD_ROWS])[:, :-1].float().transpose(1, 2),
                 target[i : i + HEAD_ROWS],
                 reduction="none",
             )  # (n, T-1)
@@ -136,3 +137,25 @@ def paired_interval(
     diffs = (b.per_text[idx].sum(1) - a.per_text[idx].sum(1)) / tok  # (R,)
     tail = (1 - level) / 2
     return b.loss - a.loss, float(np.quantile(diffs, tail)), float(np.quantile(diffs, 1 - tail))
+
+
+def gradient_importance(
+    model: LoadedModel, texts: list[str], progress: Callable[[int, int], None] | None = None
+) -> np.ndarray:
+    """(L, H) mean over texts of |d loss(text) / d gate_h| at gates 1 (one backward pass per text)."""
+    total = np.zeros((model.n_layers, model.n_heads))
+    for n, text in enumerate(texts):
+        ids, _ = model.encode_batch([text])  # (1, T)
+        if ids.shape[1] < 2:
+            continue
+        gate = torch.ones(model.n_layers, model.n_heads, requires_grad=True)
+        with torch.inference_mode(False), torch.enable_grad():
+            h = model.embed(ids).detach()  # (1, T, C)
+            states, _ = model.run_layers(h, head_mask=gate)
+            logits = model.logits(states[-1])[0, :-1]  # (T - 1, V)
+            loss = torch.nn.functional.cross_entropy(logits.float(), ids[0, 1:])
+            (grad,) = torch.autograd.grad(loss, gate)
+        total += grad.abs().numpy()
+        if progress is not None:
+            progress(n + 1, len(texts))
+    return total / len(texts)

@@ -1,5 +1,7 @@
-"""The "Do we need every head?" study: what each head is worth on sentence similarity, and how many
-heads can go, least important first, with the noise said beside every count.
+"""The "Do we need every head?" study: what each head is worth on the model's own task (Traits.task),
+and how many heads can go, least important first, with the noise said beside every count.
+
+On sentence similarity (mha/tasks/similarity.py, HeadsStudy):
 
 - The heads are ranked on human-graded pairs, the STS Benchmark's train split (genre images;
   Cer et al. 2017), and every curve that counts is scored on pairs the ranking never saw: the
@@ -11,6 +13,11 @@ heads can go, least important first, with the noise said beside every count.
   measured the same way.
 - The bundled model's study ships with the package (data/heads_study.json,
   scripts/heads_study.py), used only for the exact weights, pairs and settings it was computed on.
+
+On next-token loss (mha/tasks/next_token.py, LossStudy): the heads are ranked by Michel et al.'s
+gradient importance on the ranking texts (STS train sentences) and every count is scored on texts
+the ranking never saw (STS dev sentences), with a bootstrap interval of the change in loss, beside
+seeded random orders and the floor (every head removed).
 
 Michel et al. 2019, "Are Sixteen Heads Really Better than One?"; Voita et al. 2019.
 Shapes: P pairs, B bootstrap resamples, L layers, H heads.
@@ -29,6 +36,7 @@ import numpy as np
 import torch
 from scipy.stats import spearmanr
 
+from mha.tasks import next_token
 from mha.tasks.similarity import (
     GROUP,
     STS_FILE,
@@ -49,7 +57,8 @@ from mha.tasks.similarity import (
 )
 
 if TYPE_CHECKING:
-    from mha.models.bert import BertRun, LoadedBert
+    from mha.models.family import LoadedModel
+    from mha.models.run import Run
 
 
 @dataclass
@@ -137,7 +146,7 @@ def scoring_sets() -> dict[str, list[Pair]]:
 
 
 def heads_study(
-    bert: LoadedBert,
+    bert: LoadedModel,
     step: int = STUDY["step"],
     seeds: tuple[int, ...] = STUDY["seeds"],
     random_step: int = STUDY["random_step"],
@@ -207,7 +216,7 @@ def halves_agreement(ablations: Ablations, splits: int = HALVINGS, seed: int = 0
 STUDY_FILE = "data/heads_study.json"  # written by scripts/heads_study.py
 
 
-def study_stamp(bert: LoadedBert) -> dict:
+def study_stamp(bert: LoadedModel) -> dict:
     """What a stored study must have been computed on: the model's name and weights, the pair
     files and the study's settings. A shipped study is used only where all of them are equal."""
     data = resources.files("mha")
@@ -271,7 +280,7 @@ def study_from_json(text: str) -> tuple[HeadsStudy, dict]:
     return study, body["stamp"]
 
 
-def shipped_study(bert: LoadedBert) -> HeadsStudy | None:
+def shipped_study(bert: LoadedModel) -> HeadsStudy | None:
     """The study shipped with the package for this model, if it was computed on exactly these
     weights, these pairs and these settings (study_stamp); else None (compute it)."""
     path = resources.files("mha").joinpath(STUDY_FILE)
@@ -281,7 +290,7 @@ def shipped_study(bert: LoadedBert) -> HeadsStudy | None:
     return study if stamp == study_stamp(bert) else None
 
 
-def attentions_without(bert: LoadedBert, run: BertRun, removed: Sequence[tuple[int, int]]) -> np.ndarray:
+def attentions_without(bert: LoadedModel, run: Run, removed: Sequence[tuple[int, int]]) -> np.ndarray:
     """Every head's attention (L, H, T, T) with the heads `removed` ((layer, head) pairs) taken out
     of the model: the others' maps as they are then, a removed head's map all zero. Nothing
     changes before the first layer with a removed head: those layers are the run's own maps (all
@@ -299,3 +308,126 @@ def attentions_without(bert: LoadedBert, run: BertRun, removed: Sequence[tuple[i
     out[:first] = run.attentions[:first]
     out[first:] = torch.cat(changed).float().numpy() * mask[first:, :, None, None]  # (L - first, H, T, T)
     return out
+
+
+LOSS_TOLERANCE = 0.05  # nats per token a pruning may add to the loss and still count as "can go" (perplexity +5 %)
+LOSS_STUDY = {"step": 27, "seeds": (0, 1, 2), "level": 0.9}  # heads removed between two points; random orders; interval
+
+
+@dataclass
+class LossStudy:
+    """gradient (L, H): the importance on the ranking texts; removed: the counts of each point;
+    loss: the held-out loss there; low, high: the interval of its change from the full model;
+    random: one loss curve per seed; n_rank, n_score: texts ranked and scored on."""
+
+    gradient: np.ndarray
+    removed: list[int]
+    loss: list[float]
+    low: list[float]
+    high: list[float]
+    random: list[list[float]]
+    seeds: tuple[int, ...]
+    n_rank: int
+    n_score: int
+    tolerance: float = LOSS_TOLERANCE
+    level: float = 0.9
+
+    def can_go(self, loss: list[float] | None = None) -> int:
+        """Heads that can go (in order, at the points) before the loss first rises by more than tolerance."""
+        loss = self.loss if loss is None else loss
+        can = 0
+        for n, value in zip(self.removed, loss):
+            if value > loss[0] + self.tolerance:
+                break
+            can = n
+        return can
+
+    def surely_can_go(self) -> int:
+        """The same while the whole interval of the change stays below +tolerance."""
+        can = 0
+        for n, high in zip(self.removed, self.high):
+            if high > self.tolerance:
+                break
+            can = n
+        return can
+
+    def random_can_go(self) -> list[int]:
+        return [self.can_go(curve) for curve in self.random]
+
+    @property
+    def top(self) -> tuple[int, int]:
+        """(layer, head) of the largest gradient importance."""
+        layer, head = np.unravel_index(int(np.argmax(self.gradient)), self.gradient.shape)
+        return int(layer), int(head)
+
+    @property
+    def tolerance_ratio(self) -> float:
+        """What the tolerance does to the perplexity: exp(tolerance) - 1."""
+        return float(np.expm1(self.tolerance))
+
+
+def _loss_scores(
+    model: LoadedModel, order: list[tuple[int, int]], at: list[int], known: dict
+) -> list[next_token.LossScore]:
+    """The score set's loss with the first n heads of `order` removed, for n in `at`."""
+    out = []
+    for n in at:
+        if n not in known:
+            mask = np.ones((model.n_layers, model.n_heads))
+            for layer, head in order[:n]:
+                mask[layer, head] = 0.0
+            known[n] = (
+                next_token.evaluate(model, next_token.texts(), head_mask=mask) if n else next_token.evaluate(model)
+            )
+        out.append(known[n])
+    return out
+
+
+def loss_study(model: LoadedModel, progress: Callable[[int, int], None] | None = None) -> LossStudy:
+    """The study on a next-token model's own task: rank on next_token.texts("rank") by gradient
+    importance, remove least important first every LOSS_STUDY["step"] heads, score on
+    next_token.texts("score") with bootstrap intervals, beside random orders."""
+    STEP, SEEDS, LEVEL = LOSS_STUDY["step"], LOSS_STUDY["seeds"], LOSS_STUDY["level"]
+    rank = list(next_token.texts("rank"))
+    L, H = model.n_layers, model.n_heads
+    at = sorted({*range(0, L * H + 1, STEP), L * H})
+    total = len(rank) + len(at) + len(SEEDS) * (len(at) - 2)
+    done = [0]
+
+    def tick(n: int = 1) -> None:
+        done[0] += n
+        if progress is not None:
+            progress(done[0], total)
+
+    gradient = next_token.gradient_importance(model, rank, lambda n, _t: progress(n, total) if progress else None)
+    done[0] = len(rank)
+    order = [(int(i // H), int(i % H)) for i in np.argsort(gradient, axis=None, kind="stable")]
+    shared: dict = {}
+    scores = []
+    for n in at:
+        scores += _loss_scores(model, order, [n], shared)
+        tick()
+    ends = {0: shared[0], L * H: shared[L * H]}  # the same for any order
+    intervals = [next_token.paired_interval(scores[0], s, LEVEL) for s in scores]
+    random = []
+    for seed in SEEDS:
+        perm = np.random.default_rng(seed).permutation(L * H)
+        known = dict(ends)
+        curve = []
+        for n in at:
+            curve.append(_loss_scores(model, [(int(i // H), int(i % H)) for i in perm], [n], known)[0].loss)
+            if n not in ends:
+                tick()
+        random.append(curve)
+    return LossStudy(
+        gradient,
+        at,
+        [s.loss for s in scores],
+        [lo for _, lo, _ in intervals],
+        [hi for _, _, hi in intervals],
+        random,
+        SEEDS,
+        len(rank),
+        len(next_token.texts()),
+        level=LEVEL,
+    )

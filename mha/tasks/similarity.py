@@ -27,10 +27,10 @@ import torch
 from scipy.stats import rankdata, spearmanr
 
 from mha.core.attention import MultiHeadAttention
-from mha.models.family import Checkpoints
+from mha.tasks.checkpoints import Checkpoints
 
 if TYPE_CHECKING:
-    from mha.models.bert import LoadedBert
+    from mha.models.family import LoadedModel
 
 Pair = tuple[str, str, float]
 
@@ -110,7 +110,7 @@ class _Batch:
 CHUNK = 48  # sentences per forward pass
 
 
-def _chunks(bert: LoadedBert, sentences: Sequence[str]) -> tuple[list, list[int]]:
+def _chunks(bert: LoadedModel, sentences: Sequence[str]) -> tuple[list, list[int]]:
     """Tokenize, sort by length, pad per chunk. Returns (chunks, rows): sentences[rows[k]] is
     row k of the chunks stacked."""
     with bert._tokenizer_lock:
@@ -125,7 +125,7 @@ def _chunks(bert: LoadedBert, sentences: Sequence[str]) -> tuple[list, list[int]
     return chunks, rows
 
 
-def _batch(bert: LoadedBert, pairs: Sequence[Pair], distinct: bool = True) -> _Batch:
+def _batch(bert: LoadedModel, pairs: Sequence[Pair], distinct: bool = True) -> _Batch:
     """The pairs' sentences in chunks: each distinct sentence once, or (distinct=False) every
     pair's own two rows."""
     if not pairs:
@@ -159,30 +159,30 @@ def _score(cos: torch.Tensor, gold: np.ndarray) -> TaskScore:
     return TaskScore(float(spearmanr(c, gold).statistic), c, gold)
 
 
-def _entering(bert: LoadedBert, batch: _Batch, every: int | None = 1) -> list[Checkpoints]:
+def _entering(bert: LoadedModel, batch: _Batch, every: int | None = 1) -> list[Checkpoints]:
     """Per chunk, the states entering every `every`-th layer (None: Checkpoints.within) and the last."""
     out = []
     for ids, types, mask in batch.chunks:
-        h = bert.model.embeddings(input_ids=ids, token_type_ids=types)  # (n, t, C)
+        h = bert.embed(ids, types)  # (n, t, C)
         states, _ = bert.run_layers(h, mask)
         out.append([h, *states])
     return Checkpoints.within(out) if every is None else [Checkpoints.of(c, every) for c in out]
 
 
 def _embed(
-    bert: LoadedBert, batch: _Batch, head_mask=None, replace=None, start: int = 0, entering=None
+    bert: LoadedModel, batch: _Batch, head_mask=None, replace=None, start: int = 0, entering=None
 ) -> torch.Tensor:
     """Sentence embeddings (N, C), every chunk through layers start..L-1 (replace and head_mask begin
     there), from the states `entering` kept nearest before `start`, or from the embeddings."""
-    pooled, embed = [], bert.model.embeddings
+    pooled, embed = [], bert.embed
     for n, (ids, types, mask) in enumerate(batch.chunks):
-        h, first = entering[n].resume(start) if entering else (embed(input_ids=ids, token_type_ids=types), start)
+        h, first = entering[n].resume(start) if entering else (embed(ids, types), start)
         states, _ = bert.run_layers(h, mask, replace, head_mask, start=first)
         pooled.append(_pool(states[-1] if states else h, mask))  # start = L: h is the last states
     return torch.cat(pooled)  # (N, C)
 
 
-def mask_tensor(bert: LoadedBert, head_mask) -> torch.Tensor | None:
+def mask_tensor(bert: LoadedModel, head_mask) -> torch.Tensor | None:
     """head_mask as an (L, H) float tensor, checked against the model's shape (None stays None)."""
     if head_mask is None:
         return None
@@ -195,7 +195,7 @@ def mask_tensor(bert: LoadedBert, head_mask) -> torch.Tensor | None:
 _STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> _bundled_states, gone with it
 
 
-def _bundled_states(bert: LoadedBert) -> tuple[_Batch, list[Checkpoints]]:
+def _bundled_states(bert: LoadedModel) -> tuple[_Batch, list[Checkpoints]]:
     """The bundled pairs' batch and their states entering kept layers, once per model while it lives."""
     states = _STATES.get(bert)
     if states is None:
@@ -207,7 +207,7 @@ def _bundled_states(bert: LoadedBert) -> tuple[_Batch, list[Checkpoints]]:
 
 @torch.inference_mode()
 def evaluate(
-    bert: LoadedBert,
+    bert: LoadedModel,
     pairs: Sequence[Pair] | None = None,
     head_mask: np.ndarray | None = None,
     replace: dict[int, MultiHeadAttention] | None = None,
@@ -257,7 +257,7 @@ class Importance:
         return int(layer), int(head)
 
 
-def head_mask(bert: LoadedBert, removed: Sequence[tuple[int, int]]) -> np.ndarray:
+def head_mask(bert: LoadedModel, removed: Sequence[tuple[int, int]]) -> np.ndarray:
     """(L, H) ones with a 0 for every (layer, head) in `removed`: what removes those heads."""
     mask = np.ones((bert.n_layers, bert.n_heads))
     for layer, head in removed:
@@ -296,7 +296,7 @@ GROUP = 24  # pairs per forward and backward pass of gradient_importance
 
 
 def gradient_importance(
-    bert: LoadedBert,
+    bert: LoadedModel,
     pairs: Sequence[Pair] | None = None,
     progress: Callable[[int, int], None] | None = None,
     group: int = GROUP,
@@ -325,7 +325,7 @@ def gradient_importance(
             pooled, rows = [], 0
             for ids, types, mask in batch.chunks:
                 n = ids.shape[0]
-                h = bert.model.embeddings(input_ids=ids, token_type_ids=types)  # (n, t, C)
+                h = bert.embed(ids, types)  # (n, t, C)
                 states, _ = bert.run_layers(h, mask, None, gates[pair_of_row[rows : rows + n]])  # gates (n, L, H)
                 pooled.append(_pool(states[-1], mask))
                 rows += n
@@ -342,7 +342,7 @@ def gradient_importance(
 
 
 def ablation_cosines(
-    bert: LoadedBert, pairs: Sequence[Pair] | None = None, progress: Callable[[int, int], None] | None = None
+    bert: LoadedModel, pairs: Sequence[Pair] | None = None, progress: Callable[[int, int], None] | None = None
 ) -> Ablations:
     """Every pair's cosine with the full model and with each head alone removed (its output zero
     before W^O). Layers before the removed head's are computed once: each ablation starts from the
@@ -367,7 +367,7 @@ def ablation_cosines(
 
 
 def head_importance(
-    bert: LoadedBert,
+    bert: LoadedModel,
     pairs: Sequence[Pair] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> Importance:
@@ -379,7 +379,7 @@ def head_importance(
 
 
 def importance_and_ablations(
-    bert: LoadedBert, pairs: Sequence[Pair], progress: Callable[[int, int], None] | None = None
+    bert: LoadedModel, pairs: Sequence[Pair], progress: Callable[[int, int], None] | None = None
 ) -> tuple[Importance, Ablations]:
     """head_importance, and the Ablations it measured the drops from (every pair's cosines)."""
     groups = -(-len(pairs) // GROUP)
@@ -412,7 +412,7 @@ class PruningCurve:
 
 
 def curve_cosines(
-    bert: LoadedBert,
+    bert: LoadedModel,
     order: Sequence[tuple[int, int]],
     steps: Sequence[int],
     pairs: Sequence[Pair] | None = None,

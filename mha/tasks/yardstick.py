@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mha.models.traits import Traits
+
 
 @dataclass(frozen=True)
 class Yardstick:
@@ -46,6 +48,6 @@ NEXT_TOKEN = Yardstick(
 )
 
 
-def for_family(family: str) -> Yardstick:
-    """The task of a model family: "encoder" (BERT) or "decoder"."""
-    return NEXT_TOKEN if family == "decoder" else SIMILARITY
+def of(traits: Traits) -> Yardstick:
+    """The yardstick of a model's own task (Traits.task)."""
+    return NEXT_TOKEN if traits.task == "next-token" else SIMILARITY
