@@ -67,13 +67,10 @@ def child(shape: str, tokens: list[int], runs: int) -> dict:
         rss_loaded = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM"))
 
     def forward(text: str) -> float:
-        if model.family == "decoder":
-            ids = model.encode(text)[0]
-            out["tokens"][len(text.split()) + 2] = int(ids.shape[1])
-            call = lambda: model.model.model(input_ids=ids, output_attentions=True)  # noqa: E731
-        else:
-            enc = model.encode(text)[0]
-            call = lambda: model.model(**enc, output_attentions=True)  # noqa: E731
+        tok = model.tokenize(text)
+        if model.traits.causal:
+            out["tokens"][len(text.split()) + 2] = int(tok.ids.shape[1])
+        call = lambda: model._states(tok.ids, tok.segments, None)  # noqa: E731  (Transformers' own forward pass)
         with torch.inference_mode():
             t0 = time.perf_counter()
             call()

@@ -127,11 +127,15 @@ def test_every_page_and_lesson_step_on_gpt2(gpt2):
             for n in range(1, len(steps.STEPS) + 1):
                 at.session_state["step"] = n
                 at.run()
+                for radio in [r for r in at.radio if str(r.key).startswith("_w_q_")]:  # answered: the feedback shows
+                    radio.set_value(0).run()
                 assert not at.exception, (n, [e.value for e in at.exception])
                 said[f"lesson step {n}"] = traits_page_text(at)
         said[page.path] = traits_page_text(at)
     for where, text in said.items():
         assert not false_claims(text, gpt2.traits), (where, false_claims(text, gpt2.traits))
     assert "GPT-2" in said["app_pages/overview.py"]
+    order = f"lesson step {steps.number('order')}"
+    assert "GPT-2's causal mask" in said[order] and "only reorder" in said[order]  # answered: its feedback was read
     sharing = said["app_pages/sharing.py"]
     assert "GPT-2 small" in sharing and "SmolLM2-135M" in sharing

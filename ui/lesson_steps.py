@@ -346,8 +346,9 @@ def order(c: StepContext) -> None:
                 else ". Take the mask away"
             )
             + " and the same weights only reorder the outputs: the dot product itself knows no positions. Where "
-            "positions enter, added to the tokens (BERT, GPT-2) or rotated into the scores (RoPE), is the next "
-            "lesson: positional encodings."
+            "positions enter, added to the tokens (BERT, GPT-2) or rotated into the scores"
+            + (" (RoPE)" if rotary else " (as Llama-class decoders do)")
+            + ", is the next lesson: positional encodings."
         )
     else:
         st.markdown(
