@@ -43,6 +43,30 @@ def test_imports_run_only_pages_to_ui_to_mha():
     assert imported(ROOT / "app.py") & OURS == {"ui"}
 
 
+LAYERS = {  # inside mha/: each subpackage imports only those below it (and itself)
+    "core": set(),
+    "models": {"core"},
+    "tasks": {"core", "models"},
+    "analyses": {"core", "models"},
+    "plots": {"core", "models", "tasks", "analyses"},
+    "lesson": {"core", "models", "tasks", "analyses", "plots"},
+}
+
+
+def test_the_engine_imports_one_way_by_concern():
+    """mha/core imports nothing of ours, mha/models only core, and so on up (LAYERS)."""
+    import ast
+
+    for package, below in LAYERS.items():
+        for path in sorted((ROOT / "mha" / package).rglob("*.py")):
+            found = set()
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                found |= {n.split(".")[1] for n in names if n.startswith("mha.") and n.count(".") >= 1}
+            assert found - {package} <= below, (path.relative_to(ROOT), found - {package} - below)
+
+
 def test_no_module_exceeds_500_lines():
     files = [p for d in ("mha", "ui", "app_pages", "classroom") for p in (ROOT / d).rglob("*.py")]
     sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in [*files, ROOT / "app.py"]}
