@@ -159,8 +159,8 @@ elif H > 1:
         + (
             f"Only the rungs that share **both Q and K** ({', '.join(m.rung.name for m in share_qk)}) make every "
             f"head compute the same map (diversity below {collapse.SAME_TOLERANCE:.0e}): a head's map is "
-            r"$\mathrm{softmax}(Q_i K_i^\top / \sqrt{d_k})$, so one distinct $W_i^Q$ *or* one distinct $W_i^K$ per "
-            "head is enough to keep the maps apart."
+            r"$\mathrm{softmax}(Q_i K_i^\top / \sqrt{d_k})$, so a $W^Q$ of its own *or* a $W^K$ of its own for "
+            "each head is enough to keep the maps apart."
             if exact
             else "Identical maps (diversity below "
             f"{collapse.SAME_TOLERANCE:.0e}): {', '.join(m.rung.name for m in identical) or 'none'}."

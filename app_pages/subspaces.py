@@ -10,14 +10,15 @@ from mha.analyses.groups import group_ranges
 from mha.lesson import answers
 
 st.title("Subspaces: each head's own view of your sentence")
+inp, run, model = ui.page_start()
 st.markdown(
-    "Each head $i$ projects the token vectors with its own $W_i^Q$ and $W_i^K$ into a small $d_k$-dimensional "
-    "space: its **representation subspace**. There a query meets the keys: the larger their dot product (it grows "
+    f"Each head $i$ projects the token vectors with {answers.qk_words(model.traits)} into a small "
+    "$d_k$-dimensional space: its **representation subspace**. There a query meets the keys: the larger their dot "
+    "product (it grows "
     "with both points' length, not only with their direction), the more of the token's weight goes to that key. "
     "Below, every head's space is drawn in 2-D: the "
     r"picture keeps as much of the head's scaled scores $Q_i K_i^\top / \sqrt{d_k}$ as two dimensions can."
 )
-inp, run, model = ui.page_start()
 traits = model.traits
 H, who, causal, first = model.n_heads, traits.who, traits.causal, traits.parking == "first"
 c1, c2 = st.columns(2)  # one row: the panels start on the first screen of a 1280 x 720 projector
@@ -160,8 +161,9 @@ ui.chart(
     ),
 )
 C, D = model.d_model, model.d_model // H
+key = "W^K_{g(i)}" if traits.grouped else "W_i^K"  # a grouped head reads its group g(i)'s W^K
 st.caption(
-    f"Left: each head's $W_i^Q {{W_i^K}}^\\top$ ({C} x {C}) has at most $d_k$ = {D} directions. Right: stacked side by "
+    f"Left: each head's $W_i^Q {{{key}}}^\\top$ ({C} x {C}) has at most $d_k$ = {D} directions. Right: stacked side by "
     f"side, the {H} heads' $W^Q$ need {spectra.energy_rank('query')} of {C} directions for 90 % of their "
     f"energy, $W^K$ {spectra.energy_rank('key')}"
     + (

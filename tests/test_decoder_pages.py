@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from conftest import held_page_namespaces, plotly_array
+from conftest import false_claims, held_page_namespaces, plotly_array
 from streamlit.testing.v1 import AppTest
 
 from livetest import ROOT
@@ -59,12 +59,15 @@ def walked():
     return texts, at
 
 
-def test_every_page_runs_on_the_decoder_without_bert_words(walked):
+def test_every_page_runs_on_the_decoder_without_bert_words(walked, smol):
+    """No BERT word, and no sentence its traits deny (conftest.false_claims: on this grouped model,
+    no head given a W^K of its own)."""
     texts, _ = walked
     for path, text in texts.items():
         assert text.strip(), path
         found = BERT_WORDS.findall(text)
         assert not found, (path, found)
+        assert not false_claims(text, smol.traits), (path, false_claims(text, smol.traits))
 
 
 def test_the_heads_page_names_the_first_token_sink_with_its_share(walked, run):

@@ -105,7 +105,8 @@ TERMS = (
     ),
     Term(
         "Representation subspace",
-        "The $d_k$-dimensional space a head's own $W_i^Q$ and $W_i^K$ project the tokens into; dot products there "
+        "The $d_k$-dimensional space a head's own $W_i^Q$ and its $W^K$ (its own, or its K/V group's in grouped-query "
+        "attention) project the tokens into; dot products there "
         "decide who reads whom. Distinct projections give distinct subspaces: 'jointly attend to information from "
         "different representation subspaces' (Vaswani et al. 2017).",
     ),
