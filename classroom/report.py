@@ -69,6 +69,17 @@ def scores(view: TeacherView) -> list[tuple[str, int, int]]:
     return out
 
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet may read as a formula (OWASP, CSV injection)
+
+
+def safe_cell(value: object) -> object:
+    """A CSV cell a spreadsheet shows as text: a string starting with = + - @ tab or carriage
+    return gets a leading apostrophe (OWASP's rule for CSV injection); numbers stay numbers."""
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
+
+
 def answers_csv(view: TeacherView) -> str:
     """Every first answer, one row each: nickname, step, question, its version, the first answer, right
     or not, the answer shown now, the sentence (its first 200 characters), seconds since the class's first answer."""
@@ -90,5 +101,7 @@ def answers_csv(view: TeacherView) -> str:
             "yes" if a.right else "no",
             now,
         ]
-        out.writerow([*row, a.sentence, round(a.at - start, 1)])
+        out.writerow(
+            [safe_cell(c) for c in (*row, a.sentence, round(a.at - start, 1))]
+        )  # every cell: a student typed some
     return buf.getvalue()

