@@ -32,7 +32,7 @@ NICKNAME = re.compile(r"[^\W_](?:[\w .'-]{0,22}[^\W_])?")  # letters or digits a
 NICKNAME_MAX = 24
 # ui.quiz.question_tag ("<step key>:<sentence>") + "-" + the question's name
 # [+ "-" + its version: step 1's token, step 3's layer and heads]
-QID = re.compile(r"([a-z]+(?:-[a-z]+){0,3}):([0-9a-f]{8})-([a-z]+)(?:-[0-9]{1,4}){0,3}")
+QID = re.compile(r"([a-z]+(?:-[a-z]+){0,3}):([0-9a-f]{16})-([a-z]+)(?:-[0-9]{1,4}){0,3}")
 MAX_NUMBER = 2**53  # what a browser's number box holds exactly
 
 

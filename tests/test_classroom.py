@@ -18,7 +18,7 @@ from mha.lesson import steps
 from mha.models.catalog import DEFAULT_MODEL, MAX_CHARS
 
 TEXT = "The mole on his arm was not a mole but a rare insect."
-TAG = "one-query:0badf00d"  # a question tag as ui.quiz.question_tag makes them
+TAG = "one-query:0badf00d0badf00d"  # a question tag as ui.quiz.question_tag makes them
 OPTIONS = ["none", "1 word", "2 or 3 words", "4 or more"]
 
 
@@ -153,19 +153,20 @@ def test_nicknames_are_checked(nickname, ok):
 @pytest.mark.parametrize(
     "qid,keys,value,options",
     [
-        ("one-query:0badf00d-nosuch", None, 1, OPTIONS),  # not a question of the lesson
-        ("ninth:0badf00d-spread", None, 1, OPTIONS),  # no step "ninth"
+        ("one-query:0badf00d0badf00d-nosuch", None, 1, OPTIONS),  # not a question of the lesson
+        ("one-query:0badf00d-spread", None, 1, OPTIONS),  # the old 32-bit tag
+        ("ninth:0badf00d0badf00d-spread", None, 1, OPTIONS),  # no step "ninth"
         ("one-query:XYZ-spread", None, 1, OPTIONS),
-        ("one-query:0badf00d-spread", ["q_other"], 1, OPTIONS),  # the setting is not the question's
-        ("one-query:0badf00d-spread", None, 4, OPTIONS),  # not one of the options
-        ("one-query:0badf00d-spread", None, -1, OPTIONS),
-        ("one-query:0badf00d-spread", None, True, OPTIONS),
-        ("one-query:0badf00d-spread", None, "1", OPTIONS),
-        ("one-query:0badf00d-spread", None, 0, ["only one"]),
-        ("stages:0badf00d-q", None, [-1, 64], None),
-        ("stages:0badf00d-q", None, [1, 2, 3, 4, 5], None),
-        ("stages:0badf00d-q", None, [2**53 + 1], None),
-        ("stages:0badf00d-q", None, [], None),
+        ("one-query:0badf00d0badf00d-spread", ["q_other"], 1, OPTIONS),  # the setting is not the question's
+        ("one-query:0badf00d0badf00d-spread", None, 4, OPTIONS),  # not one of the options
+        ("one-query:0badf00d0badf00d-spread", None, -1, OPTIONS),
+        ("one-query:0badf00d0badf00d-spread", None, True, OPTIONS),
+        ("one-query:0badf00d0badf00d-spread", None, "1", OPTIONS),
+        ("one-query:0badf00d0badf00d-spread", None, 0, ["only one"]),
+        ("stages:0badf00d0badf00d-q", None, [-1, 64], None),
+        ("stages:0badf00d0badf00d-q", None, [1, 2, 3, 4, 5], None),
+        ("stages:0badf00d0badf00d-q", None, [2**53 + 1], None),
+        ("stages:0badf00d0badf00d-q", None, [], None),
     ],
 )
 def test_an_invalid_answer_is_refused(qid, keys, value, options):
@@ -189,7 +190,7 @@ def test_each_version_of_a_question_keeps_its_own_first_answer(tmp_path):
 def test_every_question_of_the_lesson_can_be_answered():
     for record in steps.QUESTIONS:
         key, name = record.split(":")
-        qid = f"{key}:0badf00d-{name}"
+        qid = f"{key}:0badf00d0badf00d-{name}"
         assert classes.checked_answer(qid, [f"q_{qid}"], 1, OPTIONS)[0] == record
 
 
@@ -242,8 +243,8 @@ def test_the_teachers_figures_count_first_answers(tmp_path):
     for seat, pick in zip(seats, picks):
         spread(seat.token, url, pick, pick == 2)
         spread(seat.token, url, 2, True)  # a second answer never counts
-    spread(seats[0].token, url, 1, False, tag="one-query:0000beef")  # another sentence: not this histogram
-    shape = "stages:0badf00d-q"
+    spread(seats[0].token, url, 1, False, tag="one-query:0000beef0000beef")  # another sentence: not this histogram
+    shape = "stages:0badf00d0badf00d-q"
     classes.record_answer(seats[1].token, shape, [f"q_{shape}_0"], [6], None, False, ["5"], url=url)
     classes.record_answer(seats[2].token, shape, [f"q_{shape}_0"], [7], None, False, ["5"], url=url)
     view = classes.teacher_class(teacher, url=url)
@@ -256,7 +257,7 @@ def test_the_teachers_figures_count_first_answers(tmp_path):
     main, other = report.histograms(classes.teacher_class(teacher, url=url), TAG)
     assert main.counts == h.counts and other.counts == (0, 1, 0, 0) and other.variant == "following “arm” (5)"
     # a typed answer no one gave right is still shown, with no student, and marked right
-    (typed,) = report.histograms(view, "stages:0badf00d")
+    (typed,) = report.histograms(view, "stages:0badf00d0badf00d")
     assert typed.labels == ("6", "7", "5") and typed.counts == (1, 1, 0) and typed.right == (False, False, True)
     # the answer shown now is kept apart from the first: it comes back after a reload
     kid0 = classes.answers_of(seats[0].token, url=url)
@@ -310,3 +311,22 @@ def test_no_cell_a_student_typed_reaches_the_csv_as_a_formula(tmp_path):
     (row,) = list(csv.reader(io.StringIO(report.answers_csv(classes.teacher_class(teacher, url=url)))))[1:]
     assert not [c for c in row if c.startswith(report.FORMULA_START)], row
     assert "'" + evil in row and "'" + options[0] in row and "'\rversion" in row
+
+
+def test_question_tags_do_not_collide_on_ambiguous_inputs():
+    """The old tag, crc32 of "model|text|text_b", gave one tag to no second sentence and the second
+    sentence "None", and to a "|" moved between fields; the tag is now 64 bits of SHA-256 over JSON."""
+    import zlib
+
+    from ui.quiz import question_tag
+    from ui.state import Inputs
+
+    pairs = [
+        (Inputs(DEFAULT_MODEL, TEXT, None), Inputs(DEFAULT_MODEL, TEXT, "None")),
+        (Inputs(DEFAULT_MODEL, "a|b", "c"), Inputs(DEFAULT_MODEL, "a", "b|c")),
+    ]
+    for one, other in pairs:
+        old = [zlib.crc32(f"{i.model}|{i.text}|{i.text_b}".encode()) for i in (one, other)]
+        assert old[0] == old[1]  # the collision the old encoding had
+        tags = [question_tag(i, "one-query") for i in (one, other)]
+        assert tags[0] != tags[1] and all(classes.QID.fullmatch(f"{t}-spread") for t in tags)

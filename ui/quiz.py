@@ -3,7 +3,8 @@ settings ("q_<question>", ui/settings.py), and whether each was right at the fir
 
 from __future__ import annotations
 
-import zlib
+import hashlib
+import json
 from collections.abc import Sequence
 
 import streamlit as st
@@ -16,8 +17,11 @@ from .state import Inputs
 
 def question_tag(inp: Inputs, step: str) -> str:
     """The prefix of a step's question ids, "<step key>:<sentence>": another sentence or model shows
-    its questions unanswered (the score keeps each question's first answer: record_id)."""
-    return f"{step}:{zlib.crc32(f'{inp.model}|{inp.text}|{inp.text_b}'.encode()):08x}"
+    its questions unanswered (the score keeps each question's first answer: record_id). The
+    sentence part is 64 bits of SHA-256 over an unambiguous encoding (JSON: no second sentence is
+    null, never the text "None"): a class's inputs do not collide by chance or by design."""
+    encoded = json.dumps([inp.model, inp.text, inp.text_b], ensure_ascii=False)
+    return f"{step}:{hashlib.sha256(encoded.encode()).hexdigest()[:16]}"
 
 
 def record_id(qid: str) -> str:
