@@ -85,9 +85,10 @@ class LoadedBert(LoadedModel):
         """(B, T, C) word + position + segment embeddings, LayerNorm."""
         return self.model.embeddings(input_ids=ids, token_type_ids=segments)
 
-    def _states(self, ids, segments, mask) -> list[torch.Tensor]:
+    def _states(self, ids, segments, mask, last: bool = True) -> list[torch.Tensor]:
         out = self.model(input_ids=ids, token_type_ids=segments, attention_mask=mask, output_hidden_states=True)
-        return list(out.hidden_states)  # L + 1 of (B, T, C): the last is the last layer's output
+        states = list(out.hidden_states)  # L + 1 of (B, T, C): the last is the last layer's output
+        return states if last else states[:-1]
 
     def _padded(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
         with self._tokenizer_lock:

@@ -141,10 +141,11 @@ class LoadedModel(abc.ABC):
 
     @abc.abstractmethod
     def _states(
-        self, ids: torch.Tensor, segments: torch.Tensor | None, mask: torch.Tensor | None
+        self, ids: torch.Tensor, segments: torch.Tensor | None, mask: torch.Tensor | None, last: bool = True
     ) -> list[torch.Tensor]:
         """Transformers' own forward pass: L + 1 of (B, T, C), the states entering layers 0..L-1
-        and the last layer's output (before any final norm). mask (B, T): 1 = token."""
+        and the last layer's output (before any final norm); last=False: the first L only (what
+        layer_inputs needs). mask (B, T): 1 = token."""
 
     @abc.abstractmethod
     def attention_input(self, layer: int, h: torch.Tensor) -> torch.Tensor:
@@ -206,7 +207,6 @@ class LoadedModel(abc.ABC):
             attention_inputs=inputs,
             truncated=tok.dropped > 0,
             n_dropped=tok.dropped,
-            max_length=self.max_length,
             input_ids=tok.ids[0].tolist(),
         )
 
@@ -220,7 +220,7 @@ class LoadedModel(abc.ABC):
         states, masks = [], []
         for start in range(0, len(texts), batch):
             ids, segments, mask = self._padded(texts[start : start + batch])  # (b, t) each
-            h = self._states(ids, segments, None if self.traits.causal else mask)[layer]  # (b, t, C)
+            h = self._states(ids, segments, None if self.traits.causal else mask, last=False)[layer]  # (b, t, C)
             states.append(self.attention_input(layer, h).float())
             masks.append(mask)
         T = max(s.shape[1] for s in states)
@@ -388,13 +388,14 @@ class CausalLM(LoadedModel):
         dropped = max(0, len(enc["input_ids"]) - self.max_length)
         return Tokens(torch.tensor([ids]), None, tokens, list(words[: self.max_length]), dropped)
 
-    def _states(self, ids, segments, mask) -> list[torch.Tensor]:
+    def _states(self, ids, segments, mask, last: bool = True) -> list[torch.Tensor]:
         """Right padding needs no mask: under the causal mask no real token reads a pad after it.
         Transformers' last state is after the final norm, so the last layer's output before it is
         that one layer again (from scratch), not the whole stack."""
         states = list(self._base()(input_ids=ids, output_hidden_states=True).hidden_states[:-1])  # L of (B, T, C)
-        last = self.n_layers - 1
-        states.append(self._layer(last, states[last], self._template(last), None, None)[0])
+        if last:
+            final = self.n_layers - 1
+            states.append(self._layer(final, states[final], self._template(final), None, None)[0])
         return states
 
     @staticmethod

@@ -36,12 +36,16 @@ class Run:
     attention_inputs: np.ndarray | None = None
     truncated: bool = False
     n_dropped: int = 0
-    max_length: int = 512
     input_ids: list[int] = field(default_factory=list)
 
     @property
     def model_name(self) -> str:
         return self.traits.name
+
+    @property
+    def max_length(self) -> int:
+        """The most tokens the model reads (tokens past it were dropped)."""
+        return self.traits.max_length
 
     @property
     def n_layers(self) -> int:
