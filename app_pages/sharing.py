@@ -221,8 +221,8 @@ st.caption(
         + (f", 1/{heads // kv} of the cache a K and V per head would need" if kv < heads else ", one per head")
         for name, _, heads, kv, _ in built
     )
-    + ". That saving is the point of grouped-query attention. Layers x (K heads + V heads) x $d_k$ values, 2 bytes "
-    "each (fp16)."
+    + (". That saving is the point of grouped-query attention" if any(kv < h for _, _, h, kv, _ in built) else "")
+    + ". Layers x (K heads + V heads) x $d_k$ values, 2 bytes each (fp16)."
 )
 
 st.subheader("K/V cache per token, if these were decoders")
