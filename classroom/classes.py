@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import secrets
 import time
@@ -23,7 +24,7 @@ import sqlalchemy as sa
 from mha.lesson import steps
 from mha.models import catalog
 
-from . import db, limits
+from . import db, limits, lookalike
 
 CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no I, O, 0 or 1: read aloud from a projector
 CODE_LENGTH = 8
@@ -33,11 +34,16 @@ NICKNAME_MAX = 24
 # ui.quiz.question_tag ("<step key>:<sentence>") + "-" + the question's name
 # [+ "-" + its version: step 1's token, step 3's layer and heads]
 QID = re.compile(r"([a-z]+(?:-[a-z]+){0,3}):([0-9a-f]{16})-([a-z]+)(?:-[0-9]{1,4}){0,3}")
+SEATS = 60  # seats per class unless MHA_CLASS_SEATS says otherwise
 MAX_NUMBER = 2**53  # what a browser's number box holds exactly
 
 
 class ClassError(ValueError):
     """A request the class cannot take: the message says why, in words for the person who made it."""
+
+
+class WrongCode(ClassError):
+    """A class code that opens no class (counted: classroom.limits)."""
 
 
 @dataclass(frozen=True)
@@ -223,39 +229,90 @@ def end_class(token: str, address: str = "", url: str | None = None) -> None:
     db.forget(eng)
 
 
-def join(code: str, nickname: str = "", address: str = "", url: str | None = None) -> Seat:
-    """A seat in the class with `code` (the returned Seat carries the student's token). ClassError
-    for a code that opens no class (counted as a failed attempt) or a nickname taken or invalid;
-    no nickname gives "Student <n>"."""
-    eng, now = db.engine(url), time.time()
+def seats_cap() -> int:
+    """The most seats a class has: MHA_CLASS_SEATS, default SEATS (a class of 40 and spares)."""
+    try:
+        return max(1, int(os.environ.get("MHA_CLASS_SEATS", SEATS)))
+    except ValueError:
+        return SEATS
+
+
+def join(
+    code: str, nickname: str = "", address: str = "", url: str | None = None, failed: int = 0, kept: str = ""
+) -> Seat:
+    """A seat in the class with `code` (the returned Seat carries the student's token).
+
+    `failed`: the wrong codes this session typed before (it waits limits.session_wait first);
+    `kept`: a seat token this browser already holds: in this class, that seat is the answer (one
+    seat per browser; the nickname typed now is ignored). ClassError for a code that opens no
+    class (counted as a failed attempt from `address`), a full class, or a nickname taken or
+    invalid; no nickname gives "Student <n>"."""
+    if len(code or "") > 64:  # before any normalising
+        raise WrongCode("No class has that code: check it with your teacher (8 letters and digits).")
+    if len(nickname or "") > 4 * NICKNAME_MAX:
+        raise ClassError(f"A nickname has at most {NICKNAME_MAX} characters.")
+    eng = db.engine(url)
     name = checked_nickname(nickname) if (nickname or "").strip() else ""
+    with eng.connect() as conn:
+        wait = max(limits.session_wait(failed), limits.address_wait(conn, address, time.time()))
+    time.sleep(wait)  # the same for a right and a wrong code: the wait tells nothing
+    now = time.time()
     with eng.begin() as conn:
-        limits.check(conn, address, now)
         row = conn.execute(sa.select(db.classes).where(db.classes.c.code == normal_code(code))).first()
         if row is None or row.created < now - EXPIRES:
             limits.fail(conn, address, now)
             row = None
     if row is None:
-        raise ClassError("No class has that code: check it with your teacher (8 letters and digits).")
+        raise WrongCode("No class has that code: check it with your teacher (8 letters and digits).")
+    if kept:
+        with eng.connect() as conn:
+            mine = _seat_row(conn, kept)
+        if mine is not None and mine.class_id == row.id:
+            return Seat(row.code, mine.nickname, _pin(row), kept)
+    cap = seats_cap()
     for attempt in range(20):
-        if name:
-            chosen = name
-        else:
-            with eng.connect() as conn:
-                n = conn.execute(sa.select(sa.func.count()).where(db.seats.c.class_id == row.id)).scalar_one()
-            chosen = f"Student {n + 1 + attempt}"
         token = secrets.token_urlsafe(24)
-        values = dict(
-            class_id=row.id, token_hash=_hash(token), nickname=chosen, nickname_key=chosen.casefold(), joined=now
-        )
         try:
             with eng.begin() as conn:
+                # the class's row locked (PostgreSQL; SQLite writes one at a time anyway): two replicas
+                # cannot both take the last seat
+                conn.execute(sa.select(db.classes.c.id).where(db.classes.c.id == row.id).with_for_update())
+                n = conn.execute(sa.select(sa.func.count()).where(db.seats.c.class_id == row.id)).scalar_one()
+                if n >= cap:
+                    raise ClassError(f"This class is full ({cap} seats): ask your teacher to remove a seat.")
+                chosen = name or f"Student {n + 1 + attempt}"
+                values = dict(
+                    class_id=row.id,
+                    token_hash=_hash(token),
+                    nickname=chosen,
+                    nickname_key=lookalike.key(chosen),
+                    joined=now,
+                )
                 conn.execute(db.seats.insert().values(**values))
             return Seat(row.code, chosen, _pin(row), token)
         except sa.exc.IntegrityError:
             if name:
-                raise ClassError(f"Someone in this class is already called {name}: pick another nickname.") from None
+                raise ClassError(
+                    f"Someone in this class is already called {name} (or a name that looks the same): "
+                    "pick another nickname."
+                ) from None
     raise ClassError("Could not find a free nickname: type one.")
+
+
+def remove_seat(token: str, nickname: str, url: str | None = None) -> bool:
+    """The teacher removes the seat called `nickname` with its answers (a seat a script made, a
+    student who joined twice); False if there is none."""
+    eng, class_id = _teacher(token, "", url)
+    with eng.begin() as conn:
+        seat = conn.execute(
+            sa.select(db.seats.c.id).where(db.seats.c.class_id == class_id, db.seats.c.nickname == nickname)
+        ).first()
+        if seat is None:
+            return False
+        conn.execute(db.answers.delete().where(db.answers.c.seat_id == seat.id))
+        conn.execute(db.seats.delete().where(db.seats.c.id == seat.id))
+    db.forget(eng)
+    return True
 
 
 def _seat_row(conn: sa.Connection, token: str):

@@ -37,7 +37,7 @@ seats = sa.Table(
     sa.Column("class_id", sa.Integer, sa.ForeignKey("classes.id", ondelete="CASCADE"), nullable=False, index=True),
     sa.Column("token_hash", sa.String(64), nullable=False, unique=True),  # sha256 of the student's token
     sa.Column("nickname", sa.String(40), nullable=False),
-    sa.Column("nickname_key", sa.String(40), nullable=False),  # casefolded: one "Sam" per class
+    sa.Column("nickname_key", sa.String(40), nullable=False),  # lookalike.key: one "Sam" (or "Ѕam") per class
     sa.Column("joined", sa.Float, nullable=False),
     sa.UniqueConstraint("class_id", "nickname_key", name="uq_seat_nickname"),
 )

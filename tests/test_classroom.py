@@ -13,7 +13,6 @@ import sqlalchemy as sa
 from test_class_browser import postgres_or_skip
 
 from classroom import ClassError, classes, db, limits, report
-from classroom.limits import TooManyAttempts
 from mha.lesson import steps
 from mha.models.catalog import DEFAULT_MODEL, MAX_CHARS
 
@@ -204,22 +203,77 @@ def test_an_invalid_pin_is_refused(model, text, step):
         classes.checked_pin(model, text, step)
 
 
-def test_wrong_codes_are_limited_per_address_and_teacher_links_never(url):
+def test_no_number_of_wrong_codes_refuses_a_right_one(url, monkeypatch):
+    """Wrong codes from an address make its checks wait (the same for right and wrong ones); the
+    right code is then taken, never refused. A teacher link is never counted."""
+    waited = []
+    monkeypatch.setattr(classes.time, "sleep", waited.append)
     code, teacher = classes.start_class(DEFAULT_MODEL, TEXT, url=url)
-    for n in range(limits.MAX_FAILURES):
-        with pytest.raises(ClassError, match="No class has that code"):
-            classes.join("ZZZZ" + str(n).zfill(4), "", "203.0.113.7", url=url)
-    with pytest.raises(TooManyAttempts):  # the right code too, from that address, for a while
-        classes.join(code, "", "203.0.113.7", url=url)
-    assert classes.teacher_class(teacher, "203.0.113.7", url=url).code == code  # a teacher link is never limited
+    with db.engine(url).begin() as conn:
+        conn.execute(db.failures.insert(), [{"address": "203.0.113.7", "at": time.time()}] * 5 * limits.MAX_FAILURES)
+    assert classes.join(code, "", "203.0.113.7", url=url).nickname == "Student 1"
+    assert waited[-1] == limits.FLAGGED_WAIT
+    with pytest.raises(classes.WrongCode):
+        classes.join("ZZZZZZZZ", "", "203.0.113.7", url=url)
+    assert waited[-1] == limits.FLAGGED_WAIT  # the same wait: it tells nothing about the code
+    assert classes.join(code, "", "198.51.100.1", url=url).nickname == "Student 2"  # another address waits not
+    assert waited[-1] == 0
     for n in range(2 * limits.MAX_FAILURES):  # (192 random bits: nothing to guess) nor counted
         with pytest.raises(ClassError, match="not valid"):
             classes.teacher_class(f"forged{n}", "198.51.100.9", url=url)
-    assert classes.join(code, "", "198.51.100.9", url=url).nickname == "Student 1"
-    assert classes.join(code, "", "198.51.100.1", url=url).nickname == "Student 2"  # another address is not
-    with db.engine(url).begin() as conn:  # ten minutes later
+    with db.engine(url).connect() as conn:
+        counted = conn.execute(sa.select(sa.func.count()).where(db.failures.c.address == "198.51.100.9"))
+        assert counted.scalar_one() == 0
+    with db.engine(url).begin() as conn:  # ten minutes later: no wait
         conn.execute(db.failures.update().values(at=db.failures.c.at - limits.WINDOW))
-    assert classes.join(code, "", "203.0.113.7", url=url).nickname == "Student 3"
+    classes.join(code, "", "203.0.113.7", url=url)
+    assert waited[-1] == 0
+
+
+def test_a_session_that_types_wrong_codes_waits_longer_each_time():
+    waits = [limits.session_wait(n) for n in range(10)]
+    assert waits[: limits.FREE_TRIES] == [0.0] * limits.FREE_TRIES
+    assert waits[limits.FREE_TRIES : limits.FREE_TRIES + 4] == [1.0, 2.0, 4.0, 8.0]
+    assert max(waits) == limits.MAX_WAIT and waits == sorted(waits)
+    # the arithmetic of the module's docstring: 100 guesses a second for 24 h against 100 classes
+    assert 100 * 86_400 * 100 / 32**8 == pytest.approx(7.9e-4, rel=0.01)
+
+
+def test_seats_one_per_browser_a_cap_and_the_teacher_removes_one(url, monkeypatch):
+    monkeypatch.setenv("MHA_CLASS_SEATS", "3")
+    code, teacher = classes.start_class(DEFAULT_MODEL, TEXT, url=url)
+    carol = classes.join(code, "Carol", url=url)
+    again = classes.join(code, "Carol 2", url=url, kept=carol.token)  # the browser keeps its seat
+    assert (again.nickname, again.token) == ("Carol", carol.token)
+    classes.join(code, "Dan", url=url)
+    classes.join(code, "", url=url)
+    with pytest.raises(ClassError, match="full"):
+        classes.join(code, "Eve", url=url)
+    assert classes.teacher_class(teacher, url=url).nicknames == ("Carol", "Dan", "Student 3")
+    spread(carol.token, url, 1, False)
+    assert classes.remove_seat(teacher, "Carol", url=url) and not classes.remove_seat(teacher, "Carol", url=url)
+    view = classes.teacher_class(teacher, url=url)
+    assert view.nicknames == ("Dan", "Student 3") and view.answers == ()
+    assert classes.seat_of(carol.token, url=url) is None
+    assert classes.join(code, "Eve", url=url).nickname == "Eve"  # a seat is free again
+    with pytest.raises(ClassError):
+        classes.remove_seat("forged", "Dan", url=url)
+
+
+@pytest.mark.parametrize("taken,typed", [("Alice", "\u0410lice"), ("Sam", "SAM"), ("Saml", "Sam1"), ("Ola", "Οla")])
+def test_a_nickname_that_looks_taken_is_refused(url, taken, typed):
+    code, _ = classes.start_class(DEFAULT_MODEL, TEXT, url=url)
+    classes.join(code, taken, url=url)
+    with pytest.raises(ClassError, match="already called"):
+        classes.join(code, typed, url=url)
+
+
+def test_an_over_long_nickname_is_refused_before_it_is_normalised(monkeypatch):
+    normalised = []
+    monkeypatch.setattr(classes.unicodedata, "normalize", lambda form, s: normalised.append(len(s)) or s)
+    with pytest.raises(ClassError, match="at most"):
+        classes.join("ABCDEFGH", "x" * 1_000_000)
+    assert normalised == []
 
 
 def test_a_class_expires_with_its_data(url):

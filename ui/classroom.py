@@ -10,7 +10,7 @@ FOLLOW_EVERY seconds and follows a new pin to the lesson. Without a seat nothing
 
 from __future__ import annotations
 
-import ipaddress
+import contextlib
 import json
 import re
 from collections.abc import Sequence
@@ -19,8 +19,7 @@ import sqlalchemy as sa
 import streamlit as st
 
 import classroom
-from classroom import ClassError, Pin, classes
-from classroom.limits import TooManyAttempts
+from classroom import ClassError, Pin, classes, limits
 from mha.lesson import steps
 
 from .settings import quiz_keys, widget_key
@@ -31,24 +30,17 @@ COOKIE = "mha_seat"
 FOLLOW_EVERY = 2.0  # s: how soon a student's page follows the teacher's pin
 SEAT_DAYS = 1  # the cookie's lifetime (a class lasts at most classes.EXPIRES)
 LESSON = "app_pages/lesson.py"
-TROUBLE = (ClassError, TooManyAttempts, sa.exc.SQLAlchemyError, OSError)
+TROUBLE = (ClassError, sa.exc.SQLAlchemyError, OSError)
+LEFT = "left."  # the seat cookie after leaving: not followed, but a rejoin finds the seat
 ENDED = "Your class has ended: this is the app on your own again."
 
 
 def address() -> str:
-    """The visitor's network address for the failed-attempt limit: the last address in
-    X-Forwarded-For (the one the school's nginx saw) when the request came from a proxy on this
-    machine or a private network (compose's proxy container), else the peer's own."""
+    """The visitor's network address for counting wrong codes, as the server resolved it: the
+    peer's, or what a proxy named in FORWARDED_ALLOW_IPS forwarded (classroom.limits). The
+    app never reads X-Forwarded-For itself."""
     peer = st.context.ip_address
-    peer = peer if isinstance(peer, str) else ""
-    forwarded = st.context.headers.get("X-Forwarded-For")
-    forwarded = forwarded.split(",")[-1].strip() if isinstance(forwarded, str) else ""
-    try:
-        ip = ipaddress.ip_address(peer)
-        proxied = ip.is_loopback or ip.is_private
-    except ValueError:
-        proxied = not peer
-    return ((forwarded if proxied and forwarded else peer) or "local")[:64]
+    return (peer if isinstance(peer, str) and peer else "local")[:64]
 
 
 def db_trouble(e: Exception) -> str:
@@ -113,11 +105,13 @@ def take_seat(seat: classroom.Seat, token: str) -> None:
 
 
 def leave(message: str | None = None) -> None:
-    """Out of the class in this browser (the server keeps the seat until the class ends)."""
+    """Out of the class in this browser (the server keeps the seat until the class ends, and the
+    browser its token, marked as left: joining that class again finds the same seat)."""
     ss = st.session_state
+    token = ss.get("_seat")
     for key in ("_seat", "_class_rev", "_class_name", "_class_go"):
         ss.pop(key, None)
-    ss["_class_left"] = True  # the cookie is deleted by the next run's script
+    ss["_class_left"] = token or ""  # the next run's script marks the cookie as left (or deletes it)
     if message:
         notice(message)
 
@@ -132,7 +126,7 @@ def arrive(page: str) -> None:
     if not ss.get("_class_checked"):
         ss["_class_checked"] = True
         token = st.context.cookies.get(COOKIE)
-        if isinstance(token, str) and token:
+        if isinstance(token, str) and token and not token.startswith(LEFT):
             try:
                 seat = classes.seat_of(token)
                 if seat is None:
@@ -183,11 +177,23 @@ def record(
 
 
 def join(code: str, nickname: str) -> classroom.Seat:
-    """Join the class with `code` in this session and browser, and go to its pinned step at the
-    next run. ClassError (and the database's errors) as classroom.join raises them."""
-    seat = classes.join(code, nickname, address())
+    """Join the class with `code` in this session and browser (the browser's seat in that class,
+    if it has one), and go to its pinned step at the next run. ClassError (and the database's
+    errors) as classroom.join raises them; a wrong code makes this session's next try wait."""
+    ss = st.session_state
+    kept = ss.get("_seat") or st.context.cookies.get(COOKIE) or ""
+    kept = kept.removeprefix(LEFT) if isinstance(kept, str) else ""
+    failed = ss.get("_class_failed", 0)
+    waiting = st.spinner("Wrong codes were typed here: checking this one takes a moment ...", show_time=True)
+    with waiting if failed >= limits.FREE_TRIES else contextlib.nullcontext():
+        try:
+            seat = classes.join(code, nickname, address(), failed=failed, kept=kept)
+        except classes.WrongCode:
+            ss["_class_failed"] = failed + 1
+            raise
+    ss.pop("_class_failed", None)
     take_seat(seat, seat.token)
-    st.session_state["_class_go"] = seat.pin
+    ss["_class_go"] = seat.pin
     return seat
 
 
@@ -240,9 +246,10 @@ def sidebar_status(page: str) -> None:
     """In the sidebar of a seated student: the class, the nickname, the way back; the seat's
     cookie set (or deleted after leaving). Nothing on the teacher's view."""
     ss = st.session_state
-    if ss.pop("_class_left", False):
+    left = ss.pop("_class_left", None)
+    if left is not None:
         with st.sidebar:
-            set_cookie(COOKIE, "", 0)
+            set_cookie(COOKIE, f"{LEFT}{left}" if left else "", SEAT_DAYS if left else 0)
     token = seat_token()
     if not token or teacher_view_open(page):
         return

@@ -28,6 +28,10 @@ def configure() -> None:
     import plotly.io
     import torch
 
+    from . import guard
+
+    guard.install()  # a raw client's clear_cache and impossible widget values
+
     torch.set_num_threads(server_threads())
     plotly.io.to_json({"data": [], "layout": {}})
 

@@ -66,6 +66,15 @@ def _pin(secret: str, model: str, text: str, step: str) -> None:
         st.session_state["_teacher_said"] = ("error", db_trouble(e))
 
 
+def _remove(secret: str, nickname: str) -> None:
+    try:
+        gone = classes.remove_seat(secret, nickname)
+    except TROUBLE as e:
+        st.session_state["_teacher_said"] = ("error", db_trouble(e))
+        return
+    st.toast(f"Removed {nickname[:24]}." if gone else "That seat was already gone.")
+
+
 def _end(secret: str) -> None:
     try:
         classes.end_class(secret, address())
@@ -181,6 +190,10 @@ def live(secret: str) -> None:
     )
     with st.expander(f"Who joined ({joined})", icon=":material/group:"):
         st.text(", ".join(found.nicknames) or "No one yet.")  # literal text: a nickname is never markup
+        if found.nicknames:
+            who = st.selectbox("Remove a seat (and its answers)", found.nicknames, index=None, key="teacher_who")
+            if who is not None:
+                st.button(f"Remove {who[:24]}", key="teacher_remove", on_click=_remove, args=(secret, who))
     st.download_button(
         "Download every answer (CSV)",
         report.answers_csv(found),

@@ -1,0 +1,182 @@
+"""Class mode attacked from inside the room, against a real server, with a raw client
+(livetest.raw) that sends what a browser would not: any header, any cookie, any widget value.
+
+Each test is one of issue 49's attacks: a forged X-Forwarded-For, an address locked out by a
+classmate's wrong codes, a script that guesses codes fast, one browser taking many seats, a
+class flooded with seats (the teacher removes one).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+import sqlalchemy as sa
+
+from classroom import classes, db, limits
+from livetest import raw, streamlit_server
+from mha.models.catalog import DEFAULT_MODEL
+
+TEXT = "Four quiet foxes crossed the frozen lake at dawn."
+CAP = 4
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    url = f"sqlite:///{tmp_path_factory.mktemp('attack') / 'classes.sqlite'}"
+    env = {"MHA_CLASS_DB": url, "MHA_WARM": "0", "MHA_CLASS_SEATS": str(CAP), "FORWARDED_ALLOW_IPS": "192.0.2.1"}
+    with streamlit_server(env) as s:
+        s.db = url
+        yield s
+    db.dispose()
+
+
+def failures_of(url: str) -> dict[str, int]:
+    with db.engine(url).connect() as conn:
+        rows = conn.execute(sa.select(db.failures.c.address, sa.func.count()).group_by(db.failures.c.address))
+        return dict(rows.all())
+
+
+def nicknames(url: str, teacher: str) -> tuple[str, ...]:
+    return classes.teacher_class(teacher, url=url).nicknames
+
+
+def join(s: raw.Session, code: str, nickname: str = "") -> float:
+    """Type `code` and `nickname` on the Class page and press Join: the seconds it took."""
+    if "Class code" not in s.widgets:
+        s.run("classroom")
+    s.set("Class code", code)
+    s.set("Nickname (optional)", nickname)
+    t0 = time.perf_counter()
+    s.click("Join")
+    assert not s.exceptions(), s.exceptions()
+    return time.perf_counter() - t0
+
+
+def seat_cookie(s: raw.Session) -> str:
+    """The seat token the page's script would store in the browser's cookie."""
+    for text in s.texts():
+        found = re.search(r"mha_seat=([\w.-]+);", text)
+        if found:
+            return found.group(1)
+    raise AssertionError("no seat cookie was set")
+
+
+def test_a_forged_forwarded_address_is_not_believed(server):
+    """A student on the LAN sends X-Forwarded-For: a classmate's address. The server's peer here
+    (127.0.0.1) is not the proxy named (FORWARDED_ALLOW_IPS, like a student's machine on the
+    LAN): the wrong code counts against the peer's address, not the classmate's. (The old
+    code believed the header from any loopback or private peer.)"""
+    before = failures_of(server.db)
+    with raw.Session(server.url, headers={"X-Forwarded-For": "10.9.9.9"}) as s:
+        join(s, "ZZZZZZZZ")
+        assert any("No class has that code" in t for t in s.texts())
+    after = failures_of(server.db)
+    assert after.get("10.9.9.9", 0) == 0
+    assert after.get("local", 0) == before.get("local", 0) + 1, after  # st.context's name for the loopback peer
+
+
+def test_a_classmates_wrong_codes_never_refuse_a_right_one(server):
+    code, teacher = classes.start_class(DEFAULT_MODEL, TEXT, url=server.db)
+    with db.engine(server.db).begin() as conn:  # a classmate behind the same address typed 3 x 60 wrong codes
+        conn.execute(db.failures.insert(), [{"address": "local", "at": time.time()}] * 3 * limits.MAX_FAILURES)
+    with raw.Session(server.url) as s:
+        took = join(s, code, "Rightful")
+        assert "Rightful" in nicknames(server.db, teacher), s.texts()
+    assert took >= limits.FLAGGED_WAIT
+    with db.engine(server.db).begin() as conn:
+        conn.execute(db.failures.delete())
+
+
+def test_a_session_that_guesses_waits_longer_each_time(server):
+    with raw.Session(server.url) as s:
+        took = [join(s, f"ZZZZ{n:04d}") for n in range(limits.FREE_TRIES + 2)]
+        assert all("No class has that code" in " ".join(s.texts()) for _ in took)
+    free = took[: limits.FREE_TRIES]
+    assert took[-2] >= free[0] + limits.session_wait(limits.FREE_TRIES) * 0.9, took
+    assert took[-1] >= free[0] + limits.session_wait(limits.FREE_TRIES + 1) * 0.9, took
+    with db.engine(server.db).begin() as conn:
+        conn.execute(db.failures.delete())
+
+
+def test_one_seat_per_browser_a_cap_per_class_and_the_teacher_removes_one(server):
+    code, teacher = classes.start_class(DEFAULT_MODEL, TEXT, url=server.db)
+    with raw.Session(server.url) as s:
+        join(s, code, "Carol")
+        token = seat_cookie(s)
+        s.run("classroom")
+        s.click("Leave the class")
+        assert f"mha_seat=left.{token};" in " ".join(s.texts())  # the browser keeps the seat, marked as left
+    with raw.Session(server.url, cookies={"mha_seat": f"left.{token}"}) as s:  # the same browser, later
+        join(s, code, "Carol 2")
+        assert any(t.endswith("you are Carol") for t in s.texts()), s.texts()
+    assert nicknames(server.db, teacher) == ("Carol",)
+    for n in range(CAP):  # a script without cookies: new sessions, new seats, up to the cap
+        with raw.Session(server.url) as s:
+            join(s, code, f"Bot {n}")
+            said = " ".join(s.texts())
+    assert f"This class is full ({CAP} seats)" in said
+    assert nicknames(server.db, teacher) == ("Carol", "Bot 0", "Bot 1", "Bot 2")
+    with raw.Session(server.url, cookies={"mha_teacher": teacher}) as t:  # the teacher's view removes one
+        t.run("classroom", query="teach=1")
+        t.set("Remove a seat (and its answers)", "Bot 1", "string_value")  # what the browser sends
+        t.rerun()
+        t.click("Remove Bot 1")
+        assert not t.exceptions()
+    assert nicknames(server.db, teacher) == ("Carol", "Bot 0", "Bot 2")
+
+
+def test_a_huge_message_is_refused_before_it_costs_memory(server):
+    """A 24 MB nickname (Streamlit's default limit is 25 MB per message) closes the WebSocket with
+    1009 (message too big) and costs the server no more than the frame itself."""
+    from livetest import memory_mb
+
+    code, teacher = classes.start_class(DEFAULT_MODEL, TEXT, url=server.db)
+    with raw.Session(server.url) as s:
+        s.run("classroom")
+        before = memory_mb(server.process.pid)[0]
+        s.set("Class code", code)
+        s.set("Nickname (optional)", "A" * 24_000_000)
+        s.click("Join", timeout=30)
+        assert s.closed_with == 1009, s.closed_with
+    grown = memory_mb(server.process.pid)[0] - before
+    assert grown < 150, grown
+    assert nicknames(server.db, teacher) == ()
+    with raw.Session(server.url) as s:  # the largest a page needs still passes: two sentences of MAX_CHARS
+        s.run("classroom")
+        s.set("Sentence", "Many words. " * 800)
+        s.set("Second sentence (optional)", "é" * 9_000)
+        s.rerun()
+        assert s.closed_with is None and not s.exceptions()
+
+
+def test_forged_widget_values_and_a_clear_cache_message_are_harmless(server):
+    """What a browser never sends: infinity to a number box, an integer to a box of strings, an
+    index past a radio's options, a string to a radio, a clear_cache message (which, in
+    Streamlit, clears every cache for every session: the shared model would load again)."""
+    import math
+
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+
+    with raw.Session(server.url) as s:
+        s.run("why_heads")
+        for label, value, kind in [("Seed", math.inf, None), ("Seed", -math.inf, None), ("Model", 5, "int_value")]:
+            s.set(label, value, kind)
+            s.rerun()
+            assert not s.exceptions(), (label, value, s.exceptions())
+        loads = server.log.read_text().count("mha: loaded")
+        msg = BackMsg()
+        msg.clear_cache = True
+        s.send(msg)
+        s.run("bert_heads")
+        assert not s.exceptions()
+    with raw.Session(server.url) as s:
+        s.run("lesson")
+        (radio,) = [k for k, w in s.widgets.items() if w.kind == "radio"]
+        for value, kind in [(99, "int_value"), (-1, "int_value"), ("no such option", "string_value")]:
+            s.set(radio, value, kind)
+            s.rerun()
+            assert not s.exceptions(), (value, s.exceptions())
+    assert server.log.read_text().count("mha: loaded") == loads  # the model stayed loaded
+    assert "Traceback" not in server.log.read_text()
