@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from mha.lesson import steps
@@ -31,27 +32,44 @@ class Histogram:
         return sum(self.counts)
 
 
-def histograms(view: TeacherView, tag: str) -> list[Histogram]:
+Truth = Callable[[str, str], tuple[tuple[str, ...] | None, tuple[str, ...]]]
+
+
+def histograms(view: TeacherView, tag: str, truth: Truth | None = None) -> list[Histogram]:
     """One histogram per question asked on the sentence `tag` (ui.quiz.question_tag of the pin)
     and per version of it that students answered (its right answer depends on the version: the
     token step 1 follows, the heads step 3 compares), in the lesson's order, the most answered
     version first: the options in their order (typed answers by count, the right one added if no
-    one gave it), each student once, and which of them are right."""
+    one gave it), each student once, and which of them are right.
+
+    `truth(record, variant)`: the question as the server computes it on the pin (its options,
+    None for typed numbers, and its right answers; ValueError for a version the pin has not).
+    Given, the options and right answers are its, and an answer stored with other options (asked
+    on another input) is not counted; without it, they are the first answer's."""
     groups: dict[tuple[str, str], list[Answer]] = {}
     for a in view.answers:
         if a.qid.startswith(f"{tag}-"):
-            groups.setdefault((a.qid, a.version), []).append(a)
+            groups.setdefault((a.qid, "" if truth else a.version), []).append(a)
     order = list(steps.QUESTIONS)
     out = []
-    for (qid, version), given in sorted(groups.items(), key=lambda kv: (order.index(kv[1][0].record), -len(kv[1]))):
+    for (qid, _), given in sorted(groups.items(), key=lambda kv: (order.index(kv[1][0].record), -len(kv[1]))):
+        record = given[0].record
+        variant = qid.removeprefix(f"{tag}-{record.split(':', 1)[1]}").lstrip("-")
+        if truth is None:
+            options = given[0].options or None
+            right = {label for a in given for label in a.expected} | {a.label for a in given if a.right}
+        else:
+            try:
+                options, expected = truth(record, variant)
+            except (ValueError, IndexError):
+                continue  # a version this sentence does not have: not the pinned question
+            given = [a for a in given if a.options == (options or ())]
+            right = set(expected)
         counts = Counter(a.label for a in given)
-        right = {label for a in given for label in a.expected} | {a.label for a in given if a.right}
-        options = given[0].options or (
-            *(label for label, _ in counts.most_common()),
-            *sorted(right - set(counts)),
-        )
+        if not options:
+            options = (*(label for label, _ in counts.most_common()), *sorted(right - set(counts)))
         shown = tuple(counts[o] for o in options), tuple(o in right for o in options)
-        out.append(Histogram(qid, given[0].record, version, options, *shown))
+        out.append(Histogram(qid, record, given[0].version if given else "", tuple(options), *shown))
     return out
 
 

@@ -98,6 +98,9 @@ class Session:
             kind = fm.WhichOneof("type")
             if kind == "new_session":
                 started = True
+                ns = fm.new_session  # the page this run draws (after a st.switch_page too), by its name
+                paths = {p.page_script_hash: p.url_pathname for p in ns.app_pages}
+                self.page = paths.get(ns.page_script_hash, self.page)
             elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
                 el = fm.delta.new_element
                 ek = el.WhichOneof("type")
@@ -108,8 +111,11 @@ class Session:
                         ek, proto.id, getattr(proto, "label", ""), list(getattr(proto, "options", []))
                     )
             elif kind == "script_finished" and started:
-                if fm.script_finished == 2:  # FINISHED_EARLY_FOR_RERUN: st.rerun(), the next run follows
-                    self.elements, started = [], False
+                # FINISHED_EARLY_FOR_RERUN (st.rerun(): the next run follows) or a fragment's own run
+                # (run_every): not the end of the whole run
+                if fm.script_finished in (2, 3):
+                    if fm.script_finished == 2:
+                        self.elements, started = [], False
                     continue
                 break
             elif kind == "page_info_changed":

@@ -180,3 +180,46 @@ def test_forged_widget_values_and_a_clear_cache_message_are_harmless(server):
             assert not s.exceptions(), (value, s.exceptions())
     assert server.log.read_text().count("mha: loaded") == loads  # the model stayed loaded
     assert "Traceback" not in server.log.read_text()
+
+
+def test_the_pinned_histogram_counts_only_the_pinned_question(server):
+    """A first answer stored with another question's options (what a tag collision or a forged
+    row gives) does not replace the class's options or right answer, nor count."""
+    import json
+
+    code, teacher = classes.start_class(DEFAULT_MODEL, TEXT, url=server.db)
+    with raw.Session(server.url) as s:
+        join(s, code, "Honest")  # lands on the pinned step 1
+        (radio,) = [k for k, w in s.widgets.items() if w.kind == "radio"]
+        options = s.widgets[radio].options
+        s.set(radio, options[1], "string_value")  # what a browser sends: the option as shown
+        s.rerun()
+        assert not s.exceptions()
+    with db.engine(server.db).begin() as conn:  # a seat whose first answer came with other options
+        a = db.answers.c
+        class_id, qid, record = conn.execute(sa.select(a.class_id, a.qid, a.record)).one()
+        forger = dict(class_id=class_id, token_hash="f" * 64, nickname="Forger", nickname_key="f", joined=0)
+        seat = conn.execute(db.seats.insert().values(**forger)).inserted_primary_key[0]
+        conn.execute(
+            db.answers.insert().values(
+                class_id=class_id,
+                seat_id=seat,
+                qid=qid,
+                record=record,
+                keys=f"q_{qid}",
+                value="0",
+                label="None",
+                options=json.dumps(["None", "All"]),
+                right=True,
+                at=0.0,
+                expected=json.dumps(["None"]),
+            )
+        )
+    with raw.Session(server.url, cookies={"mha_teacher": teacher}) as t:
+        t.run("classroom", query="teach=1")
+        charts = [json.loads(p.spec) for k, p in t.elements if k == "plotly_chart"]
+        assert len(charts) == 1, t.texts()
+        shown = [x.removesuffix(" (right)") for x in charts[0]["layout"]["xaxis"]["ticktext"]]
+        assert shown == [o.replace("<", "") for o in options] or shown == options, (shown, options)
+        assert sum(charts[0]["data"][0]["y"]) == 1
+        assert any("1 of 2 answered" in x for x in t.texts()), t.texts()

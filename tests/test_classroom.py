@@ -352,6 +352,37 @@ def test_the_class_page_answers_bad_input_with_a_message(tmp_path, monkeypatch, 
     assert "_seat" not in at.session_state
 
 
+def test_the_pinned_histogram_is_the_servers_question_not_the_first_answerers(tmp_path):
+    """Answers stored with another question's options (asked on another input that shares the tag,
+    or forged) neither set the pinned histogram's options and right answer nor count in it."""
+    url = f"sqlite:///{tmp_path / 'p.sqlite'}"
+    code, teacher = classes.start_class(DEFAULT_MODEL, TEXT, url=url)
+    other = ["yes", "no"]
+    seats = [classes.join(code, f"Kid {n}", url=url) for n in range(4)]
+    qid = f"{TAG}-spread-2"
+    # the first answer: another question's options, and it calls its own pick right
+    classes.record_answer(seats[0].token, qid, [f"q_{qid}"], 0, other, True, ["yes"], url=url)
+    for seat, option in zip(seats[1:], (2, 2, 0)):
+        classes.record_answer(seat.token, qid, [f"q_{qid}"], option, OPTIONS, option == 2, [OPTIONS[2]], url=url)
+    view = classes.teacher_class(teacher, url=url)
+    asked = []
+
+    def truth(record, variant):
+        asked.append((record, variant))
+        if variant != "2":
+            raise ValueError("no such token")
+        return tuple(OPTIONS), (OPTIONS[2],)
+
+    (h,) = report.histograms(view, TAG, truth)
+    assert asked == [("one-query:spread", "2")]
+    assert h.labels == tuple(OPTIONS) and h.counts == (1, 0, 2, 0) and h.right == (False, False, True, False)
+    assert h.answered == 3
+    (old,) = report.histograms(view, TAG)  # without the server's question: the first answer's options
+    assert old.labels == ("yes", "no")
+    classes.record_answer(seats[1].token, f"{TAG}-spread-99", [f"q_{TAG}-spread-99"], 0, OPTIONS, False, url=url)
+    assert len(report.histograms(classes.teacher_class(teacher, url=url), TAG, truth)) == 1  # no token 99 here
+
+
 def test_no_cell_a_student_typed_reaches_the_csv_as_a_formula(tmp_path):
     """A sentence, an option and a version that start with = + - @ tab or CR (a student's client sends
     all three) reach the teacher's CSV as text: a leading apostrophe, read back by the csv module."""

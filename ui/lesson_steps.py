@@ -56,6 +56,38 @@ class StepContext:
         return check_question.answer(before.summary(), after.summary(), self.model.d_model, self.model.n_heads, path)
 
 
+def _variant_ints(variant: str) -> list[int]:
+    return [int(v) for v in variant.split("-")] if variant else []
+
+
+def truth(c: StepContext, record: str, variant: str = "") -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+    """A question of the lesson as the server computes it on `c`'s sentence, in the version
+    `variant` ("" or the numbers its qid ends with: step 1's token, a layer, a layer and two
+    heads): (its options, None for typed numbers; its right answers as labels). The steps ask
+    it from here, and a class's teacher view counts answers against it (never against what a
+    student's session stored). ValueError for a version the sentence does not have."""
+    v = _variant_ints(variant)
+    if record == "one-query:spread":
+        q = answers.spread_question(c.run, answers.one_query(c.run, v[0]))
+    elif record == "two-heads:sub":
+        q = answers.subspace_question(c.model, c.run, *v)
+    elif record == "jobs:prev":
+        q = answers.previous_token_question(c.run)[0]
+    elif record == "sharing:roles":
+        q = answers.which_roles_question(c.model, c.run, v[0], lambda path: c.collapse_at(v[0], path))[0]
+    elif record == "order:shuffle":
+        q = answers.shuffle_question(c.model, c.run, v[0])[0]
+    elif record == "sharing:predict":
+        graded = [answers.prediction_feedback(i, c.answer(v[0]))[0] for i in range(len(answers.PREDICTIONS))]
+        return answers.PREDICTIONS, tuple(p for p, ok in zip(answers.PREDICTIONS, graded) if ok)
+    elif record in ("stages:q", "concat:out"):
+        shape = answers.stage_shapes(c.run, c.model)["Q_i" if record == "stages:q" else "output"]
+        return None, (" x ".join(map(str, shape)),)
+    else:
+        raise ValueError(f"no question {record!r}")
+    return q.options, (q.options[q.answer],)
+
+
 def _hidden(what: str) -> None:
     st.info(what, icon=":material/visibility_off:")
 
@@ -227,7 +259,7 @@ def share_qkv(c: StepContext) -> None:
     prediction = setting_widget(
         "radio",
         "What will the heads do?",
-        f"q_{c.tag}-predict",
+        f"q_{c.tag}-predict-{layer}",  # each layer its own question (its own right answers)
         options=range(len(answers.PREDICTIONS)),
         format_func=lambda i: answers.PREDICTIONS[i],
     )
@@ -240,12 +272,11 @@ def share_qkv(c: StepContext) -> None:
         f"{collapse.source_name(collapse.DEFAULT_SOURCE)}, as on the collapse page.",
     )
     if prediction is not None:  # graded as it is made: its first answer is the prediction, shared or not yet
-        graded = [answers.prediction_feedback(i, c.answer(layer))[0] for i in range(len(answers.PREDICTIONS))]
-        first_try(f"{c.tag}-predict", graded[prediction])
-        right_ones = [p for p, ok in zip(answers.PREDICTIONS, graded) if ok]
-        record(
-            f"{c.tag}-predict", [f"q_{c.tag}-predict"], prediction, answers.PREDICTIONS, graded[prediction], right_ones
-        )
+        options, right_ones = truth(c, "sharing:predict", str(layer))
+        right = options[prediction] in right_ones
+        first_try(f"{c.tag}-predict", right)
+        qid = f"{c.tag}-predict-{layer}"
+        record(qid, [f"q_{qid}"], prediction, options, right, right_ones, f"layer {layer}")
     if prediction is None:
         link = " (your link switched it on; it takes effect once you have predicted)" if shared else ""
         _hidden(f"Choose a prediction first: the toggle unlocks then{link}.")
@@ -301,6 +332,8 @@ def _shared_layer(c: StepContext, layer: int, prediction: int) -> None:
         q.answer,
         q.why,
         hint=r"The map is $\mathrm{softmax}(Q_i K_i^\top / \sqrt{d_k})$: which projections does it read?",
+        variant=str(layer),
+        version=f"layer {layer}",
     )
     if roles_answered is None:
         return
@@ -327,6 +360,8 @@ def order(c: StepContext) -> None:
         q.why,
         hint="Each output row is a weighted average over all tokens, with weights from dot products; does a dot "
         "product know positions?",
+        variant=str(layer),
+        version=f"layer {layer}",
     )
     shuffled = setting_widget(
         "toggle", "Shuffle the rows of the layer's input", "lesson_shuffle", disabled=answered is None

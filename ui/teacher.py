@@ -149,6 +149,15 @@ def view(secret: str) -> None:
             st.button("End the class", on_click=_end, args=(secret,), key="teacher_end")
 
 
+def pinned_truth(inp: Inputs, tag: str) -> report.Truth:
+    """The pinned sentence's questions as this server computes them (ui.lesson_steps.truth): the
+    histogram's options and right answers are the pin's, not a student's session's."""
+    from . import cache, lesson_steps
+
+    c = lesson_steps.StepContext(inp, cache.cached_run(inp), cache.load_model(inp.model), tag)
+    return lambda record, variant: lesson_steps.truth(c, record, variant)
+
+
 @st.fragment(run_every=LIVE_EVERY)
 def live(secret: str) -> None:
     """The part of the view read again every LIVE_EVERY seconds."""
@@ -165,9 +174,10 @@ def live(secret: str) -> None:
     st.subheader(_step_title(pin.step))
     st.markdown(f"{_plural(joined, 'student', 'students')} joined. The class's sentence ({pin.model}):")
     st.text(pin.text[:600] + ("..." if len(pin.text) > 600 else ""))  # literal: no markup, no link
-    tag = question_tag(Inputs.from_raw(pin.model, pin.text), pin.step)
+    inp = Inputs.from_raw(pin.model, pin.text)
+    tag = question_tag(inp, pin.step)
     asked = [r for r in steps.QUESTIONS if r.startswith(f"{pin.step}:")]
-    shown = report.histograms(found, tag)
+    shown = report.histograms(found, tag, pinned_truth(inp, tag)) if asked else []
     if not asked:
         st.info("This step asks no question.")
     elif not shown:
