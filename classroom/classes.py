@@ -144,6 +144,25 @@ def _pin(row) -> Pin:
     return Pin(row.model, row.text, row.step, row.revision)
 
 
+def purge(url: str | None = None) -> int:
+    """Delete every class older than EXPIRES with its seats and answers, and the failed attempts
+    older than their window; then SQLite's write-ahead log is copied into the file and emptied
+    (db.forget). The number of classes deleted. Nothing is made where no database is yet (a
+    server whose class mode was never used)."""
+    url = url or db.default_url()
+    sa_url = sa.make_url(url)
+    if sa_url.get_backend_name() == "sqlite" and sa_url.database not in (None, "", ":memory:"):
+        if not os.path.exists(sa_url.database):
+            return 0
+    eng = db.engine(url)
+    now = time.time()
+    with eng.begin() as conn:
+        old = conn.execute(sa.select(db.classes.c.id).where(db.classes.c.created < now - EXPIRES)).scalars().all()
+        _purge(conn, now)
+    db.forget(eng)
+    return len(old)
+
+
 def _purge(conn: sa.Connection, now: float) -> None:
     old = sa.select(db.classes.c.id).where(db.classes.c.created < now - EXPIRES)
     _delete_classes(conn, old)

@@ -103,7 +103,8 @@ def streamlit_server(
     port = free_port()
     log = Path(tempfile.mkstemp(prefix="mha_server_", suffix=".log")[1])
     # a server warms the bundled model like a deployed one (the test process itself does not)
-    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MHA_WARM": "1", **(env or {})}
+    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MHA_WARM": "1"}
+    full_env |= {"MHA_CLASS_PURGE_EVERY": "600", **(env or {})}  # a server purges like a deployed one
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [

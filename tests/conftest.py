@@ -7,6 +7,7 @@ import shutil
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers is imported anywhere
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
+os.environ["MHA_CLASS_PURGE_EVERY"] = "0"  # AppTest's app.py here: no purge thread (each test has its own database)
 os.environ["MHA_WARM"] = "0"  # AppTest runs app.py here: no background warm-up racing tests that count computations
 
 import pytest  # noqa: E402

@@ -223,3 +223,39 @@ def test_the_pinned_histogram_counts_only_the_pinned_question(server):
         assert shown == [o.replace("<", "") for o in options] or shown == options, (shown, options)
         assert sum(charts[0]["data"][0]["y"]) == 1
         assert any("1 of 2 answered" in x for x in t.texts()), t.texts()
+
+
+def test_an_expired_class_is_deleted_on_schedule_and_leaves_no_trace(tmp_path):
+    """A class past its 24 hours is deleted by the server's own schedule (no other class needs to
+    start), with its seats, answers and old failed attempts, and neither the SQLite file nor its
+    write-ahead log keeps the sentence or a nickname."""
+    url = f"sqlite:///{tmp_path / 'classes.sqlite'}"
+    secret = "Nightingale quartz vanished"
+    code, teacher = classes.start_class(DEFAULT_MODEL, secret, url=url)
+    seat = classes.join(code, "Zebulon", url=url)
+    qid = "one-query:0badf00d0badf00d-spread"
+    classes.record_answer(seat.token, qid, [f"q_{qid}"], 1, ["a", "b"], False, url=url)
+    with db.engine(url).begin() as conn:
+        conn.execute(db.classes.update().values(created=time.time() - classes.EXPIRES - 5))
+        conn.execute(db.failures.insert().values(address="203.0.113.9", at=time.time() - limits.WINDOW - 5))
+    db.dispose()
+    with streamlit_server({"MHA_CLASS_DB": url, "MHA_WARM": "0", "MHA_CLASS_PURGE_EVERY": "1"}) as server:
+        with raw.Session(server.url) as s:  # a first visitor starts the server's schedule
+            s.run("overview")
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            with db.engine(url).connect() as conn:
+                left = [
+                    conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
+                    for t in (db.classes, db.seats, db.answers, db.failures)
+                ]
+            if left == [0, 0, 0, 0]:
+                break
+            time.sleep(0.5)
+        assert left == [0, 0, 0, 0], left
+        time.sleep(1.5)  # the purge's checkpoint follows its delete
+        files = [p for p in tmp_path.iterdir() if p.name.startswith("classes.sqlite")]
+        for f in files:
+            data = f.read_bytes()
+            assert secret.encode() not in data and b"Zebulon" not in data, f.name
+    db.dispose()
