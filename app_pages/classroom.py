@@ -10,6 +10,7 @@ secret = teacher.token()
 if secret is not None:
     teacher.view(secret)
     st.stop()
+teacher.forget_cookie()  # after leaving the teacher view or ending the class
 
 ui.show_notices()
 st.title("Class")
@@ -44,6 +45,17 @@ with join_col:
             st.rerun()
 with teach_col:
     st.subheader("Teach a class")
+    with st.expander("Open a class you teach", icon=":material/key:"):
+        with st.form("class_open"):
+            key = st.text_input("Teacher key", type="password", key="class_key", help="Shown in your teacher view.")
+            opened = st.form_submit_button("Open the teacher view")
+    if opened:  # the message outside the expander: it stays in view
+        try:
+            teacher.open_view(key)
+        except classroom.TROUBLE as e:
+            st.error(classroom.db_trouble(e))
+        else:
+            st.rerun()
     inp = ui.inputs()
     if not inp.text.strip():
         st.info("The sidebar's sentence is empty: type one there, and start a class on it.")

@@ -98,6 +98,7 @@ class TeacherView:
     pin: Pin
     nicknames: tuple[str, ...]
     answers: tuple[Answer, ...]
+    expires: float = 0.0  # seconds since the epoch: when the class ends on its own
 
 
 def _hash(token: str) -> str:
@@ -204,7 +205,7 @@ def _teacher(token: str, address: str, url: str | None) -> tuple[sa.Engine, int]
     if row is not None and row.created < now - EXPIRES:
         row = None
     if row is None:
-        raise ClassError("This teacher link is not valid: the class has ended, or the link is not complete.")
+        raise ClassError("This teacher key opens no class: the class has ended, or the key is not complete.")
     return eng, row.id
 
 
@@ -223,7 +224,8 @@ def teacher_class(token: str, address: str = "", url: str | None = None) -> Teac
             .where(db.answers.c.class_id == class_id)
             .order_by(db.answers.c.at, db.answers.c.id)
         ).all()
-    return TeacherView(row.code, _pin(row), tuple(p.nickname for p in people), tuple(map(_answer, rows)))
+    nicknames, answered = tuple(p.nickname for p in people), tuple(map(_answer, rows))
+    return TeacherView(row.code, _pin(row), nicknames, answered, row.created + EXPIRES)
 
 
 def pin(token: str, model: str, text: str, step: str, address: str = "", url: str | None = None) -> Pin:

@@ -98,9 +98,6 @@ class Session:
             kind = fm.WhichOneof("type")
             if kind == "new_session":
                 started = True
-                ns = fm.new_session  # the page this run draws (after a st.switch_page too), by its name
-                paths = {p.page_script_hash: p.url_pathname for p in ns.app_pages}
-                self.page = paths.get(ns.page_script_hash, self.page)
             elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
                 el = fm.delta.new_element
                 ek = el.WhichOneof("type")
@@ -118,6 +115,10 @@ class Session:
                         self.elements, started = [], False
                     continue
                 break
+            elif kind == "navigation":  # the page this run draws (after a st.switch_page too), by its path
+                nav = fm.navigation
+                paths = {p.page_script_hash: p.url_pathname for p in nav.app_pages}
+                self.page = paths.get(nav.page_script_hash, self.page)
             elif kind == "page_info_changed":
                 self.query = fm.page_info_changed.query_string
         return self.elements

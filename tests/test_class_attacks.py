@@ -259,3 +259,40 @@ def test_an_expired_class_is_deleted_on_schedule_and_leaves_no_trace(tmp_path):
             data = f.read_bytes()
             assert secret.encode() not in data and b"Zebulon" not in data, f.name
     db.dispose()
+
+
+def test_the_teachers_key_is_in_no_log_and_its_cookie_ends_with_the_class(server):
+    """Through nginx: an old `?teacher=<key>` link opens nothing and neither log holds the key;
+    the key typed into the Class page opens the view; the cookie it sets lasts as long as the
+    class has left (not 24 h); leaving the view deletes it."""
+    import shutil
+    import urllib.request
+
+    from livetest import nginx_proxy
+
+    if shutil.which("nginx") is None:
+        pytest.skip("nginx is not installed")
+    code, teacher = classes.start_class(DEFAULT_MODEL, TEXT, url=server.db)
+    with db.engine(server.db).begin() as conn:  # the class started 20 hours ago: 4 hours left
+        conn.execute(db.classes.update().where(db.classes.c.code == code).values(created=time.time() - 20 * 3600))
+    with nginx_proxy([server.url.removeprefix("http://")]) as proxy:
+        urllib.request.urlopen(f"{proxy.url}/classroom?teacher={teacher}", timeout=10).read()
+        with raw.Session(proxy.url) as s:
+            s.run("classroom", query=f"teacher={teacher}")
+            assert any("Teacher links are not used any more" in t for t in s.texts())
+            assert not any(k == "plotly_chart" for k, _ in s.elements) and "teacher=" not in s.query
+            s.widgets.clear()
+            s.run("classroom")
+            s.set("Teacher key", teacher)
+            s.click("Open the teacher view")
+            said = " ".join(s.texts())
+            assert f"Class {code[:4]} {code[4:]}" in said, said[-2000:]
+            age = re.search(r"mha_teacher=[\w-]+; Path=/; Max-Age=(\d+);", said)
+            assert age and 4 * 3600 - 120 <= int(age.group(1)) <= 4 * 3600, age
+            s.click("Leave the teacher view")
+            said = " ".join(s.texts())
+            assert "mha_teacher=; Path=/; Max-Age=0;" in said and "You left the teacher view" in said
+            assert "teach=1" not in s.query
+        time.sleep(1)  # nginx writes a WebSocket's line when it closes
+        logs = "".join(p.read_text() for p in proxy.logs.glob("*.log"))
+    assert "/classroom" in logs and teacher not in logs

@@ -210,10 +210,15 @@ async def class_flow(
             assert len(moved) == len(students) // 2 and teacher_replica != doomed
             for s in moved:  # a new session on the survivor: the answers came back from the database
                 assert await score(s["page"]) == scores[s["n"]], s["n"]
-        # a student's browser cannot open the teacher view with a forged link
-        forged = await s0["context"].new_page()
+        # a student's browser cannot open the teacher view with a forged link or key
+        outsider = await browser.new_context(viewport={"width": 1300, "height": 900})
+        forged = await outsider.new_page()
         await forged.goto(f"{url}/classroom?teacher=not-the-teachers-token")
-        await wait_text(forged, "This teacher link is not valid")
+        await wait_text(forged, "Teacher links are not used any more")
+        await forged.get_by_text("Open a class you teach").click()
+        await forged.get_by_role("textbox", name="Teacher key").fill("not-the-teachers-token")
+        await forged.get_by_role("button", name="Open the teacher view").click()
+        await wait_text(forged, "This teacher key opens no class")
         assert await forged.locator("text=answered").count() == 0
         assert await teacher.locator('[data-testid="stException"]').count() == 0
         for s in students:

@@ -111,12 +111,12 @@ def test_a_class_end_to_end_and_what_each_token_reads(url):
             t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one() for t in (db.seats, db.answers)
         }
     assert left == {"seats": 1, "answers": 1}  # class c's
-    with pytest.raises(ClassError, match="not valid"):
+    with pytest.raises(ClassError, match="opens no class"):
         classes.teacher_class(teacher, url=url)
     for forged in ("", other_teacher[:-1], a.token, code):  # only a class's own teacher token steers it
-        with pytest.raises(ClassError, match="not valid"):
+        with pytest.raises(ClassError, match="opens no class"):
             classes.pin(forged, DEFAULT_MODEL, "Hijacked.", "one-query", url=url)
-        with pytest.raises(ClassError, match="not valid"):
+        with pytest.raises(ClassError, match="opens no class"):
             classes.end_class(forged, url=url)
     with pytest.raises(ClassError, match="ended"):
         spread(a.token, url, 1, True)
@@ -219,7 +219,7 @@ def test_no_number_of_wrong_codes_refuses_a_right_one(url, monkeypatch):
     assert classes.join(code, "", "198.51.100.1", url=url).nickname == "Student 2"  # another address waits not
     assert waited[-1] == 0
     for n in range(2 * limits.MAX_FAILURES):  # (192 random bits: nothing to guess) nor counted
-        with pytest.raises(ClassError, match="not valid"):
+        with pytest.raises(ClassError, match="opens no class"):
             classes.teacher_class(f"forged{n}", "198.51.100.9", url=url)
     with db.engine(url).connect() as conn:
         counted = conn.execute(sa.select(sa.func.count()).where(db.failures.c.address == "198.51.100.9"))
@@ -335,8 +335,12 @@ def test_the_class_page_answers_bad_input_with_a_message(tmp_path, monkeypatch, 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.query_params.update({"teacher": "<script>alert(1)</script>", "pin": "-1"})
     at.switch_page("app_pages/classroom.py").run()
-    assert not at.exception and "This teacher link is not valid" in at.error[0].value
-    assert not at.get("plotly_chart")
+    assert not at.exception and "Teacher links are not used any more" in at.warning[0].value
+    assert not at.get("plotly_chart") and "teacher" not in at.query_params
+    at.text_input(key="class_key").input("<b>forged key</b>")  # a forged teacher key: a message, no class
+    at.button(key="FormSubmitter:class_open-Open the teacher view").click().run()
+    assert not at.exception and "This teacher key opens no class" in at.error[0].value
+    assert "_teacher" not in at.session_state
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
     at.switch_page("app_pages/classroom.py").run()
     for code, nickname, said in [

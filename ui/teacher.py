@@ -3,11 +3,17 @@ join with, the pin (sentence, model, step) and buttons to move everyone a step, 
 pinned step: how many answered, the histogram of first answers (anonymous; the right answer only
 on request), the class's score per question, the CSV of every nickname's answers and the end.
 
-The teacher's token opens the view once as `?teacher=<token>`; the view then keeps it in the
-session and in a cookie of the teacher's browser (TEACHER_COOKIE) and shows `?teach=1` in the
-address bar, so that the projected address does not show the secret."""
+The teacher's key (the class's 192-bit token) never travels in an address, so no proxy or server
+log can hold it: the view opens from the Class page (the key typed or pasted into a form, or
+right after starting the class) and keeps it in the session and in a cookie of the teacher's
+browser (TEACHER_COOKIE) that lasts as long as the class, not longer; the address bar shows
+`?teach=1`. "Leave the teacher view" and ending the class delete the cookie (a shared projector
+PC keeps nothing). The cookie is set by the page's script, so it cannot be HttpOnly; it is
+SameSite=Strict, and Secure where the app is served over HTTPS."""
 
 from __future__ import annotations
+
+import time
 
 import streamlit as st
 
@@ -27,19 +33,45 @@ TEACHER_COOKIE = "mha_teacher"
 
 
 def token() -> str | None:
-    """The teacher's token of this view: from the link that opened it, else from this session or
-    the teacher's cookie (an address with `teach=1`); None if the page is not the teacher's view."""
+    """The teacher's key of this view: from this session or the teacher's cookie (an address with
+    `teach=1`); None if the page is not the teacher's view. A `?teacher=` link (the old way, which
+    put the key in logged addresses) opens nothing: it is taken out of the address, with a notice."""
     ss, qp = st.session_state, st.query_params
-    if qp.get("teacher"):
-        ss["_teacher"] = qp["teacher"][:100]
-        del qp["teacher"]  # the address bar shows the view's mark, not its secret
-        qp["teach"] = "1"
-        return ss["_teacher"]
-    elif qp.get("teach") == "1" and not ss.get("_teacher"):
+    if "teacher" in qp:
+        del qp["teacher"]
+        notice("Teacher links are not used any more (an address ends up in logs): open your class with its key.")
+    if qp.get("teach") == "1" and not ss.get("_teacher"):
         kept = st.context.cookies.get(TEACHER_COOKIE)
         if isinstance(kept, str) and kept:
-            ss["_teacher"] = kept
+            ss["_teacher"] = kept[:100]
     return ss.get("_teacher", "") if qp.get("teach") == "1" else None
+
+
+def open_view(key: str) -> None:
+    """Open the teacher view of the class `key` steers (the Class page's form); ClassError if none."""
+    classes.teacher_class(key.strip()[:100])  # raises for a key that opens no class
+    st.session_state["_teacher"] = key.strip()[:100]
+    st.session_state.pop("_teacher_ended", None)
+    st.query_params["teach"] = "1"
+
+
+def _https() -> bool:
+    url = st.context.url if isinstance(st.context.url, str) else ""
+    return url.startswith("https:") or st.context.headers.get("X-Forwarded-Proto") == "https"
+
+
+def leave() -> None:
+    """This browser leaves the teacher view: the key out of the session, the cookie deleted."""
+    st.session_state.pop("_teacher", None)
+    st.session_state["_teacher_forget"] = True
+    st.query_params.pop("teach", None)
+    notice("You left the teacher view: this browser keeps nothing of the class. Open it again with its key.")
+
+
+def forget_cookie() -> None:
+    """After leaving or ending: the teacher's cookie deleted by this run's script."""
+    if st.session_state.pop("_teacher_forget", False):
+        set_cookie(TEACHER_COOKIE, "", 0)
 
 
 def _plural(n: int, one: str, many: str) -> str:
@@ -82,7 +114,7 @@ def _end(secret: str) -> None:
         st.session_state["_teacher_said"] = ("error", db_trouble(e))
         return
     st.session_state.pop("_teacher", None)
-    st.session_state["_teacher_ended"] = True
+    st.session_state["_teacher_ended"] = st.session_state["_teacher_forget"] = True
     for key in ("teacher", "teach"):
         st.query_params.pop(key, None)
     notice("The class has ended: its pin, nicknames and answers are deleted.")
@@ -99,14 +131,15 @@ def view(secret: str) -> None:
     except TROUBLE as e:
         st.error(db_trouble(e) if not isinstance(e, ClassError) else str(e), icon=":material/lock:")
         return
-    set_cookie(TEACHER_COOKIE, secret, 1)  # a reload of `?teach=1` finds the class again
+    left = max(found.expires - time.time(), 0) / 86400  # days: the cookie ends with the class
+    set_cookie(TEACHER_COOKIE, secret, left, secure=_https())  # a reload of `?teach=1` finds the class again
     code, pin = found.code, found.pin
     st.title(f"Class {code[:4]} {code[4:]}")
     here = st.context.url if isinstance(st.context.url, str) else ""  # this page's address, without the query
     join = f" (or open {here}?join={code})" if here.startswith("http") else ""
     st.markdown(
         f"Students: open this app's **Class** page and type the code **{code[:4]} {code[4:]}** "
-        f"with a nickname{join}. Only this browser (and one you open the private link in) steers the class "
+        f"with a nickname{join}. Only this browser (and a device you open the class on with its key) steers the class "
         "and sees its answers."
     )
     back, forward = st.columns(2)  # a move that cannot be made is not drawn (a greyed button is hard to read)
@@ -139,8 +172,18 @@ def view(secret: str) -> None:
                 st.rerun()
     live(secret)
     with st.expander("Open this class on another device (private)", icon=":material/key:"):
-        st.markdown("This link steers the class: keep it to yourself, and bookmark it to come back.")
-        st.code(f"{here or '/classroom'}?teacher={secret}", language=None)
+        st.markdown(
+            "This key steers the class: keep it to yourself. On another device, open this app's **Class** page "
+            "and paste it under *Open a class you teach*. It is never put in an address."
+        )
+        st.code(secret, language=None)
+    st.button(
+        "Leave the teacher view",
+        on_click=leave,
+        key="teacher_leave",
+        icon=":material/logout:",
+        help="This browser forgets the class (a shared projector PC): the class goes on; open it again with its key.",
+    )
     with st.expander("End the class", icon=":material/stop_circle:"):
         st.markdown(
             "Ending the class deletes its pin, its students' nicknames and every answer. Download the CSV first."
