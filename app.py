@@ -10,12 +10,10 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import streamlit as st  # noqa: E402
 
 import ui  # noqa: E402
-from classroom import schedule  # noqa: E402
 from ui import classroom, server, warm  # noqa: E402
 from ui.pages import DEFAULT, PAGES  # noqa: E402
 
 server.configure()
-schedule.start()  # expired classes deleted every 10 minutes by every replica (classroom/schedule.py)
 # the icon is a file served by the app itself: a :material/...: page icon is fetched from a font CDN
 st.set_page_config(page_title="Multi-Head Attention Explorer", page_icon=server.ICON, layout="wide")
 st.html(server.STYLE)

@@ -1,11 +1,16 @@
 """The school's way without Docker (deploy/school.sh): the nginx configuration it writes for N
 replicas passes `nginx -t`, names each replica once, and is deploy/nginx.conf with its ports
-filled in; more than one replica without PostgreSQL is refused (SQLite is one server's file)."""
+filled in; more than one replica without PostgreSQL is refused (SQLite is one server's file);
+and the real thing: two replicas and nginx under supervisord, a replica killed with kill -9 is
+back within 30 s, `stop` leaves no process behind (with supervisord itself killed too), and
+the address students type is the public one."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import stat
 import subprocess
 
 import pytest
@@ -22,7 +27,7 @@ def test_the_script_writes_a_valid_nginx_config_for_n_replicas(tmp_path):
     env = {**os.environ, "MHA_SCHOOL_DIR": str(tmp_path)}
     conf = subprocess.run([SCRIPT, "config", "3", "18080"], env=env, capture_output=True, text=True, check=True).stdout
     assert [f"127.0.0.1:{8501 + i}" in conf for i in range(4)] == [True, True, True, False]
-    assert "listen 127.0.0.1:18080;" in conf and "__" not in conf.split("worker_processes")[1]
+    assert "listen 0.0.0.0:18080;" in conf and "__" not in conf.split("worker_processes")[1]
     assert "hash $mha_key consistent;" in conf  # the same sticky upstream as deploy/nginx.conf
     (tmp_path / "nginx.conf").write_text(conf)
     checked = subprocess.run(
@@ -38,3 +43,89 @@ def test_more_than_one_replica_needs_postgresql(tmp_path):
     done = subprocess.run([SCRIPT, "start", "2"], env=env, capture_output=True, text=True)
     assert done.returncode == 2 and "PostgreSQL" in done.stderr
     assert not list(tmp_path.glob("replica-*"))  # nothing was started
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return not open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+
+
+def _pids(env: dict) -> dict[str, int]:
+    out = subprocess.run([SCRIPT, "status"], env=env, capture_output=True, text=True).stdout
+    found = re.findall(r"^(\S+)\s+RUNNING\s+pid (\d+)", out, re.M)
+    return {name: int(pid) for name, pid in found}
+
+
+def test_the_school_server_restarts_a_killed_replica_and_stops_clean(tmp_path):
+    """deploy/school.sh start 2 with PostgreSQL: kill -9 one replica, and supervisord has it
+    answering again within 30 s; `stop` after supervisord itself was killed (kill -9) still stops
+    every replica and nginx."""
+    import signal
+    import time
+    import urllib.request
+
+    from test_class_browser import postgres_or_skip
+
+    from livetest import free_port
+
+    for tool in ("nginx", "supervisord", "curl"):
+        if shutil.which(tool) is None:
+            why = f"{tool} is not installed (.ci/run installs it)"
+            pytest.fail(why) if os.environ.get("CI", "").lower() == "true" else pytest.skip(why)
+    first, port = free_port(), free_port()
+    while abs(first - port) < 3 or not all(_free(first + i) for i in range(2)):
+        first = free_port()
+    env = {
+        **os.environ,
+        "MHA_SCHOOL_DIR": str(tmp_path / "school"),
+        "MHA_SCHOOL_ENV": str(tmp_path / "none.env"),
+        "MHA_FIRST_PORT": str(first),
+        "MHA_CLASS_DB": postgres_or_skip(),
+        "MHA_PUBLIC_URL": "http://10.11.12.13:8080",
+        "MHA_WARM": "0",
+    }
+    started = subprocess.run([SCRIPT, "start", "2", str(port)], env=env, capture_output=True, text=True, timeout=300)
+    try:
+        assert started.returncode == 0, started.stderr + started.stdout
+        assert "students type: http://10.11.12.13:8080" in started.stdout
+        pids = _pids(env)
+        assert set(pids) == {"replica-0", "replica-1", "nginx"}, pids
+        health = f"http://127.0.0.1:{port}/_stcore/health"
+        assert urllib.request.urlopen(health, timeout=10).read() == b"ok"
+        os.kill(pids["replica-0"], signal.SIGKILL)
+        t0 = time.time()
+        while time.time() - t0 < 30:
+            try:
+                if urllib.request.urlopen(f"http://127.0.0.1:{first}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        back = time.time() - t0
+        assert back < 30, back
+        for _ in range(20):  # supervisord calls it RUNNING once it has lived startsecs (3 s)
+            if "replica-0" in _pids(env):
+                break
+            time.sleep(0.5)
+        assert _pids(env)["replica-0"] != pids["replica-0"]
+        everything = list(_pids(env).values())
+        supervisor = int((tmp_path / "school" / "supervisord.pid").read_text())
+        os.kill(supervisor, signal.SIGKILL)  # the supervisor dies too: its children are orphans now
+        time.sleep(1)
+    finally:
+        stopped = subprocess.run([SCRIPT, "stop"], env=env, capture_output=True, text=True, timeout=60)
+    assert stopped.returncode == 0, stopped.stderr
+    time.sleep(2)
+    assert not [p for p in everything if _alive(p)], everything
+    assert all(_free(first + i) for i in range(2)) and _free(port)
+    assert stat.S_IMODE((tmp_path / "school").stat().st_mode) == 0o711
+
+
+def _free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0

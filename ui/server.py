@@ -1,4 +1,5 @@
 """Once per server process: thread counts and imports that must not race in session threads;
+the guard against raw clients (ui.guard) and the schedule that deletes expired classes;
 the page-timing hook that bench/bench_load.py reads; memory given back after each script run;
 the app's icon and style sheet (local files)."""
 
@@ -28,9 +29,12 @@ def configure() -> None:
     import plotly.io
     import torch
 
+    from classroom import schedule
+
     from . import guard
 
     guard.install()  # a raw client's clear_cache and impossible widget values
+    schedule.start()  # expired classes deleted every 10 minutes by every replica
 
     torch.set_num_threads(server_threads())
     plotly.io.to_json({"data": [], "layout": {}})

@@ -13,6 +13,7 @@ SameSite=Strict, and Secure where the app is served over HTTPS."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import streamlit as st
@@ -135,7 +136,8 @@ def view(secret: str) -> None:
     set_cookie(TEACHER_COOKIE, secret, left, secure=_https())  # a reload of `?teach=1` finds the class again
     code, pin = found.code, found.pin
     st.title(f"Class {code[:4]} {code[4:]}")
-    here = st.context.url if isinstance(st.context.url, str) else ""  # this page's address, without the query
+    public = os.environ.get("MHA_PUBLIC_URL", "").rstrip("/")  # the address students type (deploy/school.sh)
+    here = f"{public}/classroom" if public else st.context.url if isinstance(st.context.url, str) else ""
     join = f" (or open {here}?join={code})" if here.startswith("http") else ""
     st.markdown(
         f"Students: open this app's **Class** page and type the code **{code[:4]} {code[4:]}** "
