@@ -37,9 +37,23 @@ ARTIFACTS = ROOT / "artifacts"
 READ_BARS = """() => {
   for (const el of document.querySelectorAll('.js-plotly-plot')) {
     const t = (el.layout && el.layout.title && el.layout.title.text) || '';
-    if (t.includes('First answers')) return {y: Array.from(el.data[0].y), x: Array.from(el.layout.xaxis.ticktext)};
+    if (t.includes('answered')) return {y: Array.from(el.data[0].y), x: Array.from(el.layout.xaxis.ticktext)};
   }
   return null;
+}"""
+
+
+FIRST_SCREEN = """() => {
+  const bottom = (el) => el ? el.getBoundingClientRect().bottom : 1e9;
+  const button = [...document.querySelectorAll('button')].find(b => b.innerText.includes('Everyone to the next step'));
+  const chart = [...document.querySelectorAll('.js-plotly-plot')].find(el => /answered/.test(el.layout.title.text));
+  const body = document.querySelector('[data-testid="stMarkdownContainer"] p');
+  return {
+    bottoms: {code: bottom(document.querySelector('h1')), next: bottom(button), histogram: bottom(chart)},
+    sentence_px: parseFloat(getComputedStyle(document.querySelector('p.mha-pinned')).fontSize),
+    body_px: parseFloat(getComputedStyle(body).fontSize),
+    ticks: chart ? [...chart.querySelectorAll('.xtick text')].map(t => t.textContent) : [],
+  };
 }"""
 
 
@@ -82,7 +96,7 @@ async def bars(page, want_total: int, timeout: float = 60.0) -> dict[str, int]:
     while True:
         got = await page.evaluate(READ_BARS)
         if got and sum(got["y"]) == want_total:
-            return {x.removesuffix(" (right)"): int(y) for x, y in zip(got["x"], got["y"])}
+            return {x.replace("<br>", " ").removesuffix(" (right)"): int(y) for x, y in zip(got["x"], got["y"])}
         if time.perf_counter() > deadline:
             raise AssertionError(f"the histogram shows {got}, not {want_total} answers")
         await page.wait_for_timeout(300)
@@ -156,6 +170,13 @@ async def class_flow(
         got = await bars(teacher, len(students))
         assert {k: v for k, v in got.items() if v} == expected, (got, first)
         await wait_text(teacher, f"{len(students)} of {len(students)} answered")
+        # the projector at 1280 x 720, scrolled to the top: code, the next step's button, the counts and the
+        # whole histogram on the first screen; the sentence no smaller than the body; every bar labelled
+        await teacher.evaluate("window.scrollTo(0, 0)")
+        first = await teacher.evaluate(FIRST_SCREEN)
+        assert max(first["bottoms"].values()) <= 720, first
+        assert first["sentence_px"] >= first["body_px"] and first["sentence_px"] >= 24, first
+        assert all(t.strip() for t in first["ticks"]) and len(first["ticks"]) >= 2, first
         if kill is None and AXE.exists():  # the projector view: WCAG 2 A/AA, no serious or critical finding
             await teacher.add_script_tag(path=str(AXE))
             found = await teacher.evaluate(AXE_RUN)
@@ -223,6 +244,11 @@ async def class_flow(
         assert await teacher.locator('[data-testid="stException"]').count() == 0
         for s in students:
             assert await s["page"].locator('[data-testid="stException"]').count() == 0
+        # the teacher ends the class: one box, one button
+        await teacher.get_by_role("button", name="End the class").first.click()
+        await teacher.get_by_role("button", name="End the class and delete its data").click()
+        await wait_text(teacher, "The class has ended")
+        await wait_text(students[0]["page"], "Your class has ended", 30_000)
         await browser.close()
     return figures
 

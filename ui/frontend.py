@@ -35,6 +35,7 @@ PROJECTOR = """<style>
 [data-testid="stMainBlockContainer"] { max-width: 1400px; }
 [data-testid="stMainBlockContainer"] :is(p, li, label p, td, th, pre) { font-size: 1.35rem; }
 [data-testid="stMainBlockContainer"] :is(p, li, td, th, pre):not(button *) { color: #000; }
+[data-testid="stMainBlockContainer"] p.mha-pinned { font-size: 1.75rem; line-height: 1.3; margin: 0; }
 </style>"""  # large black text, but a button keeps its own colours (black on a red button fails contrast)
 
 

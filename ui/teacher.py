@@ -13,6 +13,7 @@ SameSite=Strict, and Secure where the app is served over HTTPS."""
 
 from __future__ import annotations
 
+import html
 import os
 import time
 
@@ -135,24 +136,20 @@ def view(secret: str) -> None:
     left = max(found.expires - time.time(), 0) / 86400  # days: the cookie ends with the class
     set_cookie(TEACHER_COOKIE, secret, left, secure=_https())  # a reload of `?teach=1` finds the class again
     code, pin = found.code, found.pin
-    st.title(f"Class {code[:4]} {code[4:]}")
-    public = os.environ.get("MHA_PUBLIC_URL", "").rstrip("/")  # the address students type (deploy/school.sh)
-    here = f"{public}/classroom" if public else st.context.url if isinstance(st.context.url, str) else ""
-    join = f" (or open {here}?join={code})" if here.startswith("http") else ""
-    st.markdown(
-        f"Students: open this app's **Class** page and type the code **{code[:4]} {code[4:]}** "
-        f"with a nickname{join}. Only this browser (and a device you open the class on with its key) steers the class "
-        "and sees its answers."
-    )
-    back, forward = st.columns(2)  # a move that cannot be made is not drawn (a greyed button is hard to read)
     n = steps.number(pin.step)
+    # the first screen of a 1280 x 720 projector: the code and the moves, then the step, the
+    # sentence, the counts and the histogram; everything else below
+    title, moves = st.columns([1, 1.2], vertical_alignment="center")
+    title.title(f"Class {code[:4]} {code[4:]}")
+    back, forward = moves.columns([1, 1.5])  # a move that cannot be made is not drawn (a greyed button is hard to read)
     if n > 1:
         back.button(
-            "← Everyone to the step before",
+            "← Step before",
             on_click=_pin,
             args=(secret, pin.model, pin.text, steps.KEYS[n - 2]),
             key="teacher_back",
             width="stretch",
+            help="Everyone to the step before",
         )
     if n < len(steps.STEPS):
         forward.button(
@@ -163,6 +160,11 @@ def view(secret: str) -> None:
             type="primary",
             width="stretch",
         )
+    public = os.environ.get("MHA_PUBLIC_URL", "").rstrip("/")  # the address students type (deploy/school.sh)
+    here = f"{public}/classroom" if public else st.context.url if isinstance(st.context.url, str) else ""
+    join = f", or open {here}?join={code}" if here.startswith("http") else ""
+    st.markdown(f"Students: the **Class** page, code **{code[:4]} {code[4:]}**{join}.")
+    live(secret)
     with st.expander("Pin another sentence, model or step", icon=":material/push_pin:"):
         with st.form("teacher_pin"):
             text = st.text_area("Sentence for the class", value=pin.text, key="teacher_text")
@@ -172,11 +174,11 @@ def view(secret: str) -> None:
             if st.form_submit_button("Pin for everyone", type="primary"):
                 _pin(secret, model, text, step)
                 st.rerun()
-    live(secret)
     with st.expander("Open this class on another device (private)", icon=":material/key:"):
         st.markdown(
-            "This key steers the class: keep it to yourself. On another device, open this app's **Class** page "
-            "and paste it under *Open a class you teach*. It is never put in an address."
+            "Only this browser, and a device you open the class on with this key, steers the class and sees its "
+            "answers. Keep the key to yourself: on another device, open this app's **Class** page and paste it "
+            "under *Open a class you teach*. It is never put in an address."
         )
         st.code(secret, language=None)
     st.button(
@@ -186,12 +188,11 @@ def view(secret: str) -> None:
         icon=":material/logout:",
         help="This browser forgets the class (a shared projector PC): the class goes on; open it again with its key.",
     )
-    with st.expander("End the class", icon=":material/stop_circle:"):
+    with st.popover("End the class", icon=":material/stop_circle:"):
         st.markdown(
             "Ending the class deletes its pin, its students' nicknames and every answer. Download the CSV first."
         )
-        if st.checkbox("Yes, end this class and delete its data", key="teacher_sure"):
-            st.button("End the class", on_click=_end, args=(secret,), key="teacher_end")
+        st.button("End the class and delete its data", on_click=_end, args=(secret,), key="teacher_end", type="primary")
 
 
 def pinned_truth(inp: Inputs, tag: str) -> report.Truth:
@@ -216,9 +217,9 @@ def live(secret: str) -> None:
         st.warning(db_trouble(e))
         return
     pin, joined = found.pin, len(found.nicknames)
-    st.subheader(_step_title(pin.step))
-    st.markdown(f"{_plural(joined, 'student', 'students')} joined. The class's sentence ({pin.model}):")
-    st.text(pin.text[:600] + ("..." if len(pin.text) > 600 else ""))  # literal: no markup, no link
+    st.markdown(f"**{_step_title(pin.step)}** · {_plural(joined, 'student', 'students')} joined · {pin.model}")
+    shown_text = pin.text[:600] + ("..." if len(pin.text) > 600 else "")
+    st.html(f'<p class="mha-pinned">{html.escape(shown_text)}</p>')  # literal: no markup, no link; large
     inp = Inputs.from_raw(pin.model, pin.text)
     tag = question_tag(inp, pin.step)
     asked = [r for r in steps.QUESTIONS if r.startswith(f"{pin.step}:")]
@@ -232,8 +233,7 @@ def live(secret: str) -> None:
     for h in shown:
         question = steps.QUESTIONS[h.record].split(": ", 1)[-1]
         version = f" ({h.variant})" if h.variant else ""
-        st.markdown(f"**{h.answered} of {joined} answered**{version}: {question}")
-        title = "First answers" + (f": {h.variant}" if h.variant else "")
+        title = f"{h.answered} of {joined} answered{version}: {question}"
         chart(
             plots.classroom.answers_histogram(h.labels, h.counts, h.right, reveal, title),
             key=f"teacher_hist_{h.qid}_{h.variant}",

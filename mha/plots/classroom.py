@@ -6,9 +6,11 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from mha.plots.common import INK, PALETTE
+from mha.plots.common import INK, PALETTE, wrap
 
 BIG = 24  # px: read from the back of a classroom
+HEIGHT = 330  # px: with the code, the moves, the step and the sentence, on one 1280 x 720 screen
+LABEL = 18  # characters of a bar's label per line (a long option wraps instead of being cut)
 
 
 def answers_histogram(
@@ -18,6 +20,7 @@ def answers_histogram(
     right option's bar is drawn in another colour and its label says "(right)" (not by colour
     alone); before that every bar looks the same, so the class discusses before it knows."""
     names = [f"{label} (right)" if reveal and ok else label for label, ok in zip(labels, right)]
+    ticks = [wrap(name, LABEL) for name in names]
     colours = [PALETTE[1] if reveal and ok else PALETTE[0] for ok in right]
     fig = go.Figure(
         go.Bar(
@@ -34,9 +37,9 @@ def answers_histogram(
     )
     top = max([*counts, 1])
     fig.update_layout(
-        title=dict(text=title, font=dict(size=BIG + 4, color=INK)),
+        title=dict(text=wrap(title, 70), font=dict(size=BIG - 2, color=INK)),
         xaxis=dict(
-            tickmode="array", tickvals=list(range(len(labels))), ticktext=names, tickfont=dict(size=BIG, color=INK)
+            tickmode="array", tickvals=list(range(len(labels))), ticktext=ticks, tickfont=dict(size=BIG - 4, color=INK)
         ),
         yaxis=dict(
             title=dict(text="students (first answers)", font=dict(size=BIG - 4, color=INK)),
@@ -44,8 +47,8 @@ def answers_histogram(
             range=[0, top * 1.25],
             dtick=max(1, round(top / 5)),
         ),
-        height=460,
-        margin=dict(t=90, b=40, l=80, r=20),
+        height=HEIGHT,
+        margin=dict(t=70, b=20, l=80, r=20),
         showlegend=False,
     )
     return fig
