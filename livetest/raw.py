@@ -43,6 +43,7 @@ class Session:
         self.page = ""
         self.query = ""
         self.closed_with: int | None = None
+        self.received: list[tuple[str | None, str, bool]] = []  # (type, hash, cacheable) of every ForwardMsg
 
     def __enter__(self) -> Session:
         origin = self.url.replace("ws://", "http://").rsplit("/_stcore", 1)[0]
@@ -63,10 +64,12 @@ class Session:
     def send(self, msg: BackMsg) -> None:
         self.ws.send(msg.SerializeToString())
 
-    def rerun(self, timeout: float = 90) -> list[tuple[str, object]]:
-        """A rerun with this session's page, query and widget states; the elements it drew."""
+    def rerun(self, timeout: float = 90, cached: list[str] | None = None) -> list[tuple[str, object]]:
+        """A rerun with this session's page, query and widget states (and `cached`: the hashes of
+        the messages this client says it keeps); the elements it drew."""
         msg = BackMsg()
         cs = msg.rerun_script
+        cs.cached_message_hashes.extend(cached or [])
         cs.query_string, cs.page_name = self.query, self.page
         for wid, (kind, value) in self.states.items():
             w = cs.widget_states.widgets.add()
@@ -96,6 +99,7 @@ class Session:
             fm = ForwardMsg()
             fm.ParseFromString(data)
             kind = fm.WhichOneof("type")
+            self.received.append((kind, fm.hash, fm.metadata.cacheable))
             if kind == "new_session":
                 started = True
             elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":

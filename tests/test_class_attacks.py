@@ -296,3 +296,37 @@ def test_the_teachers_key_is_in_no_log_and_its_cookie_ends_with_the_class(server
         time.sleep(1)  # nginx writes a WebSocket's line when it closes
         logs = "".join(p.read_text() for p in proxy.logs.glob("*.log"))
     assert "/classroom" in logs and teacher not in logs
+
+
+def test_the_server_never_sends_a_reference_to_a_message_the_browser_may_have_dropped(server):
+    """The browser keeps large messages for 2 script runs and tells the server which it has; the
+    server then sends a reference instead (Streamlit's message cache). A browser that dropped the
+    message meanwhile (a fragment's st.rerun starts a full run with an older report) throws
+    "Cached ForwardMsg MISS" and draws nothing for that element. .streamlit/config.toml turns
+    references off: every message comes whole, even to a client that says it has them all."""
+    with raw.Session(server.url) as s:
+        s.run("bert_heads")
+        hashes = [h for _, h, _ in s.received if h]
+        assert len(hashes) > 10
+        assert not [h for _, h, c in s.received if c]  # nothing is offered for the cache
+        s.received.clear()
+        s.rerun(cached=hashes)
+        kinds = [k for k, _, _ in s.received]
+        assert "ref_hash" not in kinds and "delta" in kinds, kinds
+
+
+def test_every_pin_is_acknowledged_or_fails_with_a_message(server):
+    """The teacher's Next: a message that names the step and the pin's number, and the view's
+    line that shows the pin as the database has it. A pin that cannot be made (the class was ended
+    from another device meanwhile) says so."""
+    code, teacher = classes.start_class(DEFAULT_MODEL, TEXT, url=server.db)
+    with raw.Session(server.url, cookies={"mha_teacher": teacher}) as t:
+        t.run("classroom", query="teach=1")
+        t.click("Everyone to the next step →")
+        said = " ".join(t.texts())
+        assert "Pinned for everyone: step 2 (pin 2)." in said and "pin 2" in said, said[-1500:]
+        assert classes.teacher_class(teacher, url=server.db).pin.step == "stages"
+        classes.end_class(teacher, url=server.db)  # ended on another device
+        t.click("Everyone to the next step →")
+        said = " ".join(t.texts())
+        assert "This teacher key opens no class" in said and not t.exceptions(), said[-1500:]

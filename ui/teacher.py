@@ -94,8 +94,11 @@ def _pin(secret: str, model: str, text: str, step: str) -> None:
         st.session_state["_teacher_said"] = ("error", f"{model} cannot be loaded on this server ({e}): pick another.")
         return
     try:
-        classes.pin(secret, model, text, step, address())
-        st.session_state["_teacher_said"] = ("success", f"Pinned for everyone: step {steps.number(step)}.")
+        done = classes.pin(secret, model, text, step, address())
+        st.session_state["_teacher_said"] = (
+            "success",
+            f"Pinned for everyone: step {steps.number(step)} (pin {done.revision}).",
+        )
     except TROUBLE as e:
         st.session_state["_teacher_said"] = ("error", db_trouble(e))
 
@@ -217,7 +220,10 @@ def live(secret: str) -> None:
         st.warning(db_trouble(e))
         return
     pin, joined = found.pin, len(found.nicknames)
-    st.markdown(f"**{_step_title(pin.step)}** · {_plural(joined, 'student', 'students')} joined · {pin.model}")
+    st.markdown(  # the pin as the database has it now: a pin that did not happen shows here within 2 s
+        f"**{_step_title(pin.step)}** · {_plural(joined, 'student', 'students')} joined · {pin.model} · "
+        f"pin {pin.revision}"
+    )
     shown_text = pin.text[:600] + ("..." if len(pin.text) > 600 else "")
     st.html(f'<p class="mha-pinned">{html.escape(shown_text)}</p>')  # literal: no markup, no link; large
     inp = Inputs.from_raw(pin.model, pin.text)
