@@ -16,6 +16,7 @@ import logging
 import math
 
 log = logging.getLogger("mha.guard")
+NUMBERS = {"int_value", "double_value"}  # a number box sends either, whatever its declared type
 
 
 def _finite(proto) -> bool:
@@ -47,7 +48,8 @@ def install() -> None:
             return read(self, k)
         field = wstate.value.WhichOneof("value")
         try:
-            if metadata.value_type is not None and field != metadata.value_type:
+            declared = metadata.value_type
+            if declared is not None and field != declared and {field, declared} - NUMBERS:
                 raise TypeError(f"a {field} for a widget of {metadata.value_type}")
             if not _finite(wstate.value):
                 raise ValueError("not a finite number")
