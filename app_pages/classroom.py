@@ -45,6 +45,10 @@ with join_col:
             st.rerun()
 with teach_col:
     st.subheader("Teach a class")
+    mine = teacher.kept_class()  # this browser's cookie of a class it teaches, still open
+    if mine:
+        label = f"Back to your class {mine[:4]} {mine[4:]}"
+        st.button(label, on_click=teacher.reopen, key="class_reopen", type="primary")
     with st.expander("Open a class you teach", icon=":material/key:"):
         with st.form("class_open"):
             key = st.text_input("Teacher key", type="password", key="class_key", help="Shown in your teacher view.")

@@ -330,3 +330,16 @@ def test_every_pin_is_acknowledged_or_fails_with_a_message(server):
         t.click("Everyone to the next step →")
         said = " ".join(t.texts())
         assert "This teacher key opens no class" in said and not t.exceptions(), said[-1500:]
+
+
+def test_a_teacher_who_closed_the_view_finds_the_class_again_until_leaving(server):
+    """The Class page offers the way back to the class whose key this browser's cookie holds,
+    and only while that class is open; a forged cookie offers nothing."""
+    code, teacher = classes.start_class(DEFAULT_MODEL, TEXT, url=server.db)
+    with raw.Session(server.url, cookies={"mha_teacher": teacher}) as t:
+        t.run("classroom")
+        t.click(f"Back to your class {code[:4]} {code[4:]}")
+        assert f"Class {code[:4]} {code[4:]}" in t.texts() and "teach=1" in t.query
+    with raw.Session(server.url, cookies={"mha_teacher": "forged"}) as t:
+        t.run("classroom")
+        assert not [w for w in t.widgets if w.startswith("Back to your class")]

@@ -57,6 +57,23 @@ def open_view(key: str) -> None:
     st.query_params["teach"] = "1"
 
 
+def kept_class() -> str | None:
+    """The code of the open class whose key this browser's teacher cookie holds, or None."""
+    kept = st.context.cookies.get(TEACHER_COOKIE)
+    if not isinstance(kept, str) or not kept:
+        return None
+    try:
+        return classes.teacher_class(kept[:100]).code
+    except TROUBLE:
+        return None
+
+
+def reopen() -> None:
+    """Open the teacher view of the class the browser's cookie holds (the Class page's button)."""
+    st.session_state.pop("_teacher_ended", None)
+    st.query_params["teach"] = "1"
+
+
 def _https() -> bool:
     url = st.context.url if isinstance(st.context.url, str) else ""
     return url.startswith("https:") or st.context.headers.get("X-Forwarded-Proto") == "https"
