@@ -99,6 +99,7 @@ class TeacherView:
     nicknames: tuple[str, ...]
     answers: tuple[Answer, ...]
     expires: float = 0.0  # seconds since the epoch: when the class ends on its own
+    locked: bool = False  # no new seat
 
 
 def _hash(token: str) -> str:
@@ -225,7 +226,7 @@ def teacher_class(token: str, address: str = "", url: str | None = None) -> Teac
             .order_by(db.answers.c.at, db.answers.c.id)
         ).all()
     nicknames, answered = tuple(p.nickname for p in people), tuple(map(_answer, rows))
-    return TeacherView(row.code, _pin(row), nicknames, answered, row.created + EXPIRES)
+    return TeacherView(row.code, _pin(row), nicknames, answered, row.created + EXPIRES, bool(row.locked))
 
 
 def pin(token: str, model: str, text: str, step: str, address: str = "", url: str | None = None) -> Pin:
@@ -290,6 +291,8 @@ def join(
             mine = _seat_row(conn, kept)
         if mine is not None and mine.class_id == row.id:
             return Seat(row.code, mine.nickname, _pin(row), kept)
+    if row.locked:
+        raise ClassError("This class is locked: no one can join now. Ask your teacher.")
     cap = seats_cap()
     for attempt in range(20):
         token = secrets.token_urlsafe(24)
@@ -318,6 +321,13 @@ def join(
                     "pick another nickname."
                 ) from None
     raise ClassError("Could not find a free nickname: type one.")
+
+
+def lock(token: str, locked: bool, url: str | None = None) -> None:
+    """The teacher locks the class (no new seat; a browser with a seat still finds it) or opens it."""
+    eng, class_id = _teacher(token, "", url)
+    with eng.begin() as conn:
+        conn.execute(db.classes.update().where(db.classes.c.id == class_id).values(locked=bool(locked)))
 
 
 def remove_seat(token: str, nickname: str, url: str | None = None) -> bool:

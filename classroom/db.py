@@ -29,6 +29,7 @@ classes = sa.Table(
     sa.Column("text", sa.Text, nullable=False),
     sa.Column("step", sa.String(40), nullable=False, server_default="one-query"),  # the step's key (since 0003)
     sa.Column("revision", sa.Integer, nullable=False),  # +1 at every pin: students follow a new one
+    sa.Column("locked", sa.Boolean, nullable=False, server_default=sa.false()),  # no new seat (since 0004)
 )
 seats = sa.Table(
     "seats",

@@ -32,6 +32,8 @@ def skeleton(text: str) -> str:
 
 
 def key(nickname: str) -> str:
-    """What two nicknames share when they look alike (case too): 40 hex characters of SHA-256 of
-    the skeleton of the casefolded name (a skeleton can be longer than the name)."""
-    return hashlib.sha256(skeleton(nickname.casefold()).encode()).hexdigest()[:40]
+    """What two nicknames share when they look alike, in any case: 40 hex characters of SHA-256
+    of the skeleton of the casefolded skeleton (a skeleton can be longer than the name). The
+    skeleton comes first: a Cyrillic capital В looks like B, its lower case в like no Latin
+    letter; the second one catches what only the lower case resembles (Cyrillic а and a)."""
+    return hashlib.sha256(skeleton(skeleton(nickname).casefold()).encode()).hexdigest()[:40]

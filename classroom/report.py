@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import unicodedata
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,7 +36,10 @@ class Histogram:
 Truth = Callable[[str, str], tuple[tuple[str, ...] | None, tuple[str, ...]]]
 
 
-def histograms(view: TeacherView, tag: str, truth: Truth | None = None) -> list[Histogram]:
+SHOWN = 3  # versions of one question drawn at most: the most answered (one seat can answer hundreds)
+
+
+def histograms(view: TeacherView, tag: str, truth: Truth | None = None, limit: int = SHOWN) -> list[Histogram]:
     """One histogram per question asked on the sentence `tag` (ui.quiz.question_tag of the pin)
     and per version of it that students answered (its right answer depends on the version: the
     token step 1 follows, the heads step 3 compares), in the lesson's order, the most answered
@@ -45,14 +49,19 @@ def histograms(view: TeacherView, tag: str, truth: Truth | None = None) -> list[
     `truth(record, variant)`: the question as the server computes it on the pin (its options,
     None for typed numbers, and its right answers; ValueError for a version the pin has not).
     Given, the options and right answers are its, and an answer stored with other options (asked
-    on another input) is not counted; without it, they are the first answer's."""
+    on another input) is not counted; without it, they are the first answer's. At most `limit`
+    versions of each question, the most answered (a student who answers hundreds of versions
+    costs the view no more than three); `unshown` counts the rest."""
     groups: dict[tuple[str, str], list[Answer]] = {}
     for a in view.answers:
         if a.qid.startswith(f"{tag}-"):
             groups.setdefault((a.qid, "" if truth else a.version), []).append(a)
     order = list(steps.QUESTIONS)
-    out = []
-    for (qid, _), given in sorted(groups.items(), key=lambda kv: (order.index(kv[1][0].record), -len(kv[1]))):
+    out: list[Histogram] = []
+    ranked = sorted(groups.items(), key=lambda kv: (order.index(kv[1][0].record), -len(kv[1]), kv[1][0].at))
+    for (qid, _), given in ranked:
+        if sum(h.record == given[0].record for h in out) >= limit:
+            continue
         record = given[0].record
         variant = qid.removeprefix(f"{tag}-{record.split(':', 1)[1]}").lstrip("-")
         if truth is None:
@@ -71,6 +80,13 @@ def histograms(view: TeacherView, tag: str, truth: Truth | None = None) -> list[
         shown = tuple(counts[o] for o in options), tuple(o in right for o in options)
         out.append(Histogram(qid, record, given[0].version if given else "", tuple(options), *shown))
     return out
+
+
+def unshown(view: TeacherView, tag: str, shown: list[Histogram]) -> tuple[int, int]:
+    """(versions, answers) on the sentence `tag` that `shown` does not draw."""
+    drawn = {h.qid for h in shown}
+    rest = [a for a in view.answers if a.qid.startswith(f"{tag}-") and a.qid not in drawn]
+    return len({a.qid for a in rest}), len(rest)
 
 
 def scores(view: TeacherView) -> list[tuple[str, int, int]]:
@@ -92,8 +108,14 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet may read 
 
 def safe_cell(value: object) -> object:
     """A CSV cell a spreadsheet shows as text: a string starting with = + - @ tab or carriage
-    return gets a leading apostrophe (OWASP's rule for CSV injection); numbers stay numbers."""
-    if isinstance(value, str) and value.startswith(FORMULA_START):
+    return gets a leading apostrophe (OWASP's rule for CSV injection), also when spaces or
+    invisible format characters come first or the sign is a full-width one (＝, read after NFKC);
+    numbers stay numbers."""
+    if not isinstance(value, str):
+        return value
+    seen = unicodedata.normalize("NFKC", value)
+    seen = "".join(c for c in seen if unicodedata.category(c) != "Cf").lstrip(" \u00a0")
+    if value.startswith(FORMULA_START) or seen.startswith(FORMULA_START):
         return "'" + value
     return value
 

@@ -10,6 +10,7 @@
 #   deploy/school.sh start N [PORT]      start N replicas and nginx under supervisord (default PORT
 #                                        8080), wait until they answer, print the address to type
 #   deploy/school.sh status              what supervisord runs, and since when
+#   deploy/school.sh restart             after updating the code: the replicas one at a time
 #   deploy/school.sh stop                stop everything start started, whatever died meanwhile
 #   deploy/school.sh config N [PORT]     print nginx.conf for N replicas (ports 8501..) on PORT
 #
@@ -40,17 +41,21 @@ public_url() {  # PORT
   echo "http://${ip:-$(hostname)}:$1"
 }
 
-ctl() { supervisorctl -c "$CONF" "$@"; }
+ctl() { python -m supervisor.supervisorctl -c "$CONF" "$@"; }
 
 case "${1:-}" in
   postgres)
     cluster=$(pg_lsclusters -h | awk 'NR == 1 {print $1 " " $2}')
     [ -n "$cluster" ] || { echo "No PostgreSQL cluster: apt-get install -y postgresql" >&2; exit 2; }
-    pg_ctlcluster $cluster start 2>/dev/null || true  # started already, or by systemd: fine
+    pg_ctlcluster $cluster start >/dev/null 2>&1 || true  # started already, or by systemd: fine
     for _ in $(seq 30); do pg_isready -q -h 127.0.0.1 && break; sleep 1; done
     saved=""
     [ -f "$SETTINGS" ] && saved=$(sed -n 's|^MHA_CLASS_DB=postgresql+psycopg://mha:\([^@]*\)@.*|\1|p' "$SETTINGS")
     password="${MHA_DB_PASSWORD:-${saved:-$(python3 -c 'import secrets; print(secrets.token_urlsafe(18))')}}"
+    if [[ ! "$password" =~ ^[A-Za-z0-9_-]{8,128}$ ]]; then  # it goes into SQL and into a URL as it is
+      echo "MHA_DB_PASSWORD: 8-128 letters, digits, - and _ only" >&2
+      exit 2
+    fi
     su postgres -c "psql -v ON_ERROR_STOP=1 -q" <<SQL
 DO \$\$ BEGIN
   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'mha') THEN CREATE ROLE mha LOGIN; END IF;
@@ -75,7 +80,7 @@ SQL
       echo "More than one replica: set MHA_CLASS_DB to a PostgreSQL database (deploy/school.sh postgres)" >&2
       exit 2
     fi
-    command -v supervisord >/dev/null || { echo "supervisord not found: pip install -r deploy/requirements-school.txt" >&2; exit 2; }
+    python -c "import supervisor" 2>/dev/null || { echo "supervisor not found: pip install -r deploy/requirements-school.txt" >&2; exit 2; }
     if [ -S "$DIR/supervisor.sock" ] && ctl pid >/dev/null 2>&1; then
       echo "Already running (deploy/school.sh status; deploy/school.sh stop first)" >&2
       exit 2
@@ -116,7 +121,8 @@ SQL
       echo "redirect_stderr=true"
       echo "stdout_logfile=$DIR/nginx.out"
     } >"$CONF"
-    supervisord -c "$CONF"
+    umask 027  # logs readable by root and its group only
+    python -m supervisor.supervisord -c "$CONF"
     for ((i = 0; i < n; i++)); do
       for _ in $(seq 120); do
         curl -fs "http://127.0.0.1:$((FIRST + i))/_stcore/health" >/dev/null && break
@@ -134,6 +140,15 @@ SQL
     ;;
   status)
     ctl status
+    ;;
+  restart)  # after updating the code: one replica at a time, so that the other serves meanwhile
+    for program in $(ctl status | awk '/^replica-/ {print $1}'); do
+      ctl restart "$program" >/dev/null
+      port=$((FIRST + ${program#replica-}))
+      for _ in $(seq 120); do curl -fs "http://127.0.0.1:$port/_stcore/health" >/dev/null && break; sleep 1; done
+      sleep 10  # nginx's fail_timeout: the replica is back in rotation before the next one goes
+      echo "restarted $program"
+    done
     ;;
   stop)
     if [ -S "$DIR/supervisor.sock" ] && ctl shutdown >/dev/null 2>&1; then
@@ -173,7 +188,7 @@ SQL
     echo "stopped"
     ;;
   *)
-    sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

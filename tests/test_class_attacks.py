@@ -343,3 +343,41 @@ def test_a_teacher_who_closed_the_view_finds_the_class_again_until_leaving(serve
     with raw.Session(server.url, cookies={"mha_teacher": "forged"}) as t:
         t.run("classroom")
         assert not [w for w in t.widgets if w.startswith("Back to your class")]
+
+
+def test_one_seat_answering_hundreds_of_versions_does_not_flood_the_teachers_view(server):
+    """Step 3 has a version per layer and pair of heads (6 x 12 x 12 here): a script's seat that
+    answers 300 of them gets at most report.SHOWN histograms drawn, the rest counted in a line,
+    and the view still refreshes quickly. Then the teacher locks the class: no new seat."""
+    import json
+
+    from classroom import report
+    from ui.quiz import question_tag
+    from ui.state import Inputs
+
+    code, teacher = classes.start_class(DEFAULT_MODEL, TEXT, "two-heads", url=server.db)
+    flood = classes.join(code, "Flood", url=server.db)
+    tag = question_tag(Inputs.from_raw(DEFAULT_MODEL, TEXT), "two-heads")
+    rows = []
+    for n in range(300):
+        layer, a, b = n % 6, (n // 6) % 12, (n // 72) % 12
+        qid = f"{tag}-sub-{layer}-{a}-{b}"
+        rows.append(dict(qid=qid, keys=[f"q_{qid}"], value=0, options=["Yes", "No"], right=False))
+    for r in rows:
+        classes.record_answer(flood.token, r["qid"], r["keys"], r["value"], r["options"], r["right"], url=server.db)
+    with raw.Session(server.url, cookies={"mha_teacher": teacher}) as t:
+        t0 = time.perf_counter()
+        t.run("classroom", query="teach=1")
+        took = time.perf_counter() - t0
+        charts = [json.loads(p.spec) for k, p in t.elements if k == "plotly_chart"]
+        assert len(charts) <= report.SHOWN, len(charts)
+        assert any("not drawn" in x and "other versions" in x for x in t.texts()), t.texts()[-8:]
+        assert took < 20, took
+        t.set("Lock the class: no new seats", True)
+        t.rerun()
+        assert not t.exceptions()
+    assert classes.teacher_class(teacher, url=server.db).locked
+    with raw.Session(server.url) as s:
+        join(s, code, "Latecomer")
+        assert any("This class is locked" in x for x in s.texts()), s.texts()[-5:]
+    assert "Latecomer" not in nicknames(server.db, teacher)

@@ -36,8 +36,17 @@ def spread(token: str, url: str, option: int, right: bool, tag: str = TAG, versi
 def test_the_migrations_make_the_schema_and_undo_it(url):
     eng = db.engine(url)
     with eng.connect() as conn:
-        assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one() == "0003"
+        assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one() == "0004"
     assert "expected" in {c["name"] for c in sa.inspect(eng).get_columns("answers")}
+    code, teacher = classes.start_class(DEFAULT_MODEL, TEXT, url=url)  # 0004 down keeps the class and its answers
+    seat = classes.join(code, "Ada", url=url)
+    spread(seat.token, url, 1, True)
+    db.migrate(eng, "0003", down=True)
+    assert "locked" not in {c["name"] for c in sa.inspect(eng).get_columns("classes")}
+    with eng.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(db.answers)).scalar_one() == 1
+    db.migrate(eng, "head")
+    assert classes.teacher_class(teacher, url=url).locked is False
     db.migrate(eng, "0001", down=True)  # the first version's schema, then forward again
     assert "expected" not in {c["name"] for c in sa.inspect(eng).get_columns("answers")}
     assert {"classes", "seats", "answers", "failures"} <= set(sa.inspect(eng).get_table_names())
@@ -245,7 +254,7 @@ def test_seats_one_per_browser_a_cap_and_the_teacher_removes_one(url, monkeypatc
     carol = classes.join(code, "Carol", url=url)
     again = classes.join(code, "Carol 2", url=url, kept=carol.token)  # the browser keeps its seat
     assert (again.nickname, again.token) == ("Carol", carol.token)
-    classes.join(code, "Dan", url=url)
+    dan = classes.join(code, "Dan", url=url)
     classes.join(code, "", url=url)
     with pytest.raises(ClassError, match="full"):
         classes.join(code, "Eve", url=url)
@@ -255,12 +264,35 @@ def test_seats_one_per_browser_a_cap_and_the_teacher_removes_one(url, monkeypatc
     view = classes.teacher_class(teacher, url=url)
     assert view.nicknames == ("Dan", "Student 3") and view.answers == ()
     assert classes.seat_of(carol.token, url=url) is None
+    classes.lock(teacher, True, url=url)  # locked: no new seat, but a browser with one finds it
+    with pytest.raises(ClassError, match="locked"):
+        classes.join(code, "Eve", url=url)
+    assert classes.join(code, "", url=url, kept=dan.token).nickname == "Dan"
+    assert classes.teacher_class(teacher, url=url).locked
+    classes.lock(teacher, False, url=url)
     assert classes.join(code, "Eve", url=url).nickname == "Eve"  # a seat is free again
     with pytest.raises(ClassError):
         classes.remove_seat("forged", "Dan", url=url)
 
 
-@pytest.mark.parametrize("taken,typed", [("Alice", "\u0410lice"), ("Sam", "SAM"), ("Saml", "Sam1"), ("Ola", "Οla")])
+@pytest.mark.parametrize(
+    "taken,typed",
+    [
+        ("Alice", "\u0410lice"),  # Cyrillic capital А
+        ("Alice", "Alic\u0435"),  # Cyrillic small е
+        ("Sam", "SAM"),
+        ("Saml", "Sam1"),
+        ("Ola", "\u039fla"),  # Greek capital Omicron
+        ("Bob", "\u0412ob"),  # Cyrillic capital Ve: its lower case looks like no Latin letter
+        ("Hannah", "\u041d\u0430nn\u0430h"),
+        ("Tom", "\u0422\u043em"),
+        ("Kim", "\u041aim"),
+        ("Max", "\u041c\u0430x"),
+        ("Bob", "B0b"),
+        ("Oscar", "0scar"),
+        ("Alice", "\uff21\uff4c\uff49\uff43\uff45"),  # fullwidth
+    ],
+)
 def test_a_nickname_that_looks_taken_is_refused(url, taken, typed):
     code, _ = classes.start_class(DEFAULT_MODEL, TEXT, url=url)
     classes.join(code, taken, url=url)
@@ -400,6 +432,12 @@ def test_no_cell_a_student_typed_reaches_the_csv_as_a_formula(tmp_path):
     (row,) = list(csv.reader(io.StringIO(report.answers_csv(classes.teacher_class(teacher, url=url)))))[1:]
     assert not [c for c in row if c.startswith(report.FORMULA_START)], row
     assert "'" + evil in row and "'" + options[0] in row and "'\rversion" in row
+
+
+@pytest.mark.parametrize("cell", [" =1+1", "\u00a0=1+1", "\uff1d1+1", "\u200f=1+1", "\ufeff@SUM(A1)", "  -2+3"])
+def test_a_formula_behind_spaces_or_invisible_characters_is_neutralised(cell):
+    assert report.safe_cell(cell) == "'" + cell
+    assert report.safe_cell("Mole 2") == "Mole 2" and report.safe_cell(3) == 3
 
 
 def test_question_tags_do_not_collide_on_ambiguous_inputs():

@@ -47,6 +47,8 @@ def install() -> None:
         if wstate is None or isinstance(wstate, Value) or metadata is None:
             return read(self, k)
         field = wstate.value.WhichOneof("value")
+        if field is None:  # no value (a browser sends that for an untouched widget): Streamlit's own default
+            return read(self, k)
         try:
             declared = metadata.value_type
             if declared is not None and field != declared and {field, declared} - NUMBERS:

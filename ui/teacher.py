@@ -120,6 +120,13 @@ def _pin(secret: str, model: str, text: str, step: str) -> None:
         st.session_state["_teacher_said"] = ("error", db_trouble(e))
 
 
+def _lock(secret: str, locked: bool) -> None:
+    try:
+        classes.lock(secret, locked)
+    except TROUBLE as e:
+        st.session_state["_teacher_said"] = ("error", db_trouble(e))
+
+
 def _remove(secret: str, nickname: str) -> None:
     try:
         gone = classes.remove_seat(secret, nickname)
@@ -146,8 +153,8 @@ def view(secret: str) -> None:
     """The whole teacher view of the class `secret` opens, or a message if it opens none."""
     st.html(frontend.PROJECTOR)
     said = st.session_state.pop("_teacher_said", None)
-    if said:
-        getattr(st, said[0])(said[1])
+    if said:  # a pin made: a toast (a banner would push the histogram below the projector's first screen)
+        st.toast(said[1], icon=":material/push_pin:") if said[0] == "success" else st.error(said[1])
     try:
         found = classes.teacher_class(secret, address())
     except TROUBLE as e:
@@ -200,7 +207,9 @@ def view(secret: str) -> None:
             "answers. Keep the key to yourself: on another device, open this app's **Class** page and paste it "
             "under *Open a class you teach*. It is never put in an address."
         )
-        st.code(secret, language=None)
+        # projected, the key would be anyone's with a phone: it is drawn only when asked for
+        if st.toggle("Show the key on this screen (turn the projector off first)", key="teacher_show_key"):
+            st.code(secret, language=None)
     st.button(
         "Leave the teacher view",
         on_click=leave,
@@ -253,8 +262,16 @@ def live(secret: str) -> None:
         st.info(f"No answer yet from the {_plural(joined, 'student', 'students')} of the class.")
     # a new pin starts hidden again
     reveal = bool(asked) and st.toggle("Show the right answer", key=f"teacher_reveal_{pin.revision}")
+    versions, answers = report.unshown(found, tag, shown)
+    if versions:
+        st.caption(
+            f"{_plural(answers, 'answer', 'answers')} on {_plural(versions, 'other version', 'other versions')} of "
+            f"the question (another token, layer or heads) not drawn: the {report.SHOWN} most answered are."
+        )
     for h in shown:
         question = steps.QUESTIONS[h.record].split(": ", 1)[-1]
+        question = question.replace("Q_i", "Q<sub>i</sub>").replace("W^Q", "W<sup>Q</sup>")
+        question = question.replace("W^K", "W<sup>K</sup>").replace("W^V", "W<sup>V</sup>")
         version = f" ({h.variant})" if h.variant else ""
         title = f"{h.answered} of {joined} answered{version}: {question}"
         chart(
@@ -266,8 +283,16 @@ def live(secret: str) -> None:
     st.markdown(
         "| question | right at the first answer |\n|---|---|\n" + "\n".join(f"| {q} | {r} of {n} |" for q, r, n in rows)
     )
-    with st.expander(f"Who joined ({joined})", icon=":material/group:"):
+    with st.expander(f"Who joined ({joined})" + (", locked" if found.locked else ""), icon=":material/group:"):
         st.text(", ".join(found.nicknames) or "No one yet.")  # literal text: a nickname is never markup
+        st.toggle(
+            "Lock the class: no new seats",
+            value=found.locked,
+            key=f"teacher_lock_{found.locked}",
+            on_change=_lock,
+            args=(secret, not found.locked),
+            help="Everyone who joined keeps their seat (also after a reload); a new browser or a script cannot join.",
+        )
         if found.nicknames:
             who = st.selectbox("Remove a seat (and its answers)", found.nicknames, index=None, key="teacher_who")
             if who is not None:
