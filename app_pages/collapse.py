@@ -9,6 +9,8 @@ from mha.lesson import answers, check_question
 from mha.models import catalog
 from mha.tasks import yardstick
 
+sg = answers.signed  # a change with its sign, never -0.000
+
 st.title("Shared Q/K/V: watch the heads collapse")
 st.markdown(
     "The check question: to *save parameters*, give every head the **same** $W^Q$, $W^K$ and $W^V$. "
@@ -27,6 +29,7 @@ if path is None:
     st.stop()
 alpha, roles = path.alpha, path.roles
 names = ", ".join(f"$W^{r.upper()}$" for r in "qkv" if r in roles)
+plain_names = ", ".join(r.upper() for r in "qkv" if r in roles)
 st.caption(
     f"The shared projection is {path.source_name}. Below alpha = 1 every head still has its own {names} (pulled "
     f"towards the shared one); at alpha = 1 each of {names} is one matrix for all {H} heads."
@@ -50,20 +53,20 @@ p1, p2, p3, p4 = st.columns(4)
 p1.metric(
     f"Head diversity (mean JS) at alpha = {alpha:.2f}",
     f"{summary['head diversity (JS)']:.3f}",
-    delta=f"{summary['head diversity (JS)'] - before['head diversity (JS)']:+.3f} vs {who}'s "
+    delta=f"{sg(summary['head diversity (JS)'] - before['head diversity (JS)'])} vs {who}'s "
     f"{before['head diversity (JS)']:.3f}",
     delta_color="off",
 )
 p2.metric(
     f"Subspace overlap of $W^{first_role.upper()}$",
     f"{summary[overlap_key]:.2f}",
-    delta=f"{summary[overlap_key] - before[overlap_key]:+.2f} vs {who}'s {before[overlap_key]:.2f}",
+    delta=f"{sg(summary[overlap_key] - before[overlap_key], 2)} vs {who}'s {before[overlap_key]:.2f}",
     delta_color="off",
 )
 p3.metric(
     "Effective number of heads",
     f"{now.effective_heads:.1f}",
-    delta=f"{now.effective_heads - before['effective number of heads']:+.1f} vs {who}'s "
+    delta=f"{sg(now.effective_heads - before['effective number of heads'], 1)} vs {who}'s "
     f"{before['effective number of heads']:.1f}",
     delta_color="off",
     help=f"How many different outputs the heads write: the effective rank (Roy & Vetterli 2007) of the {H} heads' "
@@ -197,15 +200,14 @@ def shown(measured: dict | None, key: str) -> str:
 
 
 e1, e2, e3, e4 = st.columns(4)
-_, now_low, now_high = ui.cached_task_change(inp.model, "bert", "shared", layers, path)
+now_change, now_low, now_high = ui.cached_task_change(inp.model, "bert", "shared", layers, path)
 e1.metric(
     f"Task: {stick.name}",
     stick.fmt(task_now.value),
-    delta=f"{float(stick.fmt(task_now.value)) - float(stick.fmt(task_base.value)):+.3f} vs {who}'s "
-    f"{stick.fmt(task_base.value)}",
+    delta=answers.change_words(now_change, now_low, now_high) + f" vs {who}'s {stick.fmt(task_base.value)}",
     delta_color="off",
-    help=f"90% bootstrap interval of the change over the {task_now.n} {stick.items}: {now_low:+.3f} to "
-    f"{now_high:+.3f}" + (" (it includes 0: within the noise of this set)." if now_low <= 0 <= now_high else "."),
+    help=f"The change and its 90% bootstrap interval over the {task_now.n} {stick.items} (resampled with "
+    "replacement); an interval that includes 0 is within the noise of this set.",
 )
 if cosine.startswith("sentence"):
     e2.metric(f"Sentence embedding cosine to {who}", shown(effect, "sentence embedding cosine"))
@@ -218,7 +220,7 @@ e4.metric("Worst token cosine", shown(effect, "min token cosine"))
 st.dataframe(
     [
         {
-            "": f"{names} pulled to alpha = {alpha:.2f} in {scope}",
+            "": f"{plain_names} projections pulled to alpha = {alpha:.2f} in {scope}",  # a table shows no LaTeX
             stick.short: round(task_now.value, 3),
             cosine: cos_of(effect),
         },
@@ -303,8 +305,8 @@ st.markdown(
         else f"model's {stick.short} on the bundled model's task (sentence similarity) "
     )
     + f"from {stick.fmt(task_base.value)} to {stick.fmt(task_shared.value)}; with every head of {scope} removed "
-    f"instead it is {stick.fmt(task_removed.value)}. Against that baseline sharing changes it by {diff:+.3f} (90% "
-    f"bootstrap interval over the {task_shared.n} {stick.items}: {low:+.3f} to {high:+.3f}): "
+    f"instead it is {stick.fmt(task_removed.value)}. Against that baseline sharing changes it by {sg(diff)} (90% "
+    f"bootstrap interval over the {task_shared.n} {stick.items}: {sg(low)} to {sg(high)}): "
     + {
         1: f"better than removing the attention of {scope}.",
         -1: f"worse than removing the attention of {scope} altogether.",
@@ -312,7 +314,7 @@ st.markdown(
     }[stick.verdict(low, high)]
     + (
         f" Nor can this set tell removing that attention from {who} itself (change "
-        f"{task_removed.value - task_base.value:+.3f}, interval {gone_low:+.3f} to {gone_high:+.3f}): on this "
+        f"{sg(task_removed.value - task_base.value)}, interval {sg(gone_low)} to {sg(gone_high)}): on this "
         f"yardstick the attention of {scope} makes no measurable difference, so the task cannot show what sharing "
         "costs there; the cosines and the head measures above can."
         if blind

@@ -4,8 +4,11 @@ import streamlit as st
 
 import ui
 from mha import plots
+from mha.lesson import answers
 from mha.models import catalog
 from mha.tasks import next_token, pruning, similarity, yardstick
+
+sg = answers.signed  # a change with its sign, never -0.000
 
 st.title("Do we need every head?")
 inp, run, model = ui.page_start()
@@ -54,11 +57,11 @@ def loss_study() -> None:
         f"can go before the loss rises by more than {study.tolerance} nats per token (perplexity up "
         f"{study.tolerance_ratio:.0%}; counted every {pruning.LOSS_STUDY['step']} heads, from {study.loss[0]:.3f}; "
         f"at {n} "
-        f"removed the change is {study.loss[k] - study.loss[0]:+.3f}, {study.level:.0%} interval "
-        f"{study.low[k]:+.3f} to {study.high[k]:+.3f}). Counting only points whose whole interval stays below "
+        f"removed the change is {sg(study.loss[k] - study.loss[0])}, {study.level:.0%} interval "
+        f"{sg(study.low[k])} to {sg(study.high[k])}). Counting only points whose whole interval stays below "
         f"+{study.tolerance}: **{sure}**. "
         f"Random orders ({len(rand)} seeds): {min(rand)} to {max(rand)}. With no head left at all the loss is "
-        f"{study.loss[-1]:.2f} ({study.loss[-1] - study.loss[0]:+.2f}).",
+        f"{study.loss[-1]:.2f} ({sg(study.loss[-1] - study.loss[0], 2)}).",
         icon=":material/content_cut:",
     )
     editor(
@@ -95,7 +98,7 @@ def editor(importance, scored_on: str, name: str, sign: int, least_help: str, no
     m1.metric(
         f"{name} on {scored_on}, {len(removed)} of {L * H} heads removed",
         f"{score.value:.3f}",
-        delta=f"{score.value - whole.value:+.3f} vs the whole model's {whole.value:.3f}",
+        delta=f"{sg(score.value - whole.value)} vs the whole model's {whole.value:.3f}",
         delta_color="normal" if sign > 0 else "inverse",
     )
     m2.metric("Heads left", f"{L * H - len(removed)}")
@@ -160,7 +163,7 @@ if study.origin == "shipped":
 
 st.subheader("What each head is worth")
 hover = [
-    [f"layer {l}, head {h}: drop {imp.drop[l, h]:+.4f}, gradient {imp.gradient[l, h]:.4f}" for h in range(H)]
+    [f"layer {l}, head {h}: drop {sg(imp.drop[l, h], 4)}, gradient {imp.gradient[l, h]:.4f}" for h in range(H)]
     for l in range(L)
 ]
 c1, c2 = st.columns(2)
@@ -174,7 +177,7 @@ agreement = imp.agreement()
 st.caption(
     f"Measured on the {study.n_rank:,} ranking pairs, where the full model's Spearman is {imp.base:.3f}. Left: the "
     f"drop when one head is removed (red = the score falls; blue = it rises); the largest is layer {top[0]}, head "
-    f"{top[1]} ({imp.drop[top]:+.3f}). Right: Michel et al.'s importance, the mean over pairs of |d loss / d gate| "
+    f"{top[1]} ({sg(imp.drop[top])}). Right: Michel et al.'s importance, the mean over pairs of |d loss / d gate| "
     "with the loss a pair's squared distance from the model's own line of cosine against grade. The two rank the "
     f"heads {ui.agreement_words(agreement)}: Spearman {agreement:.2f} between the gradient and |drop|."
 )
@@ -197,7 +200,7 @@ st.success(
     f"Ranked on the {study.n_rank:,} train pairs and scored on the {main.n_pairs} dev pairs it never saw, "
     f"**{n} of {L * H} heads** can go before Spearman drops by {tol} (counted every {main.curve.removed[1]} heads, "
     f"from {full:.3f}; at {n} removed the change "
-    f"is {change:+.3f}, {study.level:.0%} interval {low:+.3f} to {high:+.3f}). "
+    f"is {sg(change)}, {study.level:.0%} interval {sg(low)} to {sg(high)}). "
     + (
         f"Counting only points whose whole interval stays above -{tol}: **{sure}**. "
         if sure != n

@@ -366,3 +366,13 @@ def test_distinct_maps_and_entropy_share_against_the_long_way_round():
     ent = scipy.stats.entropy(w, axis=-1)  # (H, T), nats
     assert metrics.entropy_share(w.astype(np.float32)) == pytest.approx(ent.mean() / np.log(T), rel=1e-6)
     assert metrics.entropy_share(w) == pytest.approx(ent.mean() / np.log(T), rel=1e-12)
+
+
+def test_interpolate_borrows_what_it_does_not_pull_as_its_docstring_says(bert):
+    """collapse.interpolate: the pulled projections are new tensors, W^O and the unpulled ones are
+    the model's own (the same storage), so the docstring's "borrowed, not a copy" is the truth."""
+    m = bert.scratch_layer(0)
+    pulled = collapse.interpolate(m, 0.5, roles=("q", "k"))
+    same = lambda a, b: a.data_ptr() == b.data_ptr()  # noqa: E731
+    assert not same(pulled.q_proj.weight, m.q_proj.weight) and not same(pulled.k_proj.weight, m.k_proj.weight)
+    assert same(pulled.v_proj.weight, m.v_proj.weight) and same(pulled.out_proj.weight, m.out_proj.weight)

@@ -308,6 +308,12 @@ def test_sharing_feedback_counts_the_models_heads(bert):
     assert right and f"{bert.n_heads} copies of one head" in text and "Twelve" not in text
     four = dataclasses.replace(ans, n_heads=4)
     assert "4 copies of one head" in answers.prediction_feedback(1, four)[1]
+    zero = {"largest difference between heads": 0.0, "head diversity (JS)": 0.0}
+    exact = dataclasses.replace(ans, shared={**ans.shared, **zero})  # never "at most 0 (exactly)"
+    said = answers.prediction_feedback(1, exact)[1]
+    assert "at most 0" not in said and "exactly 0" in said and "differs at all" in said
+    tiny = dataclasses.replace(ans, shared={**ans.shared, "largest difference between heads": 2e-7})
+    assert "differs by at most 2.0e-07: zero to float precision" in answers.prediction_feedback(1, tiny)[1]
 
 
 CHEF = "The chef who ran the kitchen tasted the soup because it was salty."

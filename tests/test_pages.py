@@ -688,6 +688,61 @@ def test_collapse_page_scores_sharing_on_the_task(bert):
     assert f"with every head of this layer removed instead it is {removed:.3f}" in answer
     (table,) = [d.value for d in at.dataframe if "Spearman" in d.value.columns]
     assert table["Spearman"].iloc[1] == pytest.approx(removed, abs=5e-4)
+    assert table.iloc[0, 0].startswith("Q, K, V projections pulled") and "$" not in "".join(table.iloc[:, 0])
+
+
+def test_the_collapse_pages_task_change_is_said_with_its_interval(bert):
+    """The change in Spearman at the page's first setting is shown beside its 90% bootstrap
+    interval, and a change whose interval spans 0 reads "no measurable change". The interval is
+    checked against scipy.stats.bootstrap on the same pairs (another implementation, its own
+    resamples: the two agree on whether 0 is inside unless it sits at an end)."""
+    from scipy import stats
+
+    from mha.analyses import collapse
+    from mha.tasks import similarity
+    from ui.warm import collapse_first_path
+
+    at = app(layer="1")
+    at.switch_page("app_pages/collapse.py").run()
+    no_exception(at)
+    (task,) = [m for m in at.metric if m.label.startswith("Task:")]
+    path = collapse_first_path()
+    base = similarity.evaluate(bert)
+    now = similarity.evaluate(bert, replace={1: collapse.module_at(bert.scratch_layer(1), path)})
+
+    def change(gold, a, b):
+        return stats.spearmanr(b, gold).statistic - stats.spearmanr(a, gold).statistic
+
+    ci = stats.bootstrap(
+        (base.gold, base.per_pair, now.per_pair),
+        change,
+        paired=True,
+        vectorized=False,
+        n_resamples=1000,
+        confidence_level=0.9,
+        method="percentile",
+        random_state=1,
+    ).confidence_interval
+    assert "90% interval" in task.delta and "-0.000" not in task.delta, task.delta
+    if ci.low < -0.002 and ci.high > 0.002:
+        assert task.delta.startswith("no measurable change"), (task.delta, ci)
+    elif ci.low > 0.002 or ci.high < -0.002:
+        assert task.delta.startswith(answers_signed(now.spearman - base.spearman)), (task.delta, ci)
+
+
+def answers_signed(x: float) -> str:
+    from mha.lesson.answers import signed
+
+    return signed(x)
+
+
+def test_a_change_is_said_with_its_interval_and_never_as_minus_zero():
+    from mha.lesson.answers import change_words, signed
+
+    assert signed(-0.0004) == "0.000" and signed(0.0004) == "0.000" and signed(-0.0006) == "-0.001"
+    assert signed(0.004) == "+0.004"
+    assert change_words(0.004, -0.007, 0.014) == "no measurable change (90% interval -0.007 to +0.014)"
+    assert change_words(-0.05, -0.08, -0.02) == "-0.050 (90% interval -0.080 to -0.020)"
 
 
 def test_why_heads_settings_survive_a_page_switch():

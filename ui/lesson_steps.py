@@ -305,14 +305,14 @@ def _shared_layer(c: StepContext, layer: int, prediction: int) -> None:
     k1.metric(
         "Head diversity (mean JS)",
         answers.small(ans.diversity_shared),
-        delta=f"{ans.diversity_shared - ans.diversity_bert:+.3f} vs {who}'s {ans.diversity_bert:.3f}",
+        delta=f"{answers.signed(ans.diversity_shared - ans.diversity_bert, 3)} vs {who}'s {ans.diversity_bert:.3f}",
         delta_color="off",
     )
     k2.metric("Largest difference between heads", answers.small(ans.difference_shared))
     k4.metric(
         "Effective number of heads",
         f"{ans.heads_shared:.1f}",
-        delta=f"{ans.heads_shared - ans.heads_bert:+.1f} vs {who}'s {ans.heads_bert:.1f}",
+        delta=f"{answers.signed(ans.heads_shared - ans.heads_bert, 1)} vs {who}'s {ans.heads_bert:.1f}",
         delta_color="off",
         help="The effective rank of the heads' outputs taken as one vector each (length 1): 1 when every head "
         "writes the same output, sharp or flat.",

@@ -212,11 +212,14 @@ def group_heads(module: MultiHeadAttention, heads: tuple[int, int, int], rescale
 def interpolate(
     m: MultiHeadAttention, alpha: float, source: Source = DEFAULT_SOURCE, roles: Iterable[str] = ROLES
 ) -> MultiHeadAttention:
-    """A distinct-mode copy of m with W_i(alpha) = (1 - alpha) W_i + alpha W_shared for `roles`.
+    """A new distinct-mode module with W_i(alpha) = (1 - alpha) W_i + alpha W_shared for `roles`.
 
     roles: which projections are pulled together ("q", "k", "v"). Sharing only Q and K makes
     every head's attention pattern the same but leaves the values distinct. Every head keeps its
     own weights, even at alpha = 1 (use module_at or shared_module for the shared structure).
+    Not a copy: the pulled projections are new tensors, but W^O and the projections not in
+    `roles` are m's own tensors, borrowed (m.borrowing()): read them, never write them (writing
+    writes m, and the model m came from).
     """
     _check(m)
     with torch.inference_mode(False):
@@ -224,8 +227,9 @@ def interpolate(
 
 
 def module_at(m: MultiHeadAttention, path: CollapsePath) -> MultiHeadAttention:
-    """The module at path.alpha on the path from m to shared path.roles (a copy): interpolated
-    weights below 1, the shared structure (shared_module) at 1."""
+    """The module at path.alpha on the path from m to shared path.roles: interpolated weights
+    below 1, the shared structure (shared_module) at 1. New tensors for the pulled projections;
+    the others borrowed from m, as interpolate says."""
     _check(m)
     with torch.inference_mode(False):
         return _at(m.borrowing(), path)

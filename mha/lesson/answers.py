@@ -33,6 +33,21 @@ def small(x: float, tol: float = 1e-5) -> str:
     return f"{x:.2g}"
 
 
+def signed(x: float, digits: int = 3) -> str:
+    """A change with its sign, never "-0.000": what rounds to zero is written 0.000."""
+    text = f"{x:+.{digits}f}"
+    return text[1:] if float(text) == 0 else text
+
+
+def change_words(change: float, low: float, high: float, digits: int = 3) -> str:
+    """A measured change beside its 90% bootstrap interval: a change whose interval spans 0 is
+    "no measurable change", whatever its sign (issue: +0.004 shown as a gain inside -0.007 to +0.014)."""
+    interval = f"90% interval {signed(low, digits)} to {signed(high, digits)}"
+    if low <= 0 <= high:
+        return f"no measurable change ({interval})"
+    return f"{signed(change, digits)} ({interval})"
+
+
 def share(x: float) -> str:
     """A share as a percentage that never rounds up to 100% (0.998 -> 99.8%) or down to 0%."""
     if 0.99 < x < 1 or 0 < x < 0.01:
@@ -325,9 +340,13 @@ def prediction_feedback(choice: int, ans: check_question.Answer) -> tuple[bool, 
     """Was the learner's prediction what the layer did? Each option is graded by what it says:
     the heads differ, the heads are identical, the maps are uniform (entropy at least UNIFORM of ln T)."""
     right = (not ans.identical, ans.identical, ans.entropy_shared >= UNIFORM)[choice]
-    did = (
-        f"the heads' attention now differs by at most {small(ans.difference_shared)} and the mean divergence "
-        f"between heads fell from {ans.diversity_bert:.3f} to {small(ans.diversity_shared)}"
+    differ = (
+        "no two heads' attention now differs at all (the largest difference is exactly 0)"
+        if ans.difference_shared == 0
+        else f"the heads' attention now differs by at most {small(ans.difference_shared)}"
+    )
+    did = f"{differ} and the mean divergence between heads fell from {ans.diversity_bert:.3f} to " + (
+        "exactly 0" if ans.diversity_shared == 0 else small(ans.diversity_shared)
     )
     heads = f"the effective number of heads went from {ans.heads_bert:.1f} to {ans.heads_shared:.1f}"
     if right and choice == 1:
