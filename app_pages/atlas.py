@@ -17,7 +17,7 @@ m = ui.cached_measures(inp)
 hover = atlas.hover_text(m)
 MEASURES = atlas.numeric(m)
 
-st.subheader("Every head, coloured by one measure")
+st.header("Every head, coloured by one measure")
 measure = ui.setting_widget("selectbox", "Measure", "atlas_measure", options=MEASURES)
 zmax = atlas.uniform_entropy(run.n_tokens) if measure == "entropy" else 1.0
 ui.chart(
@@ -50,7 +50,7 @@ ui.chart(
     plots.heads.attention_heatmap(run.attentions[layer, head], run.tokens, f"Layer {layer}, head {head}"),
 )
 
-st.subheader("Link finder: which heads connect two tokens?")
+st.header("Link finder: which heads connect two tokens?")
 st.markdown("As in the original paper's figure of heads linking *making* to *difficult*, ranked over all heads.")
 f1, f2, f3 = st.columns([2, 2, 1])
 if run.traits.causal:  # a query reads only keys before it: the later word asks, the earlier one is read
@@ -79,7 +79,7 @@ for col, (l, h, w) in zip(cols, ranking[:3]):
         container=col,
     )
 
-st.subheader("Compare two sentences")
+st.header("Compare two sentences")
 other = ui.setting_widget("text_input", "Compare with", "compare_text")
 if other.strip():
     inp_b = inp.with_text(other)
@@ -117,7 +117,7 @@ if other.strip():
 else:
     st.info("Type a second sentence to compare.")
 
-st.subheader("Raw attention, rollout and value-weighted, for one token")
+st.header("Raw attention, rollout and value-weighted, for one token")
 default = (
     run.n_tokens - 1 if run.traits.causal else atlas.find_token(run.tokens, "mole", 1)
 )  # causal: the one that reads all

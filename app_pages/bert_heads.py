@@ -30,7 +30,7 @@ st.caption(
     )
 )
 
-st.subheader("The whole model at a glance")
+st.header("The whole model at a glance")
 ui.chart(plots.heads.model_view(run.attentions, groups=groups))
 park = sinks.sink_share(run.attentions, run.sinks, causal)
 sink_words = f"{traits.sink_name}, “{run.tokens[0].strip() or run.tokens[0]}”" if first else traits.sink_name
@@ -48,7 +48,7 @@ st.caption(
     )
 )
 
-st.subheader("One head, large")
+st.header("One head, large")
 layer, head = ui.layer_head(run)
 pair = 1 in run.segment_ids
 o1, o2, o3 = st.columns(3)
@@ -108,11 +108,11 @@ with c2:
     )
     ui.chart(plots.heads.line_view(att[others or [head]], labels, others or [head]))
 
-st.subheader("Token focus")
+st.header("Token focus")
 query = ui.token_picker("Token", labels, default=min(2, len(labels) - 1), key="focus_token")
 ui.chart(plots.heads.token_focus(att, labels, query))
 
-st.subheader("Download")
+st.header("Download")
 d1, d2, d3 = st.columns(3)
 d1.download_button(
     "All attention (.npz)",

@@ -26,7 +26,7 @@ if seat:
 
 join_col, teach_col = st.columns(2)
 with join_col:
-    st.subheader("Join a class")
+    st.header("Join a class")
     with st.form("class_join"):
         # no max_chars: a longer paste would be emptied in the browser, silently; the server says why instead
         code = st.text_input("Class code", value=st.query_params.get("join", "")[:32], key="class_code")
@@ -44,7 +44,7 @@ with join_col:
         else:
             st.rerun()
 with teach_col:
-    st.subheader("Teach a class")
+    st.header("Teach a class")
     mine = teacher.kept_class()  # this browser's cookie of a class it teaches, still open
     if mine:
         label = f"Back to your class {mine[:4]} {mine[4:]}"

@@ -103,7 +103,7 @@ if path.source == "mean" and ans.flat and {"q", "k"} & set(roles):
         "keeps a slice's length."
     )
 
-st.subheader("Head by head")
+st.header("Head by head")
 (m1, m2), (m3, m4) = st.columns(2), st.columns(2)  # two to a row: twelve head labels need the width
 ui.chart(
     plots.collapse.head_matrix(now.diversity, "Head diversity (JS, nats)", zmax=metrics.JS_MAX, label="JS"),
@@ -141,7 +141,7 @@ st.page_link(
     icon=":material/share:",
 )
 
-st.subheader("Along the path")
+st.header("Along the path")
 between = collapse.sweep_counts(H, collapse.SWEEP_STEPS - 2)  # alpha = 0 and 1 are computed above
 sweep = None  # the points between alpha = 0 and 1: at once, or on a long sentence after the button
 if ui.long_measures(
@@ -158,7 +158,7 @@ if ui.long_measures(
         sweep = ui.cached_sweep(inp, layer, path)  # does not depend on alpha: cached
     ui.chart(plots.collapse.sweep_chart(sweep, alpha))
 
-st.subheader(f"What it costs the whole model, at alpha = {alpha:.2f}")
+st.header(f"What it costs the whole model, at alpha = {alpha:.2f}")
 scope = ui.setting_widget("radio", "Share in", "collapse_scope", options=["this layer", "every layer"], horizontal=True)
 layers = (layer,) if scope == "this layer" else tuple(range(run.n_layers))
 every = tuple(range(run.n_layers))
@@ -220,17 +220,17 @@ e4.metric("Worst token cosine", shown(effect, "min token cosine"))
 st.dataframe(
     [
         {
-            "": f"{plain_names} projections pulled to alpha = {alpha:.2f} in {scope}",  # a table shows no LaTeX
+            "What changed": f"{plain_names} projections pulled to alpha = {alpha:.2f} in {scope}",  # no LaTeX here
             stick.short: round(task_now.value, 3),
             cosine: cos_of(effect),
         },
         {
-            "": f"baseline: every head of {scope} removed",
+            "What changed": f"baseline: every head of {scope} removed",
             stick.short: round(task_removed.value, 3),
             cosine: cos_of(removed),
         },
         {
-            "": "baseline: every head of the model removed",
+            "What changed": "baseline: every head of the model removed",
             stick.short: round(task_none.value, 3),
             cosine: cos_of(none_left),
         },
@@ -244,7 +244,7 @@ st.caption(
     "can still hide a real loss."
 )
 
-st.subheader("The answer, in numbers: alpha = 1")
+st.header("The answer, in numbers: alpha = 1")
 overlaps = ", ".join(
     f"$W^{r.upper()}$ {ans.overlap_shared[r]:.2f} ({who}: {ans.overlap_bert[r]:.2f})" for r in "qkv" if r in roles
 )

@@ -12,6 +12,6 @@ st.markdown(
 )
 traits = ui.model(ui.inputs()).traits
 for term in (t for t in glossary.TERMS if t.applies(traits)):
-    st.subheader(term.name, anchor=term.anchor)
+    st.header(term.name, anchor=term.anchor)
     st.markdown(term.text)
 ui.show_notices()

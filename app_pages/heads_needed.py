@@ -40,7 +40,7 @@ def loss_study() -> None:
             inp.model, lambda done, total: bar.progress(done / total, text=f"{done} of {total}"), ui.queue_place(bar)
         )
         bar.empty()
-    st.subheader("What each head is worth")
+    st.header("What each head is worth")
     hover = [[f"layer {la}, head {h}: {study.gradient[la, h]:.4f}" for h in range(H)] for la in range(L)]
     ui.chart(plots.atlas.atlas_heatmap(study.gradient, hover, "Gradient importance (Michel et al. 2019)"))
     top = study.top
@@ -48,7 +48,7 @@ def loss_study() -> None:
         f"The mean over the {study.n_rank} ranking sentences of |d loss / d gate| with a gate of 1 on each head's "
         f"output: how fast the loss moves when the head is turned down. The largest is layer {top[0]}, head {top[1]}."
     )
-    st.subheader("How many can go?")
+    st.header("How many can go?")
     ui.chart(plots.pruning.loss_chart(study))
     n, sure, rand = study.can_go(), study.surely_can_go(), study.random_can_go()
     k = study.removed.index(n)
@@ -77,7 +77,7 @@ def loss_study() -> None:
 def editor(importance, scored_on: str, name: str, sign: int, least_help: str, note: str) -> None:
     """Remove heads yourself: any heads, and the least important by `importance` (L, H); the task's
     score `name` on `scored_on` (sign +1: higher is better) and the maps left."""
-    st.subheader("Remove heads yourself")
+    st.header("Remove heads yourself")
     e1, e2 = st.columns([3, 1])
     picked = ui.setting_widget(
         "multiselect",
@@ -161,7 +161,7 @@ if study.origin == "shipped":
         "`tests/test_pruning.py` computes part of it again."
     )
 
-st.subheader("What each head is worth")
+st.header("What each head is worth")
 hover = [
     [f"layer {l}, head {h}: drop {sg(imp.drop[l, h], 4)}, gradient {imp.gradient[l, h]:.4f}" for h in range(H)]
     for l in range(L)
@@ -182,7 +182,7 @@ st.caption(
     f"heads {ui.agreement_words(agreement)}: Spearman {agreement:.2f} between the gradient and |drop|."
 )
 
-st.subheader("How many can go?")
+st.header("How many can go?")
 st.markdown(
     "Remove heads one after another, **least important first**: by the drop measured above, signed, so heads "
     "whose removal *raised* the score go first. A ranking flatters itself on the pairs that chose it (the dashed "

@@ -67,7 +67,7 @@ STAGES = [
     ),
 ]
 for col, (title, text, target, label, icon) in zip(st.columns(len(STAGES)), STAGES):
-    col.subheader(title)
+    col.header(title)
     col.markdown(text)
     col.page_link(target, label=label, icon=icon)
 st.page_link(

@@ -38,7 +38,7 @@ if G < H:
     )
 layer, _ = ui.layer_head(run, head=False)
 
-st.subheader(f"The ladder, layer {layer}")
+st.header(f"The ladder, layer {layer}")
 rungs = ladder.rungs(H, False, G)
 inside = ui.ladder_inside(inp, run, layer, "sharing_inside")
 whole = inside and ui.whole_model_runs(
@@ -132,7 +132,7 @@ if beat:
         "is not yet a working layer. Uptraining (below) is what makes one."
     )
 
-st.subheader("Which of Q, K, V must differ for heads to differ?")
+st.header("Which of Q, K, V must differ for heads to differ?")
 if not inside:
     st.info("The rungs' measures above answer it: they wait for the button.", icon=":material/timer:")
 elif H > 1:
@@ -186,7 +186,7 @@ else:
     st.info("This model has one head per layer: there is nothing to share between heads.")
 
 if 1 < G < H:
-    st.subheader("Do heads that share one K and V still attend differently?")
+    st.header("Do heads that share one K and V still attend differently?")
     mine_within, mine_across = groups.within_across(run.attentions, layer, H, G)
     with st.spinner(f"Running the {len(subspaces.pool_sentences())} bundled sentences (once)..."):
         study = ui.cached_group_diversity(inp.model)
@@ -209,7 +209,7 @@ if 1 < G < H:
         "the model's (small: the model's groups are unusually alike)."
     )
 
-st.subheader("K/V cache per token, as real models are built")
+st.header("K/V cache per token, as real models are built")
 built = [(f"{inp.model} (on screen)", model.n_layers, H, G, D)]
 built += [(s.name, s.n_layers, s.n_heads, s.kv_heads, s.d_head) for s in structures.references() if s.name != inp.model]
 st.dataframe(ladder.built_cache_table(built), hide_index=True)
@@ -225,7 +225,7 @@ st.caption(
     + ". Layers x (K heads + V heads) x $d_k$ values, 2 bytes each (fp16)."
 )
 
-st.subheader("K/V cache per token, if these were decoders")
+st.header("K/V cache per token, if these were decoders")
 shapes = {f"{inp.model} ({model.n_layers} x {H} x {D})": (model.n_layers, H, D), **ladder.REFERENCE_MODELS}
 st.dataframe(ladder.cache_table(shapes), hide_index=True)
 st.caption(
@@ -234,7 +234,7 @@ st.caption(
     "divisor of each model's heads nearest a quarter of them."
 )
 
-st.subheader("A short uptraining")
+st.header("A short uptraining")
 converted = [m.layer_cosine for m in measured[1:]]
 st.markdown(
     (

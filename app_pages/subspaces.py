@@ -92,7 +92,7 @@ else:
         icon=":material/layers:",
     )
 
-st.subheader("Play along alpha")
+st.header("Play along alpha")
 if ui.setting_widget("toggle", "Show the animation (11 pictures from distinct to shared)", "subspaces_play"):
     with st.spinner("Computing the pictures from distinct to shared..."):
         frames = ui.cached_alpha_frames(inp, layer, path)
@@ -113,7 +113,7 @@ if ui.setting_widget("toggle", "Show the animation (11 pictures from distinct to
         "because a new 2-D basis was picked. (So the first frame may be the picture above turned or mirrored.)"
     )
 
-st.subheader("Many sentences, one picture per head")
+st.header("Many sentences, one picture per head")
 if ui.setting_widget("toggle", f"Show your sentence among {len(subspaces.pool_sentences())} others", "subspaces_many"):
     with st.spinner(f"Running {len(subspaces.pool_sentences())} more sentences through the model (once)..."):
         pool, pool_maps = ui.cached_pool(inp, layer)
@@ -146,7 +146,7 @@ if ui.setting_widget("toggle", f"Show your sentence among {len(subspaces.pool_se
         + " treats them as a place to park attention."
     )
 
-st.subheader("The weights themselves")
+st.header("The weights themselves")
 spectra = ui.cached_spectra(inp.model, layer)
 ui.chart(
     plots.subspaces.spectra_chart(

@@ -117,7 +117,7 @@ ui.chart(
     plots.training.training_curves({k: (m.losses, m.accuracies) for k, m in models.items()}, chance),
     container=chart.container(),
 )
-st.subheader("Result on 2,048 new sequences")
+st.header("Result on 2,048 new sequences")
 st.dataframe(
     [
         {
@@ -162,7 +162,7 @@ else:
         "so it can still ask for its own relation."
     )
 
-st.subheader("What each head learned, on one example sequence")
+st.header("What each head learned, on one example sequence")
 T = settings.length
 marks = [(name, ex.target_positions(name, T)) for name in settings.relations]
 for kind in ex.MODELS:

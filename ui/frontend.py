@@ -24,6 +24,7 @@ TEST_IDS = (
     "stPlotlyChart",  # a phone's chart titles and toolbar
     "InputInstructions",  # "Press Enter to apply", hidden on a phone
     "stMetricLabel",  # metric labels that wrap
+    "stMetricDelta",  # metric deltas that wrap (a change with its interval)
     "stPageLink",  # page links that wrap
     "stElementContainer",  # the hidden element of ui.scroll_top
 )

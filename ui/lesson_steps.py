@@ -405,7 +405,7 @@ def order(c: StepContext) -> None:
 
 
 def recap_step(c: StepContext) -> None:
-    st.subheader("The check question, answered on your sentence")
+    st.header("The check question, answered on your sentence")
     layer, _ = layer_head(c.run, head=False)
     ans = c.answer(layer)
     st.table(  # a table that wraps (a scrolling grid hid its last column on a phone)
@@ -427,7 +427,7 @@ def recap_step(c: StepContext) -> None:
     else:
         _production(c, layer)
     c.tool("app_pages/sharing.py", "Uptrain a rung yourself: What may be shared", layer)
-    st.subheader("Your answers")
+    st.header("Your answers")
     first = first_answers()
     st.table(
         [

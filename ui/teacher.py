@@ -278,7 +278,7 @@ def live(secret: str) -> None:
             plots.classroom.answers_histogram(h.labels, h.counts, h.right, reveal, title),
             key=f"teacher_hist_{h.qid}_{h.variant}",
         )
-    st.subheader("The class's score per question")
+    st.header("The class's score per question")
     rows = report.scores(found)
     st.markdown(
         "| question | right at the first answer |\n|---|---|\n" + "\n".join(f"| {q} | {r} of {n} |" for q, r, n in rows)
