@@ -378,3 +378,30 @@ def test_a_share_never_rounds_to_all_or_nothing():
         "0.4%",
         "0%",
     ]
+
+
+def test_step_ones_rule_says_personal_pronoun_and_its_picture_tells_repeated_words_apart(bert):
+    """A causal model's rule takes the last personal pronoun ("she"), and says "personal": "his",
+    later, is a possessive, not one. The picture's words name the position of a word met twice
+    ("mole" at 2 and 9) and count, from the attention itself, the targets given more than half."""
+    from mha.models.traits import Traits
+
+    causal = dataclasses.replace(bert.traits, causal=True) if isinstance(bert.traits, Traits) else None
+    tokens = ["[CLS]", "she", "lost", "his", "keys", "[SEP]"]
+    i, rule = answers.query_rule(tokens, causal)
+    assert tokens[i] == "she" and "last personal pronoun" in rule
+    run = bert.attend("The mole on his arm was not a mole but a rare insect.")
+    assert run.tokens[2] == run.tokens[9] == "mole"
+    for query in range(1, run.n_tokens - 1):
+        one = answers.one_query(run, query)
+        view = one.compare(run.attentions, min(4, len(one.targets)))
+        said = view.caption(run.tokens)
+        if len(view.keys) < 2:
+            continue
+        # independent count: for each shown key, the largest weight any head gives it from this query
+        best = [float(run.attentions[:, :, query, key].max()) for key in view.keys]
+        most = sum(w > answers.MOST for w in best)
+        assert f"{'none' if most == 0 else most} of them" in said, (query, said, best)
+        for key in view.keys:
+            if run.tokens[key] == "mole":
+                assert f"“mole” ({key})" in said, said

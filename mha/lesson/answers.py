@@ -110,7 +110,7 @@ def query_rule(tokens: list[str], traits: Traits) -> tuple[int, str]:
     order, which = (whole[::-1], "last") if causal else (whole, "first")
     for i in order:
         if tokens[i].strip().lower() in PRONOUNS:
-            return i, f"the {which} pronoun in your sentence"
+            return i, f"the {which} personal pronoun (he, she, it, they, ...) in your sentence"
     for i in order:
         if tokens[i].strip().lower() not in FUNCTION_WORDS and any(c.isalpha() for c in tokens[i]):
             return i, (
@@ -162,7 +162,7 @@ class OneQuery:
         layer, head = (int(i) for i in np.unravel_index(int(np.argmax(on.min(-1))), on.shape[:2]))
         heads = [(la, he) for _, la, he, _ in top] + [(layer, head)]
         rows = np.stack([attentions[la, he, self.query] for la, he in heads])  # (k + 1, T)
-        return QueryRows(rows, heads, keys, on[layer, head], min(w for *_, w in top))
+        return QueryRows(rows, heads, keys, on[layer, head], min(w for *_, w in top), tuple(w for *_, w in top))
 
 
 @dataclass(frozen=True)
@@ -176,6 +176,7 @@ class QueryRows:
     keys: list[int]
     compromise: np.ndarray
     specialist: float
+    weights: tuple[float, ...] = ()  # each target's weight in its strongest head
 
     def caption(self, tokens: list[str], parking: str = "[CLS], [SEP] and punctuation") -> str:
         """What the picture shows, from its numbers: how much the best compromise keeps for the
@@ -191,13 +192,26 @@ class QueryRows:
                 "Among the words, every head gives its largest share of this token's weight to the same word: here "
                 "the heads agree. Pick another token."
             )
-        names = ", ".join(f"“{token_label(tokens[t])}”" for t in self.keys)
+        labels = [token_label(tokens[t]) for t in self.keys]
+        # a word met twice in the sentence is two tokens: their positions tell them apart
+        names = ", ".join(
+            f"“{label}” ({t})" if [token_label(x) for x in tokens].count(label) > 1 else f"“{label}”"
+            for label, t in zip(labels, self.keys)
+        )
+        most = sum(w > MOST for w in self.weights)
+        share = (
+            f"; {'none' if most == 0 else most} of them {'gets' if most == 1 else 'get'} more than half of this "
+            "token's weight from that head (the question counts those)"
+            if self.weights
+            else ""
+        )
         weakest = float(self.compromise.min())
         against = (
             f", against at least {self.specialist:.0%} from the specialist heads." if weakest < self.specialist else "."
         )
         return read + (
-            f"The first {k} rows are the strongest head for each of {k} different tokens ({names}). A single head "
+            f"The first {k} rows are the strongest head for each of {k} different tokens ({names}), the token some "
+            f"head gives its largest share to{share}. A single head "
             f"serving all {k} would have to split one distribution that sums to 1: the best any head does on all {k} "
             f"at once is the last row, with {weakest:.0%} on the weakest{against}"
         )
