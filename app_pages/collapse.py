@@ -126,7 +126,8 @@ if model.traits.kv_groups < H:  # a K/V group is one projection: its heads' over
     st.caption(
         f"{who}'s heads of one K/V group read one $W^K$ and one $W^V$, so their overlap is 1 by construction and "
         f"counts in the means above; across groups alone, at alpha = {alpha:.2f}: $W^K$ {across['k']:.2f}, $W^V$ "
-        f"{across['v']:.2f}."
+        f"{across['v']:.2f}, against {metrics.random_overlap(model.d_model // H, model.d_model):.2f} for two random "
+        "subspaces of the same size."
     )
 
 st.page_link(

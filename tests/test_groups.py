@@ -77,3 +77,46 @@ def test_partitions_and_the_shapes_the_measure_refuses():
         groups.partitions(16, 4)
     with pytest.raises(ValueError, match="one token"):
         groups.layer_diversity(np.ones((1, 9, 1, 1)))
+
+
+def test_random_subspaces_overlap_by_d_k_over_d_model_as_scipy_measures():
+    """metrics.random_overlap, the floor a K/V overlap is read against: two random 16-dimensional
+    subspaces of R^96 (Gaussian bases) have mean cos^2 of principal angles 16/96, by scipy."""
+    from scipy.linalg import subspace_angles
+
+    from mha.analyses import metrics
+
+    rng = np.random.default_rng(0)
+    got = [
+        np.mean(np.cos(subspace_angles(rng.normal(size=(96, 16)), rng.normal(size=(96, 16)))) ** 2) for _ in range(300)
+    ]
+    assert np.mean(got) == pytest.approx(metrics.random_overlap(16, 96), abs=0.005)
+
+
+def test_a_grouped_models_across_group_overlap_said_in_the_recap(smol):
+    """SmolLM2's K across its K/V groups, computed here with scipy on the real W^K slices, is the
+    figure the recap says beside the random floor; within a group the overlap is 1 by construction."""
+    from scipy.linalg import subspace_angles
+
+    from mha.analyses import collapse, metrics
+    from mha.lesson import check_question, recap
+
+    t = smol.traits
+    run = smol.attend("The farmer sold the cow because she needed money.")
+    layer = 2
+    before = collapse.collapse_layer(smol, run, layer, collapse.CollapsePath().at(0.0))
+    after = collapse.collapse_layer(smol, run, layer, collapse.CollapsePath())
+    group = groups.groups_of(t.n_heads, t.kv_groups)
+    across = {r: groups.pair_means(before.overlap[r], group)[1] for r in "kv"}
+    w = smol.scratch_layer(layer).k_proj.weight.detach().double().numpy()  # (G * D, C): one slice per group
+    D = t.d_model // t.n_heads
+    slices = [w[g * D : (g + 1) * D].T for g in range(t.kv_groups)]
+    pairs = [(group[i], group[j]) for i in range(t.n_heads) for j in range(i + 1, t.n_heads) if group[i] != group[j]]
+    by_scipy = np.mean([np.mean(np.cos(subspace_angles(slices[a], slices[b])) ** 2) for a, b in pairs])
+    assert across["k"] == pytest.approx(by_scipy, abs=1e-6)
+    assert groups.pair_means(before.overlap["k"], group)[0] == pytest.approx(1.0, abs=1e-6)
+    ans = check_question.answer(before.summary(), after.summary(), smol.d_model, smol.n_heads, collapse.CollapsePath())
+    floor = metrics.random_overlap(D, t.d_model)
+    said = recap.sharing(ans, layer, t.who, across, floor)
+    assert f"across groups {t.who}'s are $W^K$ {across['k']:.2f} and $W^V$ {across['v']:.2f}" in said
+    assert f"against {floor:.2f} for random subspaces" in said and floor == pytest.approx(64 / 576)

@@ -419,7 +419,13 @@ def recap_step(c: StepContext) -> None:
         ],
         hide_index=True,
     )
-    st.markdown(recap.sharing(ans, layer, c.model.traits.who))
+    t, across = c.model.traits, None
+    if t.grouped:  # K and V across groups, beside random subspaces: within a group the overlap is 1 by construction
+        bert = c.collapse_at(layer, collapse.CollapsePath().at(0.0))
+        group = groups.groups_of(t.n_heads, t.kv_groups)
+        across = {r: groups.pair_means(bert.overlap[r], group)[1] for r in "kv"}
+    floor = metrics.random_overlap(c.model.d_model // t.n_heads, c.model.d_model)
+    st.markdown(recap.sharing(ans, layer, t.who, across, floor))
     if c.model.traits.grouped:
         # its ladder starts at its own K/V groups: no MHA rung for recap.production to compare with,
         # so neither its measures nor their buttons

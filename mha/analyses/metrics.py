@@ -177,6 +177,15 @@ def subspace_overlap(weight: np.ndarray, n_heads: int) -> np.ndarray:
     return np.clip((products**2).sum((1, 3)) / np.maximum(k, 1), 0.0, 1.0)
 
 
+def random_overlap(d_k: int, d_model: int) -> float:
+    """subspace_overlap's value, in expectation, for two uniformly random d_k-dimensional
+    subspaces of R^d_model: the mean cos^2 of their principal angles is d_k / d_model (the
+    squared Frobenius norm of d_k rows of a random orthogonal matrix's d_k columns, over d_k).
+    The floor a measured overlap is read against (tests check it on random Gaussian matrices
+    with scipy.linalg.subspace_angles)."""
+    return d_k / d_model
+
+
 def effective_rank(matrix: np.ndarray) -> float:
     """exp(entropy of the singular values normalised to sum 1): between 1 and rank(matrix)."""
     m = np.asarray(matrix, dtype=np.float64)

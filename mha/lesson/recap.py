@@ -13,10 +13,14 @@ if TYPE_CHECKING:
     from mha.lesson.check_question import Answer
 
 
-def sharing(ans: Answer, layer: int, who: str = "BERT") -> str:
+def sharing(
+    ans: Answer, layer: int, who: str = "BERT", across: dict[str, float] | None = None, floor: float | None = None
+) -> str:
     """What one shared W^Q, W^K, W^V did to layer `layer` of model `who`: identical heads (or not,
     said with the measured difference), diversity, subspace overlaps, effective heads, the map
-    left, parameters."""
+    left, parameters. `across`: a grouped model's K and V overlaps across its K/V groups (within
+    a group they are 1 by construction and count in the means), said beside `floor`, the overlap
+    of random subspaces of the same size (metrics.random_overlap)."""
     copies = ans.heads_shared < 1.05
     if ans.identical:
         opening = (
@@ -31,6 +35,12 @@ def sharing(ans: Answer, layer: int, who: str = "BERT") -> str:
         )
     key = "subspace overlap W^{}".format  # every role's overlap, whichever roles the path shares
     overlaps = ", ".join(f"{ans.bert[key(r)]:.2f} → {ans.shared[key(r)]:.2f}" for r in "QKV")
+    if across:
+        overlaps += (
+            f" (the heads of one K/V group read one $W^K$ and one $W^V$: their overlap is 1 by construction and "
+            f"counts in these means; across groups {who}'s are $W^K$ {across['k']:.2f} and $W^V$ {across['v']:.2f}, "
+            f"against {floor:.2f} for random subspaces of the same size)"
+        )
     flatter = f", much flatter than {who}'s heads" if ans.flat else ""
     worth = ", and buys nothing with them: the heads write the same thing." if ans.identical and copies else "."
     return (
