@@ -112,7 +112,7 @@ def editor(importance, scored_on: str, name: str, sign: int, least_help: str, no
 
 if model.traits.task == "next-token":  # the study and its words are the loss's
     loss_study()
-    ui.words("head importance", "next-token loss", "causal mask")
+    ui.words("head importance", "next-token loss", "causal mask", "bootstrap interval")
     st.stop()
 st.markdown(
     "Multi-head attention needs distinct heads to *learn* different relations (the training page shows "
@@ -252,4 +252,4 @@ if sure > median_rand:
         f"dev pairs afterwards ({written_sure} on the written pairs). Sharing one projection removes the distinct "
         "lenses before training; pruning after training removes heads a task can do without."
     )
-ui.words("Spearman's rank correlation", "head importance", "ablation drop", "[CLS] and [SEP]")
+ui.words("Spearman's rank correlation", "bootstrap interval", "head importance", "ablation drop", "[CLS] and [SEP]")

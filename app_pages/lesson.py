@@ -28,7 +28,9 @@ score_box = head_row[1].empty()  # filled at the end of the run, after this run'
 st.progress(step / N, text=f"Step {step} of {N}: {current.title}")
 ui.words(
     "head width",
+    "subword pieces",
     "representation subspace",
+    "subspace overlap",
     "head diversity",
     "[CLS] and [SEP]",
     "effective number of heads",

@@ -405,3 +405,25 @@ def test_step_ones_rule_says_personal_pronoun_and_its_picture_tells_repeated_wor
         for key in view.keys:
             if run.tokens[key] == "mole":
                 assert f"“mole” ({key})" in said, said
+
+
+def test_the_new_glossary_terms_say_what_the_code_does(bert):
+    """Each number or example in the terms the learner asked for, against the code or the model:
+    1,000 resamples and the middle 90% (both bootstraps' defaults), scalpel as scalp + ##el (the
+    bundled tokenizer), the random floor d_k / d_model (metrics.random_overlap, checked against
+    scipy in test_groups), and the pages that use them list them."""
+    import inspect
+
+    from mha.analyses import metrics
+    from mha.lesson import glossary
+    from mha.tasks import next_token, similarity
+
+    terms = {t.name: t.text for t in glossary.TERMS}
+    boot = terms["Bootstrap interval (90%)"]
+    assert "1,000 times" in boot and "middle 90%" in boot
+    assert inspect.signature(similarity.bootstrap_change).parameters["resamples"].default == 1000
+    assert inspect.signature(similarity.bootstrap_change).parameters["level"].default == 0.9
+    assert inspect.signature(next_token.paired_interval).parameters["resamples"].default == 1000
+    assert inspect.signature(next_token.paired_interval).parameters["level"].default == 0.9
+    assert bert.attend("the scalpel").tokens[2:4] == ["scalp", "##el"] and "scalp, ##el" in terms["Subword pieces"]
+    assert "$d_k / d_{model}$" in terms["Subspace overlap"] and metrics.random_overlap(32, 384) == 32 / 384

@@ -130,7 +130,37 @@ TERMS = (
     Term(
         "Subspace overlap",
         "For two heads' projection slices ($d_{model} \\times d_k$ each): the mean $\\cos^2$ of the principal "
-        "angles between the subspaces they span. 1 = the same subspace, 0 = orthogonal ones (Björck & Golub 1973).",
+        "angles between the subspaces they span. 1 = the same subspace, 0 = orthogonal ones (Björck & Golub 1973). "
+        "Two random $d_k$-dimensional subspaces of $d_{model}$ dimensions give $d_k / d_{model}$ on average: the "
+        "floor a measured overlap is read against.",
+    ),
+    Term(
+        "Principal angles",
+        "The angles between two subspaces, one per dimension: their cosines are the singular values of $A^\\top B$ "
+        "for orthonormal bases $A$ and $B$ of the two (Björck & Golub 1973). $\\cos^2 = 1$ along a direction both "
+        "contain, 0 along directions at right angles.",
+    ),
+    Term(
+        "Bootstrap interval (90%)",
+        "How far a number measured on a sample (of sentence pairs, or of texts) could move with another sample: the "
+        "sample is drawn again with replacement 1,000 times, the number recomputed on each, and the interval holds "
+        "the middle 90% of those values (Efron 1979, *Bootstrap methods*). A change whose interval includes 0 is "
+        "within the noise of the sample: no measurable change.",
+    ),
+    Term(
+        "Subword pieces",
+        "A tokenizer splits a word it does not know whole into pieces it knows. BERT's WordPiece (Wu et al. 2016) "
+        "marks a piece that continues a word with ## (scalpel: scalp, ##el); GPT-2's and SmolLM2's byte-level BPE "
+        "(Sennrich et al. 2016; Radford et al. 2019) keep the space before a word in its first piece instead. A "
+        "head attends from and to pieces, not words.",
+    ),
+    Term(
+        "Quantised weights (GGUF, Q4_1)",
+        "The offline SmolLM2 is a GGUF file (llama.cpp's format) whose weights are stored in 4 bits: Q4_1 keeps, "
+        "for each block of 32 weights, a scale and a minimum, and each weight as one of 16 steps between them. "
+        "Transformers dequantises them to float32 on loading: the app computes in float32, with weights that differ "
+        "from the original model's by up to half a step.",
+        lambda t: t.name == "SmolLM2-135M-Instruct",
     ),
     Term(
         "Effective number of heads",
