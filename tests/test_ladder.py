@@ -129,3 +129,13 @@ def test_uptraining_keeps_a_shared_projection_shared(bert):
     assert out.fit.after < out.fit.before
     converted = rung.module(bert.scratch_layer(5))
     assert not torch.equal(m.v_proj.weight, converted.v_proj.weight)  # it did train
+
+
+def test_the_uptraining_curves_log_axis_labels_whole_numbers():
+    """A loss that falls from 0.5 to 0.2 stays inside one decade: Plotly labelled its log axis
+    "5, 2" (the digits only); the axis now writes each tick as a number."""
+    from mha import plots
+
+    fig = plots.ladder.loss_curve([0.5, 0.4, 0.3, 0.2], "uptraining")
+    axis = fig.layout.yaxis
+    assert axis.type == "log" and axis.tickformat == ".2~g"

@@ -76,7 +76,8 @@ def loss_curve(losses: list[float], title: str) -> go.Figure:
         height=300,
         margin=dict(l=10, r=10, t=50, b=10),
         xaxis=dict(title="step"),
-        yaxis=dict(title="relative error", type="log"),
+        # whole numbers on every tick (0.5, 0.2): Plotly's default labels a log axis inside a decade "5, 2"
+        yaxis=dict(title="relative error", type="log", tickformat=".2~g"),
     )
     return fig
 
