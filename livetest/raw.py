@@ -17,8 +17,6 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from websockets.sync.client import ClientConnection, connect
 
-TEXT_KINDS = ("markdown", "alert", "text", "heading", "code", "exception", "toast")
-
 
 @dataclass
 class Widget:
@@ -140,8 +138,8 @@ class Session:
             "text_input": "string_value",
             "text_area": "string_value",
             "number_input": "double_value",
-            "radio": "int_value",
-            "selectbox": "int_value",
+            "radio": "string_value",  # the option as shown (Streamlit 1.67)
+            "selectbox": "string_value",
             "checkbox": "bool_value",
             "toggle": "bool_value",
             "slider": "double_array_value",
