@@ -6,7 +6,7 @@ import ui
 from mha import plots
 from mha.analyses import collapse, groups, ladder, subspaces, uptrain
 from mha.analyses.groups import group_ranges
-from mha.lesson import answers
+from mha.lesson import answers, recap
 from mha.models import structures
 
 POOLINGS = ("mean-pooled", "scale restored")  # a rung to uptrain starts from the plain mean, or rescaled
@@ -76,6 +76,7 @@ table = [
         "layer output cosine, mean-pooled": round(m.layer_cosine, 3),
         "layer output cosine, scale restored": round(r.layer_cosine, 3),
         "attention drift (JS), mean-pooled": round(m.drift, 3),
+        "attention drift (JS), scale restored": round(r.drift, 3),
     }
     for row, m, r in zip(structure, measured, rescaled)
 ]
@@ -145,11 +146,15 @@ elif H > 1:
     mqa_s, q_only_s = by_heads_scaled[(H, 1, 1)], by_heads_scaled[(1, G, G)]
     exact = {m.rung.name for m in identical} == {m.rung.name for m in share_qk}
     st.markdown(
-        f"On your sentence, {who}'s {H} heads in layer {layer} differ by {bert_div:.3f} (mean JS). Sharing **K and "
+        f"On your sentence, {who}'s {H} heads in layer {layer} differ by {bert_div:.3f} (mean JS, nats; random maps "
+        f"exactly as sharp as theirs differ by {base.random_diversity:.3f}, identical maps by 0). Sharing **K and "
         f"V** (MQA) leaves {mqa_s.diversity:.3f} ({mqa_s.diversity / bert_div:.0%} of it) when the pooled K and V keep "
         f"a slice's length, and {mqa.diversity:.3f} ({mqa.diversity / bert_div:.0%}) with the plain mean; sharing **Q "
         f"alone** leaves {q_only_s.diversity:.3f} ({q_only_s.diversity / bert_div:.0%}), or {q_only.diversity:.3f} "
-        f"({q_only.diversity / bert_div:.0%}) with the plain mean. "
+        f"({q_only.diversity / bert_div:.0%}) with the plain mean. Diversity counts how far apart the heads are, "
+        "not whether they still attend as before: each MQA head's map drifts "
+        f"{mqa_s.drift:.3f} from its own map in {who} ({mqa.drift:.3f} with the plain mean), "
+        f"{mqa_s.drift / bert_div:.0%} of the distance between two of {who}'s heads. "
         + (
             "Most of what the plain mean takes from MQA's diversity is scale: its shorter K shrinks every score, and "
             "the maps flatten towards one another. "
@@ -166,6 +171,7 @@ elif H > 1:
             f"{collapse.SAME_TOLERANCE:.0e}): {', '.join(m.rung.name for m in identical) or 'none'}."
         )
     )
+    st.markdown(recap.further(by_heads, by_heads_scaled, H, who, emb))
     g1, g2 = st.columns(2)
     ui.chart(
         plots.heads.head_grid(

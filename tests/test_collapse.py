@@ -376,3 +376,33 @@ def test_interpolate_borrows_what_it_does_not_pull_as_its_docstring_says(bert):
     same = lambda a, b: a.data_ptr() == b.data_ptr()  # noqa: E731
     assert not same(pulled.q_proj.weight, m.q_proj.weight) and not same(pulled.k_proj.weight, m.k_proj.weight)
     assert same(pulled.v_proj.weight, m.v_proj.weight) and same(pulled.out_proj.weight, m.out_proj.weight)
+
+
+def test_random_maps_as_sharp_as_the_heads_are_the_diversity_baseline():
+    """Known answers: identical one-hot heads have diversity 0, yet random maps exactly as sharp
+    differ by about ln 2 (1 - 1/T) (two one-hot rows: ln 2 unless on one key); flat heads give 0
+    both ways (a flat head is not a collapse: random flat maps are identical too). On attention
+    with rows of mixed sharpness the shuffle keeps every row's sorted weights, a causal row's
+    keys 0..i only, and its diversity is scipy's jensenshannon between the shuffled heads."""
+    from scipy.spatial.distance import jensenshannon
+
+    T = 16
+    sharp = np.broadcast_to(np.eye(T, dtype=np.float32), (5, T, T)).copy()
+    assert metrics.mean_off_diagonal(metrics.head_diversity(sharp)) == 0.0
+    assert metrics.shuffled_diversity(sharp, seeds=40) == pytest.approx(np.log(2) * (1 - 1 / T), rel=0.03)
+    flat = np.full((5, T, T), 1 / T, dtype=np.float32)
+    assert metrics.shuffled_diversity(flat) == pytest.approx(0.0, abs=1e-6)
+    rng = np.random.default_rng(5)
+    causal = np.tril(rng.gamma(0.3, size=(4, T, T))).astype(np.float32)  # (H, T, T), mixed sharpness
+    causal /= causal.sum(-1, keepdims=True)
+    got = metrics.shuffled_diversity(causal, causal=True, seeds=1)
+    mixed = np.zeros_like(causal)
+    draw = np.random.default_rng(0)
+    for i in range(T):
+        mixed[:, i, : i + 1] = draw.permuted(causal[:, i, : i + 1], axis=-1)
+    np.testing.assert_array_equal(np.sort(mixed, -1), np.sort(causal, -1))  # the same weights in every row
+    assert not np.triu(mixed, 1).any()  # nothing after the query
+    p = mixed[:, 1:].astype(np.float64)  # the first row has one key: left out, as diversity leaves it
+    pairs = [(a, b) for a in range(4) for b in range(a + 1, 4)]
+    want = np.mean([np.mean(jensenshannon(p[a], p[b], axis=-1) ** 2) for a, b in pairs])
+    assert got == pytest.approx(want, abs=1e-5)

@@ -3,6 +3,8 @@ uptraining, the ladder's measures; the cached model stays untouched."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -139,3 +141,69 @@ def test_the_uptraining_curves_log_axis_labels_whole_numbers():
     fig = plots.ladder.loss_curve([0.5, 0.4, 0.3, 0.2], "uptraining")
     axis = fig.layout.yaxis
     assert axis.type == "log" and axis.tickformat == ".2~g"
+
+
+def test_a_heads_query_and_key_are_a_pair_so_mqa_pools_keys_in_unrelated_coordinates(bert, run):
+    """What the sharing page says when MQA moves the output further than one shared Q, K and V: a
+    head's W_i^Q and W_i^K are learned for each other. Turning one head's Q and K by the same
+    rotation leaves BERT's layer exactly as it was, yet changes that head's MQA map: the pooled
+    key mixes other heads' coordinates with a basis nothing fixed."""
+    import copy
+
+    layer = copy.deepcopy(bert.scratch_layer(2))
+    x = run.layer_input(2)  # (1, T, C)
+    mqa = ladder.Rung("MQA", (bert.n_heads, 1, 1), bert.n_heads, True)
+    D = bert.d_model // bert.n_heads
+    with torch.inference_mode():
+        before, before_mqa = layer(x)[1][0], mqa.module(layer)(x)[1][0]  # (H, T, T) each
+        turn = torch.linalg.qr(torch.randn(D, D, generator=torch.Generator().manual_seed(0)))[0]  # (D, D) orthogonal
+        for proj in (layer.q_proj, layer.k_proj):  # head 0's rows: q_0 -> q_0 R, k_0 -> k_0 R
+            proj.weight[:D] = turn.T @ proj.weight[:D]
+            proj.bias[:D] = proj.bias[:D] @ turn
+        after, after_mqa = layer(x)[1][0], mqa.module(layer)(x)[1][0]
+    torch.testing.assert_close(after, before, atol=2e-6, rtol=0)  # the layer: the same maps, every head
+    assert (after_mqa - before_mqa).abs().amax(dim=(1, 2)).min() > 0.01  # MQA: every head's map moves
+
+
+def test_sharing_less_is_explained_only_where_it_moved_further():
+    """recap.further speaks only when MQA's output cosine is below one shared Q, K and V's, and says
+    the drift comparison only in the direction measured."""
+    from mha.lesson import recap
+
+    def m(cos, drift):
+        return ladder.RungMeasures(ladder.Rung("x", (4, 1, 1), 4), 0, 0, drift, 0.1, 0.5, cos)
+
+    closer = {(4, 1, 1): m(0.95, 0.25), (1, 1, 1): m(0.96, 0.18)}
+    said = recap.further(closer, closer, 4)
+    assert "0.950" in said and "0.960" in said and "which drifts less from each head's own (0.180)" in said
+    odd = {(4, 1, 1): m(0.95, 0.15), (1, 1, 1): m(0.96, 0.18)}
+    assert "the maps alone do not explain the order" in recap.further(odd, odd, 4)
+    same = {(4, 1, 1): m(0.97, 0.25), (1, 1, 1): m(0.96, 0.18)}
+    assert recap.further(same, same, 4) == "" and recap.further({(4, 1, 1): m(None, 0.2)}, {}, 4) == ""
+    plain = {(4, 1, 1): m(0.90, 0.3), (1, 1, 1): m(0.93, 0.2)}
+    assert "the plain mean" in recap.further(plain, same, 4)
+
+
+def test_the_recap_names_the_conversion_and_its_baselines(bert, run):
+    """The recap's MQA diversity is the rescaled conversion's, beside BERT's, random maps exactly as
+    sharp (recomputed by shuffling BERT's own rows here) and each head's drift from its own map;
+    it promises no working layer it did not measure."""
+    from mha.analyses import metrics
+    from mha.lesson import recap
+
+    original = bert.scratch_layer(4)
+    plain, scaled = (
+        {m.rung.name: m for m in ladder.ladder_measures(bert, run, 4, [(r, r.module(original)) for r in rs], False)}
+        for rs in (ladder.rungs(bert.n_heads), ladder.rungs(bert.n_heads, True))
+    )
+    base = ladder.baselines(bert, run, 4, whole=False)
+    said = recap.production(4, plain, scaled, base)
+    attn = run.attentions[4]
+    rng = np.random.default_rng(0)  # seed 0 of shuffled_diversity's four: one shuffle, within its spread
+    one = metrics.mean_off_diagonal(metrics.head_diversity(rng.permuted(attn, axis=-1)))
+    assert base.random_diversity == pytest.approx(one, rel=0.1) and base.random_diversity > plain["MHA"].diversity
+    mqa = scaled["MQA"]
+    assert f"layer 4's heads differ by {mqa.diversity:.3f} ({plain['MQA'].diversity:.3f} with the plain mean" in said
+    assert f"against {plain['MHA'].diversity:.3f} in BERT's layer and {base.random_diversity:.3f} for random" in said
+    assert f"drifts {mqa.drift:.3f} from its own map in BERT, {mqa.drift / plain['MHA'].diversity:.0%} of" in said
+    assert "trains back" not in said and not re.search(r"keeps? \d+%", said)  # no share of diversity "kept"

@@ -170,7 +170,8 @@ class RungMeasures:
     """A rung on the learner's sentence, against BERT's own layer.
 
     drift: mean over heads and tokens of the Jensen-Shannon divergence between the rung's and
-        BERT's attention of the same head (nats; 0 = the same maps).
+        BERT's attention of the same head (nats; 0 = the same maps; a causal map's first row, which
+        has one key, left out as diversity leaves it out).
     diversity: mean JS divergence between the rung's heads (0 = every head the same map).
     layer_cosine: mean over tokens of the cosine between the rung's and BERT's attention output.
     sentence_cosine: how close the whole model's last states stay (collapse.final_cosine: BERT's
@@ -220,7 +221,7 @@ def ladder_measures(
                     rung=rung,
                     parameters=m.num_parameters(),
                     kv_cache=kv_cache_bytes(bert.n_layers, m.role_heads[1], D, v_heads=m.role_heads[2]),
-                    drift=float(metrics.js_rows(rows, ref).mean()),  # same head, new vs old
+                    drift=float(metrics.js_rows(rows.causal(m.causal), ref.causal(m.causal)).mean()),  # same head
                     diversity=metrics.mean_off_diagonal(metrics.head_diversity(rows.causal(m.causal))),
                     layer_cosine=float(metrics.cosine(o[0].numpy(), ref_out[0].numpy()).mean()),
                     sentence_cosine=final,
@@ -267,11 +268,14 @@ def ladder_finals(
 class Baselines:
     """What a conversion is worth against doing without: the same cosines as RungMeasures with
     every head of the layer removed (its attention sub-layer then adds only W^O's bias), and
-    the sentence cosine with every head of every layer removed (None: not measured, whole=False)."""
+    the sentence cosine with every head of every layer removed (None: not measured, whole=False);
+    random_diversity: the head diversity of random maps exactly as sharp as the layer's own
+    (metrics.shuffled_diversity), what heads of that sharpness reach with nothing in common."""
 
     layer_cosine: float
     sentence_cosine: float | None
     sentence_cosine_no_heads: float | None
+    random_diversity: float
 
 
 def baselines(bert: LoadedModel, run: Run, layer: int, whole: bool = True) -> Baselines:
@@ -282,11 +286,12 @@ def baselines(bert: LoadedModel, run: Run, layer: int, whole: bool = True) -> Ba
     key = collapse.final_key(run.traits)
     with torch.inference_mode():
         out = original.silent_output(x)  # every head's output zeroed before W^O
-        ref_out, _ = original(x)
+        ref_out, ref_w = original(x)  # (1, T, C), (1, H, T, T)
     return Baselines(
         layer_cosine=float(metrics.cosine(out[0].numpy(), ref_out[0].numpy()).mean()),
         sentence_cosine=collapse.removal_effect(bert, run, [layer])[key] if whole else None,
         sentence_cosine_no_heads=collapse.removal_effect(bert, run, range(bert.n_layers))[key] if whole else None,
+        random_diversity=metrics.shuffled_diversity(ref_w[0].numpy(), original.causal),
     )
 
 

@@ -109,6 +109,26 @@ def head_diversity(weights: np.ndarray | Rows) -> np.ndarray:
     return np.maximum(out, out.T)
 
 
+def shuffled_diversity(weights: np.ndarray, causal: bool = False, seeds: int = 4) -> float:
+    """The head diversity (mean JS between heads, as head_diversity) of random maps exactly as sharp
+    as `weights` (H, T, T): each row's weights shuffled over the keys it can read (all T; a causal
+    row i over 0..i, the first row left out), the mean over `seeds` seeded shuffles. A row keeps
+    its weights, so its entropy; only where they fall is random: heads of this sharpness with
+    nothing in common. Sharp rows give about ln 2 (1 - 1/T); flat rows give 0, as flat heads do."""
+    w = np.asarray(weights, dtype=np.float32)  # (H, T, T)
+    out = []
+    for seed in range(seeds):
+        rng = np.random.default_rng(seed)
+        if causal:
+            mixed = np.zeros_like(w)
+            for i in range(w.shape[-2]):
+                mixed[:, i, : i + 1] = rng.permuted(w[:, i, : i + 1], axis=-1)  # (H, i + 1): keys 0..i only
+        else:
+            mixed = rng.permuted(w, axis=-1)  # (H, T, T): every row on its own
+        out.append(mean_off_diagonal(head_diversity(Rows.of(mixed).causal(causal))))
+    return float(np.mean(out))
+
+
 def _first_equal(p: np.ndarray) -> np.ndarray:
     """(H, ...) -> (H,) the index of the first head whose values are the same numbers as each head's."""
     first = np.arange(len(p))

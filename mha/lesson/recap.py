@@ -83,11 +83,14 @@ def production(
         f"in {who}'s layer. Were every layer MQA in a decoder of this shape, the K/V cache that generation reads "
         f"for every new token would shrink from {mha.kv_cache:,} to {mqa.kv_cache:,} bytes per token. "
         + whole
-        + "What sets MQA "
-        f"apart is that each head keeps its own $W_i^Q$: its heads keep {scaled['MQA'].diversity / mha.diversity:.0%} "
-        f"of {who}'s head diversity with K and V rescaled, {mqa.diversity / mha.diversity:.0%} with the plain mean "
-        "(whose smaller scores flatten every map), where one shared Q, K and V keeps none; and it trains back into a "
-        "working layer, measured on held-out sentences on *What may be shared*."
+        + "What sets MQA apart is that each head keeps its own $W_i^Q$. Converted without training (each K and V "
+        f"mean-pooled into one, then rescaled to a slice's length), layer {layer}'s heads differ by "
+        f"{scaled['MQA'].diversity:.3f} ({mqa.diversity:.3f} with the plain mean, whose smaller scores flatten every "
+        f"map), against {mha.diversity:.3f} in {who}'s layer and {base.random_diversity:.3f} for random maps exactly "
+        f"as sharp as {who}'s; one shared Q, K and V leaves 0. They differ, but not as before: each head's map "
+        f"drifts {scaled['MQA'].drift:.3f} from its own map in {who}, "
+        f"{scaled['MQA'].drift / mha.diversity:.0%} of the distance between two of {who}'s heads. Whether a short "
+        "training makes the converted layer work again is measured on held-out sentences on *What may be shared*."
     )
 
 
@@ -133,3 +136,36 @@ def grouped(
         f"memory: the K/V cache that generation reads for every new token is {own:,} bytes per token (fp16), against "
         f"{per_head:,} with a K and V per head and {mqa:,} with one for all (multi-query, Shazeer 2019)."
     )
+
+
+def further(
+    plain: dict[tuple[int, int, int], RungMeasures],
+    scaled: dict[tuple[int, int, int], RungMeasures],
+    n_heads: int,
+    who: str = "BERT",
+    cosine: str = "sentence cosine",
+) -> str:
+    """Why sharing K and V alone (MQA) can move the model's output further than sharing Q, K and V:
+    said only where it did on the learner's sentence, with either pooling (rungs by their
+    projection counts, ladder.Rung.heads); "" otherwise or before the whole model has run."""
+    H = n_heads
+    for pooling, rungs in (("rescaled to a slice's length", scaled), ("the plain mean", plain)):
+        mqa, one = rungs.get((H, 1, 1)), rungs.get((1, 1, 1))
+        if mqa is None or one is None or mqa.sentence_cosine is None or one.sentence_cosine is None:
+            continue
+        if mqa.sentence_cosine >= one.sentence_cosine:
+            continue
+        return (
+            f"**Why can sharing less move the output further?** With the pooled projections {pooling}, MQA (K and "
+            f"V shared) keeps a {cosine} of {mqa.sentence_cosine:.3f} to {who}'s, one shared Q, K and V "
+            f"{one.sentence_cosine:.3f}. A head's $W_i^Q$ and $W_i^K$ are learned as a pair, for each other: another "
+            "head's keys live in coordinates its queries were never trained against. MQA scores each head's own "
+            f"query against a key averaged over all heads, and its maps drift {mqa.drift:.3f} from the heads' own "
+            "maps. Pooling Q too scores the average query against the average key: one map for every head, "
+            + (
+                f"which drifts less from each head's own ({one.drift:.3f})."
+                if one.drift < mqa.drift
+                else f"drifting {one.drift:.3f} from each head's own: here the maps alone do not explain the order."
+            )
+        )
+    return ""
