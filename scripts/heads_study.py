@@ -34,7 +34,9 @@ def main() -> None:
     OUT.write_text(pruning.study_to_json(study, pruning.study_stamp(bert)) + "\n", encoding="utf-8")
     print(
         f"{bert.name}: study in {time.perf_counter() - t0:.1f} s, written to {OUT.relative_to(OUT.parents[2])}: "
-        + ", ".join(f"held out on {h.name}: {h.can_go()} (surely {h.surely_can_go()})" for h in study.held_out)
+        + ", ".join(
+            f"held out on {h.name}: {h.can_go()} (strictly {pruning.seed_spread(h.strict)})" for h in study.held_out
+        )
         + f"; in sample {study.in_sample.can_go()}; random {sorted(study.random_can_go())} heads can go"
     )
 

@@ -152,7 +152,7 @@ def charts(bert) -> dict[str, go.Figure]:
         rung(rung=rung(name=n), sentence_cosine=c, diversity=v)
         for n, c, v in (("MHA", 1.0, 0.4), ("GQA-4", 0.8, 0.2), ("MQA", 0.6, 0.1))
     ]
-    base = rung(sentence_cosine=0.5, sentence_cosine_no_heads=0.2)
+    base = rung(sentence_cosine=0.5, sentence_cosine_no_heads=0.2, random_diversity=0.45)
     rng = np.random.default_rng(0)
     curves = {
         k: (list(np.linspace(2, 0.1 * (n + 1), 30)), list(np.linspace(0, 1 - 0.15 * n, 30)))
@@ -191,6 +191,7 @@ def charts(bert) -> dict[str, go.Figure]:
                 (0, 1),
                 4,
                 4,
+                [3, 3],
             )
         ),
         "subspace_panels": plots.subspaces.subspace_panels(
@@ -286,6 +287,7 @@ def test_lines_with_markers_or_no_mode_are_lines_and_bands_have_both_edges(chart
     assert "a level line at 0.25 (chance)" in training
     ladder = describe(charts["ladder_chart"]).lower()
     assert "sentence cosine, mean-pooled: a line of 3 points from 1 at x mha to 0.6 at x mqa" in ladder
+    assert "random maps as sharp as bert's" in ladder and "0.45" in ladder
 
 
 def test_the_spectra_chart_says_both_panels(charts, bert):

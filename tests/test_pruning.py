@@ -52,7 +52,7 @@ def test_bootstrap_change_is_the_resampled_spearman_difference():
 
 def test_a_count_is_said_surely_only_while_the_interval_clears_the_tolerance():
     curve = similarity.PruningCurve([0, 6, 12, 18], [0.9, 0.895, 0.885, 0.85])
-    held = pruning.HeldOut("dev", 100, curve, [0.0, -0.01, -0.03, -0.08], [0.0, 0.0, 0.01, -0.02])
+    held = pruning.HeldOut("dev", 100, curve, [0.0, -0.01, -0.03, -0.08], [0.0, 0.0, 0.01, -0.02], [6])
     assert held.can_go(0.02) == 12 and held.surely_can_go(0.02) == 6
     change, low, high = held.change_at(12)
     assert change == pytest.approx(-0.015) and (low, high) == (-0.03, 0.01)
@@ -89,6 +89,24 @@ def test_the_shipped_study_is_this_models_own(bert):
     assert study.main.low[k] == pytest.approx(low[1], abs=1e-4) and study.main.high[k] == pytest.approx(
         high[1], abs=1e-4
     )
+    # the written pairs' strict count under its lowest and highest bootstrap seeds, recomputed with
+    # scipy's spearmanr resample by resample (the same draws): a count is said only with its spread
+    written, pairs = study.held_out[1], similarity.similarity_pairs()
+    assert len(written.strict) == pruning.STRICT_SEEDS
+    curve = {0: similarity.evaluate(bert, pairs)}
+    gold = curve[0].gold
+    for seed in {int(np.argmin(written.strict)), int(np.argmax(written.strict))}:
+        idx = np.random.default_rng(seed).integers(0, len(pairs), size=(pruning.STUDY["resamples"], len(pairs)))
+        before = np.array([spearmanr(curve[0].per_pair[i], gold[i]).statistic for i in idx])
+        count = 0
+        for n in written.curve.removed:
+            if n not in curve:
+                curve[n] = similarity.evaluate(bert, pairs, head_mask=similarity.head_mask(bert, order[:n]))
+            after = np.array([spearmanr(curve[n].per_pair[i], gold[i]).statistic for i in idx])
+            if np.percentile(after - before, 5) < -study.tolerance:
+                break
+            count = n
+        assert written.strict[seed] == count, seed
     rand = similarity.random_order(bert.n_layers, bert.n_heads, study.seeds[0])
     assert study.random[0].spearman[study.random[0].removed.index(12)] == pytest.approx(
         similarity.evaluate(bert, dev, head_mask=similarity.head_mask(bert, rand[:12])).spearman, abs=1e-5
@@ -121,3 +139,34 @@ def test_the_glossary_calls_michels_importance_the_gradient_and_the_ablation_ano
     terms = {t.name: t.text for t in glossary.TERMS}
     assert "\\partial L / \\partial \\xi_h" in terms["Head importance"] and "Michel" in terms["Head importance"]
     assert "removed" in terms["Ablation drop"] and "separate experiment" in terms["Ablation drop"]
+
+
+def test_a_strict_count_is_recomputed_under_every_bootstrap_seed():
+    """A loss curve whose third point sits on the tolerance: its strict count changes with the
+    bootstrap's seed. Each seed's count is recomputed here resample by resample (plain loops, the
+    same draws), and seed_spread counts them."""
+    from mha.tasks import next_token
+
+    rng = np.random.default_rng(3)
+    tokens = rng.integers(5, 30, 80)
+    base = rng.normal(3.0, 0.4, 80) * tokens
+    noise = rng.normal(0, 0.05, 80) * tokens  # per-text change, nats; a constant shift moves every resample's mean
+    draws = [np.random.default_rng(seed).integers(0, 80, size=(1000, 80)) for seed in range(40)]
+    upper = np.median([np.quantile(noise[i].sum(1) / tokens[i].sum(1), 0.95) for i in draws])
+    shifts = (0, 0.01, 0.05 - upper, 0.3)  # the third point's upper bound sits on the tolerance
+    scores = [next_token.LossScore(base + (noise + shift * tokens) * (shift > 0), tokens) for shift in shifts]
+    at, tol = [0, 4, 8, 12], 0.05
+    strict = pruning.loss_strict(at, scores, tol, 0.9, seeds=40)
+    for seed in (0, 7, 39):
+        idx = draws[seed]
+        count = 0
+        for n, s in zip(at, scores):
+            diffs = [sum(s.per_text[i] - base[i]) / sum(tokens[i]) for i in idx]
+            if np.quantile(diffs, 0.95) > tol:
+                break
+            count = n
+        assert strict[seed] == count
+    assert set(strict) == {4, 8}  # the point on the tolerance is in under some seeds, out under others
+    spread = pruning.seed_spread(strict)
+    assert sum(k for _, k in spread) == 40 and dict(spread) == {c: strict.count(c) for c in set(strict)}
+    assert spread[0][1] >= spread[1][1]

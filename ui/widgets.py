@@ -15,6 +15,7 @@ from mha.lesson.examples import EXAMPLES
 from mha.models import catalog
 from mha.models.family import LoadedModel
 from mha.models.run import Run
+from mha.tasks import pruning
 
 from . import frontend
 from .cache import cached_run, ladder_conversions, ladder_counts, ladder_measured, load_model
@@ -186,6 +187,20 @@ def token_picker(label: str, tokens: Sequence[str], default: int, key: str, cont
 def agreement_words(rho: float) -> str:
     """How alike two rankings are, in words, from Spearman's rho: the page says no more than the number."""
     return "only loosely" if rho < 0.5 else "moderately" if rho < 0.8 else "closely"
+
+
+def seed_words(counts: list[int]) -> str:
+    """A strict count recomputed under every bootstrap seed (mha.tasks.pruning.STRICT_SEEDS), said
+    only as stable as those seeds make it: one number when all agree, else its range and how often."""
+    spread = pruning.seed_spread(counts)
+    if len(spread) == 1:
+        return f"**{spread[0][0]}** under all {len(counts)} bootstrap seeds"
+    low, high = min(c for c, _ in spread), max(c for c, _ in spread)
+    (c, k), rest = spread[0], spread[1:4]
+    often = f"{c} under {k} of {len(counts)} seeds" + "".join(f", {c} under {k}" for c, k in rest)
+    return f"**between {low} and {high}**, depending on the bootstrap's seed: {often}" + (
+        ", ..." if len(spread) > 4 else ""
+    )
 
 
 def _shared_toggled(prefix: str) -> None:

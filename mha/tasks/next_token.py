@@ -125,13 +125,13 @@ def evaluate(
 
 
 def paired_interval(
-    a: LossScore, b: LossScore, level: float = 0.9, resamples: int = 1000
+    a: LossScore, b: LossScore, level: float = 0.9, resamples: int = 1000, seed: int = 0
 ) -> tuple[float, float, float]:
     """b's loss minus a's on the same texts and its bootstrap interval over texts (resampled in
     pairs, token-weighted): (difference, low, high). Negative: b predicts better."""
     if a.n != b.n or not np.array_equal(a.tokens, b.tokens):
         raise ValueError("the two scores are not on the same texts")
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     idx = rng.integers(0, a.n, size=(resamples, a.n))  # (R, N)
     tok = a.tokens[idx].sum(1)  # (R,)
     diffs = (b.per_text[idx].sum(1) - a.per_text[idx].sum(1)) / tok  # (R,)

@@ -71,6 +71,7 @@ class HeldOut:
     curve: PruningCurve
     low: list[float]
     high: list[float]
+    strict: list[int]  # surely_can_go under each bootstrap seed 0 .. STRICT_SEEDS - 1 (seed 0 draws low, high)
 
     def can_go(self, tolerance: float = TOLERANCE) -> int:
         """Heads that can go (point estimate) before Spearman drops by more than tolerance."""
@@ -78,13 +79,8 @@ class HeldOut:
 
     def surely_can_go(self, tolerance: float = TOLERANCE) -> int:
         """Heads that can go while the whole interval of the change stays above -tolerance (in
-        order, at the curve's points; 0 if the first removal already leaves it)."""
-        can = 0
-        for n, low in zip(self.curve.removed, self.low):
-            if low < -tolerance:
-                break
-            can = n
-        return can
+        order, at the curve's points; 0 if the first removal already leaves it), under seed 0."""
+        return first_out(self.curve.removed, [-low for low in self.low], tolerance)
 
     def change_at(self, n: int) -> tuple[float, float, float]:
         """(change, low, high) at the point where n heads are removed."""
@@ -127,16 +123,43 @@ class HeadsStudy:
         return self.held_out[0]
 
 
+def first_out(removed: Sequence[int], bound: Sequence[float], tolerance: float) -> int:
+    """The last count of `removed` (in order) before the first point whose `bound` exceeds
+    `tolerance` (0 if the first point already does): the strict count of a curve."""
+    can = 0
+    for n, b in zip(removed, bound):
+        if b > tolerance:
+            break
+        can = n
+    return can
+
+
+STRICT_SEEDS = 100  # bootstrap seeds a strict count is recomputed under: it is said only as stable as they make it
+
+
+def seed_spread(counts: Sequence[int]) -> list[tuple[int, int]]:
+    """(count, seeds giving it) for every count in `counts` (one per bootstrap seed), most seeds first."""
+    values, seeds = np.unique(np.asarray(counts), return_counts=True)
+    return sorted(((int(v), int(k)) for v, k in zip(values, seeds)), key=lambda vk: (-vk[1], -vk[0]))
+
+
 def _steps(n: int, step: int) -> list[int]:
     """0, step, 2 step, ... and n itself."""
     steps = list(range(0, n + 1, step))
     return steps if steps[-1] == n else [*steps, n]
 
 
-STUDY = {"step": 6, "seeds": (0, 1, 2, 3, 4, 5, 6, 7), "random_step": 6, "resamples": 1000, "level": 0.9}
+STUDY = {
+    "step": 6,
+    "seeds": (0, 1, 2, 3, 4, 5, 6, 7),
+    "random_step": 6,
+    "resamples": 1000,
+    "level": 0.9,
+    "strict_seeds": STRICT_SEEDS,
+}
 # random orders at the ranked curve's resolution: a count compared with theirs is on the same grid
 HALVINGS = 20  # random halvings of the ranking pairs for halves_agreement
-STUDY_VERSION = 3  # raise when heads_study computes something else: a shipped study is then not used
+STUDY_VERSION = 4  # raise when heads_study computes something else: a shipped study is then not used
 SCORED_ON = {"dev": "STS Benchmark dev (images, track5.en-en)", "written": "pairs written for this project"}
 
 
@@ -189,7 +212,11 @@ def heads_study(
             dev_known = {0: cos[0], L * H: cos[-1]}
             dev_gold = gold
         low, high = bootstrap_change(cos, gold, resamples, level)
-        held.append(HeldOut(name, len(pairs), curve_on(steps, cos, gold), low.tolist(), high.tolist()))
+        strict = [
+            first_out(steps, -bootstrap_change(cos, gold, resamples, level, seed)[0], TOLERANCE)
+            for seed in range(STUDY["strict_seeds"])
+        ]
+        held.append(HeldOut(name, len(pairs), curve_on(steps, cos, gold), low.tolist(), high.tolist(), strict))
     rand = [
         curve_on(random_steps, run(random_order(L, H, s), random_steps, sets["dev"], dev_known), dev_gold)
         for s in seeds
@@ -248,7 +275,14 @@ def study_to_json(study: HeadsStudy, stamp: dict) -> str:
         "stamp": stamp,
         "importance": {"drop": imp.drop.tolist(), "gradient": imp.gradient.tolist(), "base": imp.base},
         "held_out": [
-            {"name": h.name, "n_pairs": h.n_pairs, "curve": _curve(h.curve), "low": h.low, "high": h.high}
+            {
+                "name": h.name,
+                "n_pairs": h.n_pairs,
+                "curve": _curve(h.curve),
+                "low": h.low,
+                "high": h.high,
+                "strict": h.strict,
+            }
             for h in study.held_out
         ],
         "in_sample": _curve(study.in_sample),
@@ -267,7 +301,10 @@ def study_from_json(text: str) -> tuple[HeadsStudy, dict]:
     imp = body["importance"]
     study = HeadsStudy(
         Importance(np.array(imp["drop"]), np.array(imp["gradient"]), float(imp["base"])),
-        [HeldOut(h["name"], int(h["n_pairs"]), _from(h["curve"]), h["low"], h["high"]) for h in body["held_out"]],
+        [
+            HeldOut(h["name"], int(h["n_pairs"]), _from(h["curve"]), h["low"], h["high"], [int(n) for n in h["strict"]])
+            for h in body["held_out"]
+        ],
         _from(body["in_sample"]),
         [_from(c) for c in body["random"]],
         tuple(body["seeds"]),
@@ -329,6 +366,7 @@ class LossStudy:
     seeds: tuple[int, ...]
     n_rank: int
     n_score: int
+    strict: list[int]  # surely_can_go under each bootstrap seed 0 .. STRICT_SEEDS - 1 (seed 0 draws low, high)
     tolerance: float = LOSS_TOLERANCE
     level: float = 0.9
 
@@ -343,13 +381,8 @@ class LossStudy:
         return can
 
     def surely_can_go(self) -> int:
-        """The same while the whole interval of the change stays below +tolerance."""
-        can = 0
-        for n, high in zip(self.removed, self.high):
-            if high > self.tolerance:
-                break
-            can = n
-        return can
+        """The same while the whole interval of the change stays below +tolerance (bootstrap seed 0)."""
+        return first_out(self.removed, self.high, self.tolerance)
 
     def random_can_go(self) -> list[int]:
         return [self.can_go(curve) for curve in self.random]
@@ -383,6 +416,17 @@ def _loss_scores(
     return out
 
 
+def loss_strict(
+    at: list[int], scores: list[next_token.LossScore], tolerance: float, level: float, seeds: int = STRICT_SEEDS
+) -> list[int]:
+    """The strict count (the whole interval of the loss's change below +tolerance) of the curve
+    `scores` (one per count in `at`, the first the full model) under bootstrap seeds 0 .. seeds - 1."""
+    return [
+        first_out(at, [next_token.paired_interval(scores[0], s, level, seed=seed)[2] for s in scores], tolerance)
+        for seed in range(seeds)
+    ]
+
+
 def loss_study(model: LoadedModel, progress: Callable[[int, int], None] | None = None) -> LossStudy:
     """The study on a next-token model's own task: rank on next_token.texts("rank") by gradient
     importance, remove least important first every LOSS_STUDY["step"] heads, score on
@@ -409,6 +453,7 @@ def loss_study(model: LoadedModel, progress: Callable[[int, int], None] | None =
         tick()
     ends = {0: shared[0], L * H: shared[L * H]}  # the same for any order
     intervals = [next_token.paired_interval(scores[0], s, LEVEL) for s in scores]
+    strict = loss_strict(at, scores, LOSS_TOLERANCE, LEVEL)
     random = []
     for seed in SEEDS:
         perm = np.random.default_rng(seed).permutation(L * H)
@@ -429,5 +474,6 @@ def loss_study(model: LoadedModel, progress: Callable[[int, int], None] | None =
         SEEDS,
         len(rank),
         len(next_token.texts()),
+        strict,
         level=LEVEL,
     )
