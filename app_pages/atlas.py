@@ -75,7 +75,9 @@ st.dataframe(
 cols = st.columns(3)
 for col, (l, h, w) in zip(cols, ranking[:3]):
     ui.chart(
-        plots.heads.attention_heatmap(run.attentions[l, h], run.tokens, f"Layer {l}, head {h}: {w:.2f}", height=420),
+        plots.heads.attention_heatmap(
+            run.attentions[l, h], run.tokens, f"Layer {l}, head {h}: {w:.2f}", height=420, key_labels=False
+        ),
         container=col,
     )
 
@@ -124,13 +126,9 @@ default = (
 tok = ui.token_picker("Token", run.tokens, default, "views_tok")
 with st.spinner("Computing rollout and value-weighted attention..."):
     tv = ui.cached_token_views(inp, tok)
-v1, v2, v3 = st.columns(3)
 top = max(float(rows.max()) for rows in tv.values())
-for col, (name, rows) in zip((v1, v2, v3), tv.items()):
-    ui.chart(
-        plots.atlas.token_rows(rows, run.tokens, f"{name}: “{plots.common.token_label(run.tokens[tok])}”", top),
-        container=col,
-    )
+for name, rows in tv.items():  # one under another: side by side, a third of the page ran the key labels together
+    ui.chart(plots.atlas.token_rows(rows, run.tokens, f"{name}: “{plots.common.token_label(run.tokens[tok])}”", top))
 st.caption(
     f"One colour scale for the three (0 to {top:.2f}): colour = the share of the token's reading that goes to "
     "each key (columns), per layer (rows). Raw attention is one layer's weights averaged over heads; rollout "

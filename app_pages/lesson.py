@@ -26,22 +26,6 @@ head_row = st.columns([3, 1.4, 0.6])  # the last column stays empty: Streamlit's
 head_row[0].title("Lesson: multi-head attention")
 score_box = head_row[1].empty()  # filled at the end of the run, after this run's answers
 st.progress(step / N, text=f"Step {step} of {N}: {current.title}")
-ui.words(
-    "head width",
-    "subword pieces",
-    "representation subspace",
-    "subspace overlap",
-    "head diversity",
-    "[CLS] and [SEP]",
-    "effective number of heads",
-    "Jensen-Shannon divergence",
-    "nats",
-    "score spread",
-    "multi-query and grouped-query",
-    "K/V cache",
-    "mean pooling",
-    "uptraining",
-)
 this = lesson_steps.StepContext(inp, run, model, ui.question_tag(inp, key))
 st.markdown(current.opening(this.shape))
 lesson_steps.DRAW[current.key](this)
@@ -60,7 +44,8 @@ b2.button(
     width="stretch",
 )
 right, answered = ui.lesson_score()  # after every question of this run: the same numbers everywhere
-score_box.metric("Right at the first try", f"{right} of {answered}")
+if answered:  # "0 of 0" says nothing, and on a phone it pushed the question below the first screen
+    score_box.metric("Right at the first try", f"{right} of {answered}")
 if step == N and answered == len(steps.QUESTIONS):
     st.success(
         f"End of the lesson: {right} of {answered} questions right at the first try. Every tool is in the "
@@ -69,3 +54,19 @@ if step == N and answered == len(steps.QUESTIONS):
     )
 elif step == N:
     st.info(f"{answered} of {len(steps.QUESTIONS)} questions answered: the steps before this one hold the others.")
+ui.words(
+    "head width",
+    "subword pieces",
+    "representation subspace",
+    "subspace overlap",
+    "head diversity",
+    "[CLS] and [SEP]",
+    "effective number of heads",
+    "Jensen-Shannon divergence",
+    "nats",
+    "score spread",
+    "multi-query and grouped-query",
+    "K/V cache",
+    "mean pooling",
+    "uptraining",
+)  # after the step: on a phone the question comes first

@@ -54,53 +54,71 @@ with st.spinner("Converting the layer rung by rung..."):
     measured = ui.cached_ladder(inp, layer, whole=whole) if inside else []
     rescaled = ui.cached_ladder(inp, layer, True, whole=whole) if inside else []
 bias = model.scratch_layer(layer).q_proj.bias is not None
+KV = "K/V cache per token, fp16 (whole model, as a decoder)"
 structure = [  # each rung's structure, counted from it (the same as its built module's: tests/test_ladder.py)
     {
         "rung": r.name,
         "shared across heads": r.shares,
         "projections of Q, K, V": " / ".join(str(g) for g in r.heads),
         "parameters (layer)": r.parameter_count(C, bias),
-        "K/V cache per token, fp16 (whole model, as a decoder)": (
-            f"{ladder.kv_cache_bytes(model.n_layers, r.heads[1], D, v_heads=r.heads[2]) / 1024:g} KiB"
-        ),
+        KV: f"{ladder.kv_cache_bytes(model.n_layers, r.heads[1], D, v_heads=r.heads[2]) / 1024:g} KiB",
     }
     for r in rungs
 ]
-table = [
-    {
-        **row,
-        "head diversity (JS), mean-pooled": float(f"{m.diversity:.3g}"),
-        "head diversity (JS), scale restored": float(f"{r.diversity:.3g}"),
-        f"{emb}, mean-pooled": round(m.sentence_cosine, 3) if whole else None,
-        f"{emb}, scale restored": round(r.sentence_cosine, 3) if whole else None,
-        "layer output cosine, mean-pooled": round(m.layer_cosine, 3),
-        "layer output cosine, scale restored": round(r.layer_cosine, 3),
-        "attention drift (JS), mean-pooled": round(m.drift, 3),
-        "attention drift (JS), scale restored": round(r.drift, 3),
-    }
-    for row, m, r in zip(structure, measured, rescaled)
-]
-table += [
-    {
-        "rung": name,
-        "shared across heads": "(baseline)",
-        f"{emb}, mean-pooled": round(cos, 3) if whole else None,
-        f"{emb}, scale restored": round(cos, 3) if whole else None,
-        "layer output cosine, mean-pooled": round(layer_cos, 3) if layer_cos is not None else None,
-        "layer output cosine, scale restored": round(layer_cos, 3) if layer_cos is not None else None,
-    }
-    for name, cos, layer_cos in (
-        (f"no attention in layer {layer}", base.sentence_cosine, base.layer_cosine),
-        ("no head in any layer", base.sentence_cosine_no_heads, None),
-    )
-    if whole or layer_cos is not None
-]
-st.dataframe(  # whole numbers, also beside the baselines' empty cells (which make the column float)
-    table if inside else structure,
+st.dataframe(
+    structure,
     hide_index=True,
-    column_config={"parameters (layer)": st.column_config.NumberColumn(format="%d")},
+    height="content",
+    column_config={
+        "parameters (layer)": st.column_config.NumberColumn(format="%d"),
+        KV: st.column_config.TextColumn("K/V cache per token", help=KV),
+    },
 )
-if inside:
+MEASURES = ("head diversity (JS)", "attention drift (JS)", "layer output cosine", emb)  # each pooling's columns
+
+
+def measures_table(kind: str, rows: list[ladder.RungMeasures]) -> list[dict]:
+    """One pooling's measures on the learner's sentence, rung by rung, then the two baselines."""
+    out = [
+        {
+            "rung": m.rung.name,
+            f"head diversity (JS), {kind}": float(f"{m.diversity:.3g}"),
+            f"attention drift (JS), {kind}": round(m.drift, 3),
+            f"layer output cosine, {kind}": round(m.layer_cosine, 3),
+            f"{emb}, {kind}": round(m.sentence_cosine, 3) if whole else None,
+        }
+        for m in rows
+    ]
+    out += [
+        {
+            "rung": name,
+            f"layer output cosine, {kind}": round(layer_cos, 3) if layer_cos is not None else None,
+            f"{emb}, {kind}": round(cos, 3) if whole else None,
+        }
+        for name, cos, layer_cos in (
+            (f"no attention in layer {layer}", base.sentence_cosine, base.layer_cosine),
+            ("no head in any layer", base.sentence_cosine_no_heads, None),
+        )
+        if whole or layer_cos is not None
+    ]
+    return [
+        *out,
+        {"rung": f"random maps as sharp as {who}'s", f"head diversity (JS), {kind}": round(base.random_diversity, 3)},
+    ]
+
+
+if inside:  # one table per pooling: every column on a projector's screen, every row without scrolling
+    for kind, rows in (("mean-pooled", measured), ("scale restored", rescaled)):
+        st.dataframe(
+            measures_table(kind, rows),
+            hide_index=True,
+            height="content",
+            placeholder="—",
+            column_config={
+                "rung": st.column_config.TextColumn(f"rung ({kind})", pinned=True, width=210),
+                **{f"{name}, {kind}": name for name in MEASURES},  # the table's title says the pooling
+            },
+        )
     ui.chart(plots.ladder.ladder_chart(measured, rescaled, base, emb, who))
 st.caption(
     "Projections: how many distinct $W^Q$, $W^K$, $W^V$ the layer has (each $d_{model} \\times d_k$); head $i$ "
@@ -115,7 +133,8 @@ st.caption(
         "nothing, and its first token's state is many times longer than the others')"
     )
     + f", against {who}'s own. Baselines: the same "
-    "measures with every head of the layer, or of the model, removed (outputs zeroed before $W^O$). No training "
+    "measures with every head of the layer, or of the model, removed (outputs zeroed before $W^O$), and the "
+    f"diversity of random maps exactly as sharp as {who}'s (each row's weights shuffled over its keys). No training "
     "yet: the rows show the bare conversion."
 )
 

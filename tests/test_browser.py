@@ -109,8 +109,27 @@ FIRST_SCREEN = """(main_selector) => {
     if (hides && over > (e.querySelector('.katex') ? 4 : 1) && !['auto', 'scroll'].includes(style.overflowX))
       cut.push('text: ' + e.textContent.slice(0, 40));
   }
+  // crowded: tick labels of one axis that run into each other (level or upright ones: a tilted label's box
+  // is wider than its text); scrolled: tables whose columns or rows are hidden until scrolled to
+  const straight = (t) => {
+    const turn = (t.getAttribute('transform') || '') + (t.parentNode.getAttribute('transform') || '');
+    const m = turn.match(/rotate\\((-?[\\d.]+)/);
+    return !m || Math.abs(parseFloat(m[1])) % 90 === 0;
+  };
+  let crowded = 0;
+  for (const layer of main.querySelectorAll('[data-testid="stPlotlyChart"] .xaxislayer-above, '
+    + '[data-testid="stPlotlyChart"] .yaxislayer-above')) {
+    const boxes = [...layer.querySelectorAll('.xtick text, .ytick text')].filter(straight)
+      .map(t => t.getBoundingClientRect()).filter(b => b.width > 0);
+    for (let i = 1; i < boxes.length; i++) {
+      const a = boxes[i - 1], b = boxes[i];
+      if (a.right > b.left + 1 && a.left < b.right - 1 && a.bottom > b.top + 1 && a.top < b.bottom - 1) crowded++;
+    }
+  }
+  const scrolled = [...main.querySelectorAll('[data-testid="stDataFrame"] .dvn-scroller')]
+    .filter(e => e.scrollWidth > e.clientWidth + 1 || e.scrollHeight > e.clientHeight + 1).length;
   const top = pic ? pic.getBoundingClientRect().top : null;
-  return {top: top, small: small, contrast: contrast, cut: cut};
+  return {top: top, small: small, contrast: contrast, cut: cut, crowded: crowded, scrolled: scrolled};
 }"""
 
 
@@ -167,6 +186,8 @@ def test_type_switch_pages_and_screenshot(server, browser):
         assert screens[name]["top"] is not None and 0 <= screens[name]["top"] < 720 - 150, (name, screens[name])
         assert screens[name]["small"] >= 12 and screens[name]["contrast"] >= 4.5, (name, screens[name])
         assert not screens[name]["cut"], (name, screens[name])
+        # every table whole on a projector (no hidden column or row), no tick labels run together
+        assert screens[name]["crowded"] == 0 and screens[name]["scrolled"] == 0, (name, screens[name])
         if name in ("build", "bert_heads"):
             assert page.locator('[data-testid="stPlotlyChart"]').count() >= 3, name
         page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=name == "overview")
@@ -381,6 +402,9 @@ def test_lesson_recap_and_glossary_on_a_phone_and_a_wide_screen(server, browser)
         wait_idle(page)
         page.wait_for_selector(f"text=Step 1 of {N}", timeout=60_000)
         assert page.locator('[data-testid="stPlotlyChart"]').count() == 0  # predict first
+        # the question and its first option on the first screen, not below the score and the terms
+        option = page.get_by_text("1 word", exact=True).bounding_box()
+        assert option is not None and option["y"] + option["height"] <= height, (width, option)
         page.get_by_text("1 word", exact=True).click()
         wait_idle(page)
         page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=60_000)
@@ -388,6 +412,10 @@ def test_lesson_recap_and_glossary_on_a_phone_and_a_wide_screen(server, browser)
         screen = page.evaluate(FIRST_SCREEN, None)
         assert 0 <= screen["top"] < height - 100, (width, screen)  # the picture the answer unlocked is in view
         assert screen["contrast"] >= 4.5 and screen["small"] >= 12 and not screen["cut"], (width, screen)
+        # the map itself at least half the chart's width (it was 100 of 358 px on a phone), no labels run together
+        chart = page.locator('[data-testid="stPlotlyChart"]').first.bounding_box()
+        cells = page.locator('[data-testid="stPlotlyChart"] .nsewdrag').first.bounding_box()
+        assert cells["width"] >= 0.5 * chart["width"] and screen["crowded"] == 0, (width, chart, cells, screen)
         page.get_by_role("button", name="Next →").click()  # the next step opens at its top, not mid-page
         wait_idle(page)
         page.wait_for_selector(f"text=Step 2 of {N}", timeout=60_000)

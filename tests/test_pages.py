@@ -548,17 +548,26 @@ def table_with(at: AppTest, column: str):
     return table
 
 
+def ladder_table(at: AppTest):
+    """The sharing page's ladder as one table: the structure, then each pooling's measures, by rung."""
+    mean, restored = (table_with(at, f"head diversity (JS), {kind}") for kind in ("mean-pooled", "scale restored"))
+    structure = table_with(at, "parameters (layer)")
+    return mean.merge(restored, on="rung", how="left").merge(structure, on="rung", how="left")
+
+
 def test_sharing_page_ladder_and_uptraining(bert):
-    from mha.analyses import ladder, subspaces
+    from mha.analyses import ladder, metrics, subspaces
 
     at = app(layer="5")
     at.switch_page("app_pages/sharing.py").run()
     no_exception(at)
     run = bert.attend(at.session_state["text"])
-    table = table_with(at, "rung")
+    table = ladder_table(at)
     base = ladder.baselines(bert, run, 5)
     names = [r.name for r in ladder.rungs(bert.n_heads)]
-    assert list(table["rung"]) == [*names, "no attention in layer 5", "no head in any layer"]
+    extra = ["no attention in layer 5", "no head in any layer", "random maps as sharp as BERT's"]
+    assert list(table["rung"]) == [*names, *extra]
+    assert table.iloc[-1]["head diversity (JS), mean-pooled"] == round(base.random_diversity, 3)
     for rescale in (False, True):
         kind = "scale restored" if rescale else "mean-pooled"
         for r in ladder.rungs(bert.n_heads, rescale):
@@ -567,7 +576,7 @@ def test_sharing_page_ladder_and_uptraining(bert):
             assert row["parameters (layer)"] == expect.parameters
             assert row[f"sentence cosine, {kind}"] == pytest.approx(expect.sentence_cosine, abs=2e-3)
             assert row[f"head diversity (JS), {kind}"] == pytest.approx(expect.diversity, abs=2e-3)
-    gone, none = table.iloc[-2], table.iloc[-1]
+    gone, none = table.iloc[-3], table.iloc[-2]
     assert gone["sentence cosine, mean-pooled"] == pytest.approx(base.sentence_cosine, abs=2e-3)
     assert none["sentence cosine, mean-pooled"] == pytest.approx(base.sentence_cosine_no_heads, abs=2e-3)
     assert not [m.value for m in at.markdown if "must stay distinct" in m.value]  # contradicted by the numbers
@@ -578,6 +587,20 @@ def test_sharing_page_ladder_and_uptraining(bert):
     assert f"differ by {mha.diversity:.3f}" in which and f"leaves {scaled[(12, 1, 1)].diversity:.3f}" in which
     assert f"and {mqa.diversity:.3f}" in which and f"leaves {scaled[(1, 12, 12)].diversity:.3f}" in which
     assert f"or {q_only.diversity:.3f}" in which
+    # beside its baseline (random maps exactly as sharp as the layer's) and the drift from each head's own map
+    assert f"random maps exactly as sharp as theirs differ by {base.random_diversity:.3f}" in which
+    assert base.random_diversity == pytest.approx(metrics.shuffled_diversity(run.attentions[5]), abs=1e-6)
+    mqa_s = scaled[(12, 1, 1)]
+    assert f"each MQA head's map drifts {mqa_s.drift:.3f} from its own map in BERT ({mqa.drift:.3f}" in which
+    assert f"{mqa_s.drift / mha.diversity:.0%} of the distance between two of BERT's heads" in which
+    further = [m.value for m in at.markdown if "Why can sharing less" in m.value]
+    moved = [p for p in (scaled, by) if p[(12, 1, 1)].sentence_cosine < p[(1, 1, 1)].sentence_cosine]
+    assert len(further) == (1 if moved else 0)
+    if moved:
+        assert f"keeps a sentence cosine of {moved[0][(12, 1, 1)].sentence_cosine:.3f}" in further[0]
+    for r in ladder.rungs(bert.n_heads, True):
+        row = table[table["rung"] == r.name].iloc[0]
+        assert row["attention drift (JS), scale restored"] == pytest.approx(scaled[r.heads].drift, abs=2e-3)
     assert "Only the rungs that share **both Q and K** (shared Q/K/V, shared Q, K)" in which
     # a short uptraining of the tied rung, then the before/after table (kept for the next visitor): one W^Q
     # and one W^K through training, so every head still computes one map
@@ -610,7 +633,8 @@ def test_heads_needed_page_maps_held_out_curves_and_editor(bert):
     """The heads are ranked on the benchmark's train pairs; the sentences under the chart come from
     the held-out curves (dev pairs, written pairs) with their bootstrap intervals, beside random
     orders and the floor; the editor scores the written pairs."""
-    from mha.tasks import similarity
+    import ui
+    from mha.tasks import pruning, similarity
     from ui import cache
 
     at = app()
@@ -643,16 +667,29 @@ def test_heads_needed_page_maps_held_out_curves_and_editor(bert):
         and f"interval {low:+.3f} to {high:+.3f}" in said
     )
     assert f"Random orders: {min(study.random_can_go())} to {max(study.random_can_go())} (8 orders" in said
-    assert f"lets {written.can_go()} go ({written.surely_can_go()} counting the whole interval)" in said
+    # a strict count is said with its spread over bootstrap seeds, never one seed's figure alone
+    spread = dict(pruning.seed_spread(written.strict))
+    if len(spread) > 1:
+        lo, hi = min(spread), max(spread)
+        assert f"lets {written.can_go()} go; counting the whole interval, between {lo} and {hi}, depending" in said
+        (c, k), *rest = pruning.seed_spread(written.strict)
+        assert f"seed: {c} under {k} of 100 seeds" + "".join(f", {c} under {k}" for c, k in rest[:3]) in said
+    else:
+        assert f"counting the whole interval, {written.strict[0]} under all 100 bootstrap seeds" in said
+    main_spread = pruning.seed_spread(main.strict)
+    if len(main_spread) > 1:
+        assert f"**between {min(main.strict)} and {max(main.strict)}**, depending on the bootstrap's seed" in said
     # the words follow the interval: "surely" is the count whose whole interval clears the tolerance
     sure = main.surely_can_go()
+    assert sure == main.strict[0] and min(main.strict) <= sure
     assert all(low >= -study.tolerance for r, low in zip(main.curve.removed, main.low) if r <= sure)
+    sure = min(main.strict)
     (limits,) = [i.value for i in at.info if "can tell you" in i.value]
     agree = study.halves_agreement
     assert f"Spearman {min(agree):.2f} to {max(agree):.2f} ({len(agree)} halvings" in limits
     median_rand = sorted(study.random_can_go())[len(study.random_can_go()) // 2]
     assert ("the count clears the noise" in limits) == (sure > median_rand)
-    assert f"the strict count is {written.surely_can_go()}" in limits
+    assert f"the strict count is {ui.seed_words(written.strict).replace('**', '')}" in limits
     # the editor: remove the most needed head; the score is evaluate's on the written pairs for that mask
     drop = plotly_array(maps[0]["data"][0]["z"])
     top = tuple(int(i) for i in np.unravel_index(np.argmax(drop), drop.shape))

@@ -177,18 +177,18 @@ def test_long_sentences_wait_for_the_button_and_then_show_the_same_numbers(bert,
     run = bert.attend(LONG)
     plain = ladder.rungs(H)
     direct = ladder.ladder_measures(bert, run, 0, [(r, r.module(bert.scratch_layer(0))) for r in plain], whole=False)
-    shown = at.dataframe[0].value.set_index("rung")
+    shown = at.dataframe[1].value.set_index("rung")
     for m in direct:  # the same numbers as the long way round, as shown
         assert shown.loc[m.rung.name, "head diversity (JS), mean-pooled"] == float(f"{m.diversity:.3g}"), m.rung.name
         assert shown.loc[m.rung.name, "attention drift (JS), mean-pooled"] == round(m.drift, 3), m.rung.name
     promised = promised_runs(at)
-    table = at.dataframe[0].value
+    table = at.dataframe[1].value
     cosines = [c for c in table.columns if c.startswith("sentence cosine")]
     assert cosines and table[cosines].isna().all().all()
     rows = counting_runs(monkeypatch)
     at.button(key="sharing_whole").click().run()
     assert sum(rows) == promised == 18
-    table = at.dataframe[0].value
+    table = at.dataframe[1].value
     assert not table[cosines].iloc[:-1].isna().any().any()
     mqa = ladder.Rung("MQA", (bert.n_heads, 1, 1), bert.n_heads)
     full = bert.encode_with(run, replace={0: mqa.module(bert.scratch_layer(0))})[-1]

@@ -183,7 +183,7 @@ class QueryRows:
         weakest target against the specialists, or that every head agrees."""
         k = len(self.keys)
         read = (
-            "Each row is one head's weights for this token (they sum to 1); colour: a cell's weight, number: the "
+            "Each column is one head's weights for this token (they sum to 1); colour: a cell's weight, number: the "
             f"same in % (none under 5 %). Left out when finding where a head sends it: {parking}, "
             "where heads park attention (step 5). "
         )
@@ -210,10 +210,10 @@ class QueryRows:
             f", against at least {self.specialist:.0%} from the specialist heads." if weakest < self.specialist else "."
         )
         return read + (
-            f"The first {k} rows are the strongest head for each of {k} different tokens ({names}), the token some "
+            f"The first {k} columns are the strongest head for each of {k} different tokens ({names}), the token some "
             f"head gives its largest share to{share}. A single head "
             f"serving all {k} would have to split one distribution that sums to 1: the best any head does on all {k} "
-            f"at once is the last row, with {weakest:.0%} on the weakest{against}"
+            f"at once is the last column, with {weakest:.0%} on the weakest{against}"
         )
 
 

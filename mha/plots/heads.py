@@ -18,10 +18,13 @@ def attention_heatmap(
     zmax: float | None = 1.0,
     height: int | None = None,
     key_tokens: list[str] | None = None,
+    key_labels: bool = True,
 ) -> go.Figure:
     """One head's attention (Tq, Tk): row = query token, column = key token.
 
-    key_tokens defaults to tokens (a square map); give it for a block such as A->B.
+    key_tokens defaults to tokens (a square map); give it for a block such as A->B. key_labels
+    False: a square map too narrow for a label per column (three side by side) names its keys by
+    the rows' order instead of labels run into one another.
     """
     ycats, yaxis = token_axis(tokens)
     xcats, xaxis = token_axis(key_tokens if key_tokens is not None else tokens)
@@ -39,7 +42,11 @@ def attention_heatmap(
     )
     fig.update_layout(
         title=title,
-        xaxis=dict(title="key (attended to)", side="top", **xaxis),
+        xaxis=(
+            dict(title="key (attended to)", side="top", **xaxis)
+            if key_labels
+            else dict(title="key: the rows' order", side="top", showticklabels=False, type="category")
+        ),
         yaxis=dict(title="query (attending)", autorange="reversed", **yaxis),
         height=height or min(900, 260 + 18 * len(tokens)),
         margin=dict(l=10, r=10, t=80, b=10),

@@ -23,7 +23,8 @@ def ladder_chart(
     """The ladder's rungs (ladder.RungMeasures) left to right: the sentence cosine of the plain
     mean-pooled conversion and, if given, of the one with its scale restored (left axis; left out
     where not measured), their
-    head diversity as bars (right axis), and the baselines (ladder.Baselines) as level lines.
+    head diversity as bars (right axis), and the baselines (ladder.Baselines) as level lines:
+    the cosines' on the left axis, random maps' diversity on the right.
     `cosine` names that cosine (a decoder's: "final-state cosine"), `who` the model it is to."""
     names = [r.rung.name for r in rows]
     fig = go.Figure()
@@ -55,13 +56,22 @@ def ladder_chart(
                     line=dict(color=role_colour("random"), dash=dash),
                 )
             )
+        fig.add_scatter(  # the diversity's own baseline, on its axis: heads this sharp with nothing in common
+            x=[names[0], names[-1]],
+            y=[baselines.random_diversity] * 2,
+            yaxis="y2",
+            name=f"head diversity, random maps as sharp as {who}'s",
+            mode="lines",
+            line=dict(color=role_colour("diversity"), dash="dot"),
+        )
     fig.update_layout(
         title="Down the ladder: what sharing costs, and whether the heads stay different",
         height=400,
         margin=dict(l=10, r=10, t=50, b=10),
         yaxis=dict(title=f"{cosine} to {who}", range=[0, 1.02]) if drawn else dict(visible=False),
         yaxis2=dict(title="head diversity (JS)", overlaying="y", side="right", rangemode="tozero"),
-        xaxis=dict(type="category"),
+        # level labels, a rung's name on two lines: tilted, "shared Q/K/V" ran into its neighbour at 1280 px
+        xaxis=dict(type="category", tickangle=0, tickvals=names, ticktext=[n.replace(" ", "<br>", 1) for n in names]),
         barmode="group",
         legend=dict(orientation="h", y=-0.2),
     )
