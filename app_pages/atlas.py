@@ -153,8 +153,10 @@ st.download_button(
 ui.words(
     "[CLS] and [SEP]",
     "first token",
-    "causal mask" if run.traits.causal else "attention patterns",
+    *(("causal mask",) if run.traits.causal else ()),
+    "attention patterns",
     "attention rollout",
+    "confidence",
     "value-weighted attention",
     "nats",
 )

@@ -5,7 +5,7 @@ import streamlit as st
 import ui
 from mha import MultiHeadAttention, plots
 from mha.analyses import collapse
-from mha.analyses.build import PERMUTED, build_stages
+from mha.analyses.build import PERMUTED, build_stages, output_stripe
 from mha.analyses.groups import group_ranges
 from mha.core.attention import valid_head_counts
 from mha.lesson import answers
@@ -246,6 +246,19 @@ ui.chart(
         tr.output[0, :MAX_SHOWN], shown, "Output = Concat W<sup>O</sup>" + (" + b" if bias else "")
     )
 )
+stripe = output_stripe(tr.output[0, :MAX_SHOWN])
+st.caption(
+    f"No head blocks here: $W^O$ mixes all {H} heads into every output dimension, so the lines of step 4 are gone. "
+    + (
+        f"The column that stands out, dimension {stripe.dim}, is one dimension the layer writes alike for every "
+        f"token (mean {stripe.mean:+.2f} over the tokens, against {stripe.typical:.2f} for the median column), not "
+        "a boundary. "
+        if stripe.stands_out
+        else ""
+    )
+    + f"The largest cell, {stripe.peak:+.2f} at “{plots.common.token_label(shown[stripe.peak_token])}”, dimension "
+    f"{stripe.peak_dim}, sets the colour range."
+)
 
 if s.order_errors is not None:
     e = s.order_errors
@@ -278,6 +291,8 @@ elif s.shuffle_error is not None:
 ui.words(
     "head width",
     "subspace overlap",
+    "principal angles",
+    "rescaled mean",
     "effective number of heads",
     *(("causal mask",) if traits.causal else ()),
     *(("rotary position embeddings",) if traits.positions == "rotary" else ()),

@@ -332,6 +332,9 @@ if sweep is not None:
     )
 ui.words(
     "alpha",
+    "rescaled mean",
+    "distinct maps",
+    "entropy / ln T",
     "head diversity",
     "Jensen-Shannon divergence",
     "subspace overlap",

@@ -432,6 +432,8 @@ ui.words(
     "multi-query and grouped-query",
     "K/V cache",
     "uptraining",
+    "attention drift",
+    "rescaled mean",
     "head diversity",
     "Jensen-Shannon divergence",
     "mean pooling",

@@ -86,8 +86,9 @@ elif spread < collapse.SAME_WEIGHTS:
     st.info(f"All {H} panels are the same picture here (max difference between panels {answers.small(spread)}).")
 else:
     st.info(
-        f"{H} different pictures (two heads' coordinates differ by up to {spread:.2f}; 0 would mean one picture, "
-        "and the size itself depends on each head's own scale and axes): the same word lands in different places "
+        f"{H} different pictures (two heads' coordinates differ by up to {spread:.2f}, in the pictures' units, where "
+        "a query point times a key point is their scaled score; 0 would mean one picture, and the size itself "
+        "depends on each head's own scale and axes): the same word lands in different places "
         "in each head. Turn on *Shared* with $W^Q$ and $W^K$ to fold them into one.",
         icon=":material/layers:",
     )

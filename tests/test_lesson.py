@@ -427,3 +427,39 @@ def test_the_new_glossary_terms_say_what_the_code_does(bert):
     assert inspect.signature(next_token.paired_interval).parameters["level"].default == 0.9
     assert bert.attend("the scalpel").tokens[2:4] == ["scalp", "##el"] and "scalp, ##el" in terms["Subword pieces"]
     assert "$d_k / d_{model}$" in terms["Subspace overlap"] and metrics.random_overlap(32, 384) == 32 / 384
+
+
+def test_the_terms_for_tables_and_tools_say_what_the_code_does(bert):
+    """The terms added for the recap table, the ladder and the atlas, each against the code on a
+    case whose answer is known: a rescaled MQA key has the RMS of its slices' norms; the largest
+    difference is a weight gap (1 for one-hot heads on different keys, 0 for copies); distinct maps
+    use 1e-5; confidence is 1 for one-hot rows; and the pages that use them list them."""
+    import inspect
+
+    from mha.analyses import atlas, ladder, metrics
+    from mha.lesson import glossary
+
+    terms = {t.name: t.text for t in glossary.TERMS}
+    layer = bert.scratch_layer(1)
+    H, D, C = bert.n_heads, bert.d_model // bert.n_heads, bert.d_model
+    mqa = ladder.Rung("MQA", (H, 1, 1), H, True).module(layer)
+    slices = layer.k_proj.weight.detach().reshape(H, D, C).double()
+    rms = slices.pow(2).sum((1, 2)).mean().sqrt()
+    assert float(mqa.k_proj.weight.double().norm()) == pytest.approx(float(rms), rel=1e-5)
+    assert "root mean square of their norms" in terms["Rescaled mean (scale restored)"]
+    one_hot = np.zeros((2, 3, 3))
+    one_hot[0, :, 0], one_hot[1, :, 2] = 1.0, 1.0
+    assert metrics.head_spread(one_hot) == 1.0 and metrics.head_spread(one_hot[[0, 0]]) == 0.0
+    assert "between 0 (every head the same map) and 1" in terms["Largest difference between heads"]
+    assert inspect.signature(metrics.distinct_maps).parameters["tolerance"].default == 1e-5
+    assert "$10^{-5}$" in terms["Distinct maps"]
+    assert atlas.confidence(one_hot[None]).ravel().tolist() == [1.0, 1.0]
+    assert "ln 2" in terms["Head diversity"] and "shuffled" in terms["Head diversity"]
+    pages = {f: (ROOT / "app_pages" / f"{f}.py").read_text() for f in ("lesson", "sharing", "atlas", "collapse")}
+    for page, names in {
+        "lesson": ("distinct maps", "entropy / ln T", "largest difference between heads", "attention drift"),
+        "sharing": ("attention drift", "rescaled mean"),
+        "atlas": ("confidence", "attention patterns"),
+        "collapse": ("rescaled mean", "distinct maps"),
+    }.items():
+        assert all(f'"{n}"' in pages[page] for n in names), page

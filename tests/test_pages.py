@@ -268,6 +268,16 @@ def test_build_page_parity_badge_shared_and_shuffle():
     no_exception(at)
     (badge,) = [s.value for s in at.success if "Parity" in s.value]
     assert number(badge.rsplit("=", 1)[1]) < 1e-5 and "zero to float precision" in badge
+    # the output picture's stripe is said as what it is: one output dimension alike for every token
+    (out,) = [f for f in figures(at) if f["layout"]["title"]["text"].startswith("Output = Concat")]
+    z = plotly_array(out["data"][0]["z"]).astype(np.float64)  # (T, C) as drawn
+    col = np.abs(z.mean(0))
+    (said,) = [c.value for c in at.caption if c.value.startswith("No head blocks here")]
+    if col.max() >= 3 * np.median(col):
+        assert f"dimension {int(col.argmax())}, is one dimension" in said
+        assert f"mean {z.mean(0)[col.argmax()]:+.2f} over the tokens, against {np.median(col):.2f}" in said
+    t, d = np.unravel_index(np.abs(z).argmax(), z.shape)
+    assert f"The largest cell, {z[t, d]:+.2f} at" in said and f"dimension {d}, sets the colour range" in said
     heads = at.selectbox(key="_w_build_heads")
     assert [int(o) for o in heads.options] == [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48]  # divisors of 384
     at.toggle(key="_w_build_shared").set_value(True).run()

@@ -174,3 +174,32 @@ def _shuffle_error(m: MultiHeadAttention, x: torch.Tensor, perm: np.ndarray, sca
     shuffled = m.trace(x[:, perm], scale=scale).output[0].numpy()  # (T, C)
     plain = m.trace(x, scale=scale).output[0].numpy()  # (T, C) in sentence order
     return float(np.abs(shuffled - plain[perm]).max())
+
+
+@dataclass
+class Stripe:
+    """What stands out in a layer's output (T, C): the column (output dimension) whose mean over the
+    tokens is largest in size, that mean and the median column's, and the largest cell."""
+
+    dim: int
+    mean: float
+    typical: float
+    peak: float
+    peak_token: int
+    peak_dim: int
+
+    @property
+    def stands_out(self) -> bool:
+        """The column's mean is at least 3x the median column's: one colour down every token."""
+        return abs(self.mean) >= 3 * self.typical
+
+
+def output_stripe(output: np.ndarray) -> Stripe:
+    """The standout column and cell of an attention output (T, C): after W^O every dimension mixes
+    all heads, so a column of one colour is one dimension written alike for every token, not a
+    head boundary."""
+    o = np.asarray(output, dtype=np.float64)  # (T, C)
+    mean = o.mean(0)  # (C,)
+    dim = int(np.argmax(np.abs(mean)))
+    t, d = np.unravel_index(int(np.argmax(np.abs(o))), o.shape)
+    return Stripe(dim, float(mean[dim]), float(np.median(np.abs(mean))), float(o[t, d]), int(t), int(d))

@@ -125,7 +125,44 @@ TERMS = (
     Term(
         "Head diversity",
         "The Jensen-Shannon divergence between two heads' attention, averaged over the query tokens; the mean over "
-        "all pairs of heads for a layer. 0 = every head attends the same way (Clark et al. 2019 compare heads so).",
+        "all pairs of heads for a layer. 0 = every head attends the same way (Clark et al. 2019 compare heads so). "
+        "Its baseline for heads as sharp as a layer's: random maps with each row's weights shuffled over the keys it "
+        "reads (the same entropy, nothing in common), about $\\ln 2\\,(1 - 1/T)$ for one-hot rows and 0 for flat ones: "
+        "flat heads read as alike without being one head.",
+    ),
+    Term(
+        "Attention drift",
+        "How far a converted head's attention moved from its own map in the original layer: the Jensen-Shannon "
+        "divergence between the two, averaged over heads and query tokens. Beside head diversity it tells whether "
+        "heads that still differ still attend as before.",
+    ),
+    Term(
+        "Rescaled mean (scale restored)",
+        "Pooling a group's $W^K$ (or $W^V$, $W^Q$) slices into one by their mean shortens it (about $1/\\sqrt{g}$ "
+        "for $g$ unrelated slices), which shrinks every score and flattens the maps. Rescaled: that mean multiplied "
+        "so that its Frobenius norm is the slices' typical one (the root mean square of their norms), to tell what "
+        "the smaller scale does from what sharing does.",
+    ),
+    Term(
+        "Distinct maps",
+        "How many different attention maps a layer's heads compute: heads count as one map when no weight differs "
+        "by more than $10^{-5}$. Heads that share $W^Q$ and $W^K$ compute one map.",
+    ),
+    Term(
+        "Entropy / ln T",
+        "How spread a head's attention is: the entropy of each query's weights over the most it can have, $\\ln$ "
+        "of the number of keys it reads, averaged over queries. 1 = even over every key it can see, 0 = all on one.",
+    ),
+    Term(
+        "Largest difference between heads",
+        "The largest gap between two heads' weights for the same query and key, over every pair of heads: a "
+        "difference of attention weights, so between 0 (every head the same map) and 1.",
+    ),
+    Term(
+        "Confidence",
+        "A head's mean over queries of its largest weight on a key, the tokens heads park attention on left out "
+        "([CLS] and [SEP]; a decoder's first token), as Voita et al. 2019 leave out the end-of-sentence token. Near "
+        "1: the head puts almost all of a token's weight on one key.",
     ),
     Term(
         "Subspace overlap",

