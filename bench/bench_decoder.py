@@ -239,7 +239,8 @@ def study() -> None:
         f"heads study on next-token loss ({seconds:.0f} s): ranked on {s.n_rank} sentences, scored on {s.n_score}; "
         f"loss {s.loss[0]:.3f} with every head; {n} of {dec.n_layers * dec.n_heads} heads can go before it rises by "
         f"{s.tolerance} (change {s.loss[k] - s.loss[0]:+.3f}, {s.level:.0%} interval {s.low[k]:+.3f} to "
-        f"{s.high[k]:+.3f}); by the whole interval {pruning.seed_spread(s.strict)} (count, bootstrap seeds); random orders {s.random_can_go()}; "
+        f"{s.high[k]:+.3f}); by the whole interval {pruning.seed_spread(s.strict)} (count, bootstrap seeds); "
+        f"random orders {s.random_can_go()}; "
         f"every head removed: {s.loss[-1]:.2f}"
     )
 

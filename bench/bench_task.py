@@ -87,7 +87,8 @@ def print_study(study: pruning.HeadsStudy) -> None:
         print(
             f"  held out on {pruning.SCORED_ON[h.name]} ({h.n_pairs} pairs): {n} heads can go before Spearman drops "
             f"by {tol} (change {change:+.3f}, {study.level:.0%} interval {low:+.3f} to {high:+.3f}); with the whole "
-            f"interval above -{tol}: {pruning.seed_spread(h.strict)} (count, bootstrap seeds); full {h.curve.spearman[0]:.3f}, no head left "
+            f"interval above -{tol}: {pruning.seed_spread(h.strict)} (count, bootstrap seeds); "
+            f"full {h.curve.spearman[0]:.3f}, no head left "
             f"{h.curve.spearman[-1]:.3f}"
         )
         print(f"    curve: {curve(h.curve)}")

@@ -373,3 +373,26 @@ def test_causal_attention_matches_pytorch(heads):
         ref = m.out_proj(heads_out.transpose(1, 2).reshape(B, T, 48))
     torch.testing.assert_close(out, ref, **TOL)
     assert torch.all(w.triu(1) == 0) and torch.all(w[..., 0, 0] == 1)
+
+
+def test_a_fresh_modules_qkv_lie_in_one_block_and_the_fast_path_follows_changes():
+    """A module built here keeps W^Q, W^K, W^V (and biases) one after another in one storage, each
+    its own parameter, and projects with one product; replacing a projection (set_projection) or
+    converting the module (.double()) leaves that block, and forward still equals trace."""
+    torch.manual_seed(1)
+    m = MultiHeadAttention(48, 6).eval()
+    ws = [m.q_proj.weight, m.k_proj.weight, m.v_proj.weight]
+    assert len({w.untyped_storage().data_ptr() for w in ws}) == 1 and len(list(m.parameters())) == 8
+    x = torch.randn(2, 5, 48)
+    with torch.inference_mode():
+        assert m._qkv_block()[0] is not None
+        torch.testing.assert_close(m(x)[0], m.trace(x).output, **TOL)
+        m.set_projection("k", torch.randn(48, 48), torch.randn(48))  # new tensors: the block is apart now
+        assert m._qkv_block() == (None, None)
+        torch.testing.assert_close(m(x)[0], m.trace(x).output, **TOL)
+    d = MultiHeadAttention(48, 6).eval().double()
+    with torch.inference_mode():
+        torch.testing.assert_close(d(x.double())[0], d.trace(x.double()).output)
+        with torch.no_grad():
+            d.q_proj.weight.mul_(2.0)  # in place: the block is the parameters' own storage
+        torch.testing.assert_close(d(x.double())[0], d.trace(x.double()).output)

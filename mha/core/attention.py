@@ -33,7 +33,6 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from mha.core import rotary
 
@@ -133,6 +132,41 @@ def role_heads(n_heads: int, heads: tuple[int, int, int] | None = None) -> tuple
     return tuple(heads)
 
 
+def _block(parts: list[torch.Tensor | None]) -> torch.Tensor | None:
+    """The tensors `parts` (each (rows, ...) and contiguous) as one tensor of all their rows, when
+    they lie one after another in one storage (a view, no copy, not tracked by autograd); else None."""
+    if any(t is None or not t.is_contiguous() for t in parts):
+        return None
+    first = parts[0]
+    end = first.data_ptr()
+    for t in parts:
+        if t.data_ptr() != end or t.dtype != first.dtype or t.device != first.device:
+            return None
+        end += t.numel() * t.element_size()
+    if any(t.untyped_storage().data_ptr() != first.untyped_storage().data_ptr() for t in parts):
+        return None
+    rows = sum(t.shape[0] for t in parts)
+    with torch.no_grad():
+        return first.as_strided((rows, *first.shape[1:]), first.stride())  # (rows, ...)
+
+
+_SOFTMAX_INTO = torch.ops.aten._softmax.out  # looked up once: torch.ops resolves an op by attribute on each use
+
+
+def _affine(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """(N, C_in) rows -> (N, C_out) x W^T + b, as nn.Linear computes it, in one call on 2-D rows."""
+    return x @ weight.t() if bias is None else torch.addmm(bias, x, weight.t())
+
+
+def _scaled_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """(B, n, Tq, D) queries and (B, n, Tk, D) keys -> (B, n, Tq, Tk) q . k / sqrt(D), the division
+    done by the product itself (baddbmm's alpha), not by another pass over q or the scores."""
+    B, n, Tq, D = q.shape
+    Tk = k.shape[2]
+    q3, k3 = q.reshape(B * n, Tq, D), k.reshape(B * n, Tk, D)  # views for one batch, copies for several
+    return torch.baddbmm(q3.new_empty(()), q3, k3.transpose(1, 2), beta=0, alpha=1.0 / math.sqrt(D)).view(B, n, Tq, Tk)
+
+
 def _repeat_heads(t: torch.Tensor, n_heads: int) -> torch.Tensor:
     """(B, n, ...) per-group tensors -> (B, n_heads, ...): group g serves heads g*r .. g*r + r - 1."""
     n = t.shape[1]
@@ -178,6 +212,21 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(d_model, k_width, bias=bias)
         self.v_proj = nn.Linear(d_model, v_width, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self._one_block()
+
+    def _one_block(self) -> None:
+        """Lay W^Q, W^K and W^V (and their biases) one after another in one block of memory, each
+        still its own parameter (a view of its rows): forward then projects with one matrix
+        product, as nn.MultiheadAttention does, instead of three smaller ones."""
+        projs = (self.q_proj, self.k_proj, self.v_proj)
+        widths = [p.out_features for p in projs]
+        with torch.no_grad():
+            for name in ("weight", "bias"):
+                if getattr(self.q_proj, name) is None:
+                    continue
+                block = torch.cat([getattr(p, name) for p in projs])  # (q + k + v widths, ...)
+                for p, part in zip(projs, block.split(widths)):
+                    setattr(p, name, nn.Parameter(part))  # a view: the block's storage
 
     @property
     def projection(self) -> str:
@@ -307,8 +356,8 @@ class MultiHeadAttention(nn.Module):
         B, T, C = x.shape
         if C != self.d_model:
             raise ValueError(f"input width {C} does not match d_model={self.d_model}")
-        q, k, v = self._project(x)  # (B, q, T, D), (B, k, T, D), (B, v, T, D); q already / sqrt(D)
-        if self.rope_theta is not None:  # linear in q, so it commutes with the 1/sqrt(D) already applied
+        q, k, v = self._project(x)  # (B, q, T, D), (B, k, T, D), (B, v, T, D)
+        if self.rope_theta is not None:
             q, k = rotary.rotate(q, self.rope_theta), rotary.rotate(k, self.rope_theta)
         mask = attention_mask_for(attention_mask, T, self.causal, x.device)
         hq, hk, hv = self.role_heads
@@ -317,19 +366,49 @@ class MultiHeadAttention(nn.Module):
         return self._mix(heads, head_mask), weights
 
     def _project(self, x: torch.Tensor) -> list[torch.Tensor]:
-        """Q (already divided by sqrt(D)), K and V for every head, each role in its own contiguous
-        (B, n, T, D) block. The projections read the module's own weights as they are (no fused or
-        transposed copy is kept), so a module that borrows a model's weights (LoadedModel's
-        layers) adds no memory."""
+        """Q, K and V for every head, each role a (B, n, T, D) view.
+        The projections read the module's own weights as they are (no fused or transposed copy is
+        kept), so a module that borrows a model's weights (LoadedModel's layers) adds no memory;
+        when W^Q, W^K, W^V lie in one block (_one_block) and need no gradient, one product reads it."""
         B, T, C = x.shape
         D = self.d_head
-        out = []
-        for proj, n in zip((self.q_proj, self.k_proj, self.v_proj), self.role_heads):
-            t = F.linear(x, proj.weight, proj.bias)  # (B, T, n D)
-            out.append(t.view(B, T, n, D).transpose(1, 2).contiguous())  # (B, T, n, D) -> (B, n, T, D)
-        q = out[0]
-        out[0] = q * (1.0 / math.sqrt(D)) if q.requires_grad else q.mul_(1.0 / math.sqrt(D))
-        return out
+        x2 = x.reshape(B * T, C)  # (B T, C)
+        w, b = self._qkv_block()
+        if w is not None and not (torch.is_grad_enabled() and self._trains_qkv()):  # the block's views carry no grad
+            nq, nk, nv = self.role_heads
+            if nq == nk == nv:  # one view (B, T, 3, n, D) -> three (B, n, T, D)
+                return _affine(x2, w, b).view(B, T, 3, nq, D).permute(2, 0, 3, 1, 4).unbind(0)
+            qkv = _affine(x2, w, b).view(B, T, -1, D).transpose(1, 2)  # (B T, (q+k+v) D) -> (B, q+k+v, T, D)
+            return qkv.split(self.role_heads, 1)  # (B, n, T, D) each
+        return [  # (B T, n D) -> (B, n, T, D) each
+            _affine(x2, p.weight, p.bias).view(B, T, n, D).transpose(1, 2)
+            for p, n in zip((self.q_proj, self.k_proj, self.v_proj), self.role_heads)
+        ]
+
+    def _trains_qkv(self) -> bool:
+        """Whether any of W^Q, W^K, W^V or their biases takes a gradient."""
+        return any(t.requires_grad for p in (self.q_proj, self.k_proj, self.v_proj) for t in p.parameters())
+
+    def _qkv_block(self) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """(W, b): W^Q, W^K, W^V stacked (and their biases, None without) as views of the one block
+        _one_block lays them in, or (None, None) when they are apart (a module that borrows a
+        model's separate tensors). Worked out once per set of parameters (a new one, set_projection's,
+        is another object; .to() and its kind move them all, and _apply forgets the views): the
+        check itself took 9 us, a third of the gap to nn.MultiheadAttention on a short sentence."""
+        own = [self._modules[f"{r}_proj"]._parameters for r in ROLES]  # nn.Module's attribute lookup is slow
+        tensors = [d["weight"] for d in own] + [d.get("bias") for d in own]
+        key = (*map(id, tensors), tensors[0].data_ptr())
+        cached = self.__dict__.get("_qkv_cache")
+        if cached is None or cached[0] != key:
+            bias = tensors[3] is not None
+            w, b = _block(tensors[:3]), _block(tensors[3:]) if bias else None
+            cached = self.__dict__["_qkv_cache"] = (key, (w, b) if b is not None or not bias else (None, None))
+        return cached[1]
+
+    def _apply(self, fn, recurse: bool = True):  # nn.Module._apply's signature
+        """nn.Module._apply (.to, .double, ...), forgetting _qkv_block's views of the old tensors."""
+        self.__dict__.pop("_qkv_cache", None)
+        return super()._apply(fn, recurse)
 
     def _grouped(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None
@@ -340,9 +419,12 @@ class MultiHeadAttention(nn.Module):
         B, H, T, D = q.shape
         G = k.shape[1]
         r = H // G
-        scores = torch.matmul(q.reshape(B, G, r * T, D), k.transpose(-2, -1)).view(B, H, T, T)  # (B, H, T, T)
+        q3 = q.reshape(B * G, r * T, D)  # (B G, r T, D): a group's r query heads one after another
+        k3 = k.reshape(B * G, T, D)  # (B G, T, D)
+        alpha = 1.0 / math.sqrt(D)  # the division by sqrt(d_k), done by the product itself
+        scores = torch.baddbmm(q3.new_empty(()), q3, k3.transpose(1, 2), beta=0, alpha=alpha).view(B, H, T, T)
         weights = self._softmax(scores, mask)  # (B, H, T, T)
-        heads = torch.matmul(weights.view(B, G, r * T, T), v).view(B, H, T, D)  # (B, H, T, D)
+        heads = torch.bmm(weights.view(B * G, r * T, T), v.reshape(B * G, T, D)).view(B, H, T, D)  # (B, H, T, D)
         return heads, weights
 
     def _by_role(
@@ -355,7 +437,7 @@ class MultiHeadAttention(nn.Module):
         B, _, T, D = q.shape
         H = self.n_heads
         A = math.lcm(*self.role_heads[:2])
-        scores = torch.matmul(_repeat_heads(q, A), _repeat_heads(k, A).transpose(-2, -1))  # (B, A, T, T)
+        scores = _scaled_scores(_repeat_heads(q, A), _repeat_heads(k, A))  # (B, A, T, T)
         weights = self._softmax(scores, mask)  # (B, A, T, T)
         r = H // A  # head i reads attention group i // r
         v = _repeat_heads(v, H).reshape(B, A, r, T, D)  # (B, A, r, T, D)
@@ -373,7 +455,7 @@ class MultiHeadAttention(nn.Module):
         if scores.requires_grad:
             weights = torch.softmax(scores, dim=-1)  # (B, n, T, T)
         else:
-            weights = torch.ops.aten._softmax.out(scores, -1, False, out=scores)  # (B, n, T, T)
+            weights = _SOFTMAX_INTO(scores, -1, False, out=scores)  # (B, n, T, T)
         if mask is not None:
             empty = ~mask.any(-1, keepdim=True)  # (B, 1, T or 1, 1): a query with no key at all
             weights = weights.masked_fill(empty, 0.0) if weights.requires_grad else weights.masked_fill_(empty, 0.0)
@@ -385,5 +467,6 @@ class MultiHeadAttention(nn.Module):
         B, H, T, D = heads.shape
         if head_mask is not None:
             heads = heads * head_mask.to(heads.dtype).reshape(-1, H, 1, 1)  # (B or 1, H, 1, 1)
-        concat = heads.transpose(1, 2).reshape(B, T, H * D)  # (B, H, T, D) -> (B, T, C)
-        return F.linear(concat, self.out_proj.weight, self.out_proj.bias)  # (B, T, C)
+        concat = heads.transpose(1, 2).reshape(B * T, H * D)  # (B, H, T, D) -> (B T, C)
+        o = self._modules["out_proj"]._parameters  # W^O and its bias, without nn.Module's slow attribute lookup
+        return _affine(concat, o["weight"], o.get("bias")).view(B, T, H * D)  # (B, T, C)
