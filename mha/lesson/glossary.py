@@ -160,9 +160,9 @@ TERMS = (
     ),
     Term(
         "Confidence",
-        "A head's mean over queries of its largest weight on a key, the tokens heads park attention on left out "
-        "([CLS] and [SEP]; a decoder's first token), as Voita et al. 2019 leave out the end-of-sentence token. Near "
-        "1: the head puts almost all of a token's weight on one key.",
+        "A head's mean over queries of its largest weight on a key, leaving out the tokens heads park attention on "
+        "(the model's own, as Voita et al. 2019 leave out the end-of-sentence token). Near 1: the head puts almost "
+        "all of a token's weight on one key.",
     ),
     Term(
         "Subspace overlap",
