@@ -23,6 +23,11 @@ zmax = atlas.uniform_entropy(run.n_tokens) if measure == "entropy" else 1.0
 ui.chart(
     plots.atlas.atlas_heatmap(m[measure], hover, f"{measure} (hover a head for all its measures)", zmax=zmax),
 )
+TH = atlas.PATTERN_THRESHOLDS
+THRESHOLDS = (  # the rule in words
+    f"vertical at least {TH['vertical']:g}, diagonal at least {TH['diagonal']:g}, vertical+diagonal at least "
+    f"{TH['vertical+diagonal']:g} with each at least {TH['mixed_min']:g}, block at least {TH['block']:g}"
+)
 if run.traits.causal:
     st.caption(
         "Shares are the mean weight a query puts on those keys ('previous' = key j = i - 1; punctuation = the tokens "
@@ -32,7 +37,7 @@ if run.traits.causal:
         "of keys it can read (1 = uniform over them). Confidence = mean largest weight on a token other than the "
         "first (Voita et al. 2019 leave out the token where heads park attention; here that is the first token, "
         "an attention sink: Xiao et al. 2024). Patterns are the app's own rule after Kovaleva et al. 2019, with "
-        f"'vertical' meaning the first token; thresholds {atlas.PATTERN_THRESHOLDS}."
+        f"'vertical' meaning the first token; thresholds: {THRESHOLDS}."
     )
 else:
     st.caption(
@@ -42,7 +47,7 @@ else:
         "Confidence = mean largest weight on a token other than [CLS] and [SEP] (Voita et al. 2019 leave out the "
         "end-of-sentence token, where heads park attention; BERT's heads park on [CLS] as well, so both are left "
         "out). Patterns are the app's own rule after "
-        f"Kovaleva et al. 2019, thresholds {atlas.PATTERN_THRESHOLDS}."
+        f"Kovaleva et al. 2019, thresholds: {THRESHOLDS}."
     )
 layer, head = ui.layer_head(run)
 st.info(atlas.describe(m, m["pattern"][layer, head], layer, head, run.n_tokens), icon=":material/psychology:")

@@ -251,8 +251,8 @@ st.caption(
     f"No head blocks here: $W^O$ mixes all {H} heads into every output dimension, so the lines of step 4 are gone. "
     + (
         f"The column that stands out, dimension {stripe.dim}, is one dimension the layer writes alike for every "
-        f"token (mean {stripe.mean:+.2f} over the tokens, against {stripe.typical:.2f} for the median column), not "
-        "a boundary. "
+        f"token (mean {stripe.mean:+.2f} over the tokens, against {stripe.runner_up:.2f} for the next column and "
+        f"{stripe.typical:.2f} for the median one), not a boundary. "
         if stripe.stands_out
         else ""
     )

@@ -241,3 +241,20 @@ def test_lesson_states_the_decoders_groups_after_the_prediction_and_in_the_recap
     assert any("What today's decoders answer" in m.value for m in recap.markdown)
     # no button for sentence cosines the recap never shows on a grouped model (its ladder has no MHA rung)
     assert not [b.label for b in recap.button if "whole model" in b.label or "Measure the rungs" in b.label]
+
+
+def test_step_ones_feedback_says_when_a_causal_token_gives_most_to_itself(smol):
+    """A causal query can read itself, and a head may give it most of its weight: the feedback's
+    list names that word "(itself)" (the walk's sentence: "she" at 12 gives itself 87%)."""
+    from mha.lesson import answers
+
+    run = smol.attend(
+        "The lawyer told the judge that she would appeal the ruling because she believed the ruling was unfair."
+    )
+    query, _ = answers.query_rule(run.tokens, run.traits)
+    one = answers.one_query(run, query)
+    why = answers.spread_question(run, one).why
+    keys = [key for key, *_ in one.majority[:6]]
+    best_self = float(run.attentions[:, :, query, query].max())  # the most any head gives the query itself
+    assert (query in keys) == ("(itself)" in why)
+    assert best_self > 0.5 and f"she” ({query}) (itself)" in why

@@ -179,6 +179,8 @@ def test_sharing_less_is_explained_only_where_it_moved_further():
     odd = {(4, 1, 1): m(0.95, 0.15), (1, 1, 1): m(0.96, 0.18)}
     assert "the maps alone do not explain the order" in recap.further(odd, odd, 4)
     same = {(4, 1, 1): m(0.97, 0.25), (1, 1, 1): m(0.96, 0.18)}
+    tied = {(4, 1, 1): m(0.9697, 0.25), (1, 1, 1): m(0.9701, 0.18)}  # the walk's case: 0.970 and 0.970 shown
+    assert recap.further(tied, tied, 4) == ""
     assert recap.further(same, same, 4) == "" and recap.further({(4, 1, 1): m(None, 0.2)}, {}, 4) == ""
     plain = {(4, 1, 1): m(0.90, 0.3), (1, 1, 1): m(0.93, 0.2)}
     assert "the plain mean" in recap.further(plain, same, 4)

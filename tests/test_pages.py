@@ -273,9 +273,11 @@ def test_build_page_parity_badge_shared_and_shuffle():
     z = plotly_array(out["data"][0]["z"]).astype(np.float64)  # (T, C) as drawn
     col = np.abs(z.mean(0))
     (said,) = [c.value for c in at.caption if c.value.startswith("No head blocks here")]
-    if col.max() >= 3 * np.median(col):
+    alone = col.max() >= max(3 * np.median(col), 1.5 * np.sort(col)[-2])  # one column, not one of many alike
+    assert ("is one dimension the layer writes alike" in said) == alone
+    if alone:
         assert f"dimension {int(col.argmax())}, is one dimension" in said
-        assert f"mean {z.mean(0)[col.argmax()]:+.2f} over the tokens, against {np.median(col):.2f}" in said
+        assert f"mean {z.mean(0)[col.argmax()]:+.2f} over the tokens, against {np.sort(col)[-2]:.2f}" in said
     t, d = np.unravel_index(np.abs(z).argmax(), z.shape)
     assert f"The largest cell, {z[t, d]:+.2f} at" in said and f"dimension {d}, sets the colour range" in said
     heads = at.selectbox(key="_w_build_heads")
@@ -604,7 +606,10 @@ def test_sharing_page_ladder_and_uptraining(bert):
     assert f"each MQA head's map drifts {mqa_s.drift:.3f} from its own map in BERT ({mqa.drift:.3f}" in which
     assert f"{mqa_s.drift / mha.diversity:.0%} of the distance between two of BERT's heads" in which
     further = [m.value for m in at.markdown if "Why can sharing less" in m.value]
-    moved = [p for p in (scaled, by) if p[(12, 1, 1)].sentence_cosine < p[(1, 1, 1)].sentence_cosine]
+    from mha.lesson import recap
+
+    gap = recap.FURTHER  # below this the 3 decimals shown cannot tell the two apart: nothing to explain
+    moved = [p for p in (scaled, by) if p[(12, 1, 1)].sentence_cosine <= p[(1, 1, 1)].sentence_cosine - gap]
     assert len(further) == (1 if moved else 0)
     if moved:
         assert f"keeps a sentence cosine of {moved[0][(12, 1, 1)].sentence_cosine:.3f}" in further[0]
@@ -681,7 +686,11 @@ def test_heads_needed_page_maps_held_out_curves_and_editor(bert):
     spread = dict(pruning.seed_spread(written.strict))
     if len(spread) > 1:
         lo, hi = min(spread), max(spread)
-        assert f"lets {written.can_go()} go; counting the whole interval, between {lo} and {hi}, depending" in said
+        assert f"); counting the whole interval, between {lo} and {hi}, depending" in said
+        wc, wl, wh = written.change_at(written.can_go())
+        assert f"lets {written.can_go()} go (there the change is {wc:+.3f}, 90% interval {wl:+.3f} to {wh:+.3f})" in (
+            said
+        )
         (c, k), *rest = pruning.seed_spread(written.strict)
         assert f"seed: {c} under {k} of 100 seeds" + "".join(f", {c} under {k}" for c, k in rest[:3]) in said
     else:
@@ -725,7 +734,7 @@ def test_collapse_page_scores_sharing_on_the_task(bert):
     no_exception(at)
     metric = {m.label: m.value for m in at.metric}
     shared = similarity.evaluate(bert, replace={1: collapse.shared_module(bert.scratch_layer(1), "scaled")}).spearman
-    assert float(metric["Task: Spearman on the bundled pairs"]) == pytest.approx(shared, abs=5e-4)
+    assert float(metric["Task: Spearman on the written pairs"]) == pytest.approx(shared, abs=5e-4)
     answer = " ".join(m.value for m in at.markdown if "one head computed" in m.value)
     assert f"Spearman on its own task from {similarity.evaluate(bert).spearman:.3f} to {shared:.3f}" in answer
     # beside the baseline, measured the same way: layer 1's heads removed

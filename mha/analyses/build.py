@@ -184,14 +184,16 @@ class Stripe:
     dim: int
     mean: float
     typical: float
+    runner_up: float  # the next largest |mean| of a column
     peak: float
     peak_token: int
     peak_dim: int
 
     @property
     def stands_out(self) -> bool:
-        """The column's mean is at least 3x the median column's: one colour down every token."""
-        return abs(self.mean) >= 3 * self.typical
+        """One column alone: its mean at least 3x the median column's and 1.5x the next largest, so
+        that one colour down every token is that column's, not one of many alike."""
+        return abs(self.mean) >= max(3 * self.typical, 1.5 * self.runner_up)
 
 
 def output_stripe(output: np.ndarray) -> Stripe:
@@ -200,6 +202,8 @@ def output_stripe(output: np.ndarray) -> Stripe:
     head boundary."""
     o = np.asarray(output, dtype=np.float64)  # (T, C)
     mean = o.mean(0)  # (C,)
+    size = np.sort(np.abs(mean))  # (C,) ascending
     dim = int(np.argmax(np.abs(mean)))
     t, d = np.unravel_index(int(np.argmax(np.abs(o))), o.shape)
-    return Stripe(dim, float(mean[dim]), float(np.median(np.abs(mean))), float(o[t, d]), int(t), int(d))
+    second = float(size[-2]) if size.size > 1 else 0.0
+    return Stripe(dim, float(mean[dim]), float(np.median(size)), second, float(o[t, d]), int(t), int(d))

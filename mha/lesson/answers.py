@@ -248,12 +248,15 @@ def spread_question(run: Run, q: OneQuery) -> Choice:
     n = len(q.majority)
     answer = 0 if n == 0 else 1 if n == 1 else 2 if n <= 3 else 3
     total, word = q.top.size, _word(run.tokens, q.query)
-    listed = ", ".join(f"{_word(run.tokens, key)} {w:.0%}" for key, _, _, w in q.majority[:6])
+    listed = ", ".join(  # a causal query may give most to itself: said, as it counts among the words
+        f"{_word(run.tokens, key)}{' (itself)' if key == q.query else ''} {w:.0%}" for key, _, _, w in q.majority[:6]
+    )
     rest = total - q.heads_with_a_word - q.parked
     with_word = q.heads_with_a_word
     why = (
         f"{with_word} of the {total} heads {'gives' if with_word == 1 else 'give'} one word of the sentence more "
-        f"than half of {word}'s weight, and those are {n} different word{'' if n == 1 else 's'}"
+        f"than half of {word}'s weight, "
+        + (f"and those are {n} different words" if n != 1 else "all of them on one word")
         + (f" (the strongest head for each: {listed}{', ...' if n > 6 else ''})" if n else "")
         + f". {q.parked} {'head puts' if q.parked == 1 else 'heads put'} more than half on {parking_words(run)} "
         f"(on average the {total} heads give them {float(q.parking.mean()):.0%} of its weight)"

@@ -168,8 +168,8 @@ TERMS = (
         "Subspace overlap",
         "For two heads' projection slices ($d_{model} \\times d_k$ each): the mean $\\cos^2$ of the principal "
         "angles between the subspaces they span. 1 = the same subspace, 0 = orthogonal ones (Björck & Golub 1973). "
-        "Two random $d_k$-dimensional subspaces of $d_{model}$ dimensions give $d_k / d_{model}$ on average: the "
-        "floor a measured overlap is read against.",
+        "Two random $d_k$-dimensional subspaces of $d_{model}$ dimensions give $d_k / d_{model}$ on average (a "
+        "single pair can fall below it): the baseline a measured mean overlap is read against.",
     ),
     Term(
         "Principal angles",
@@ -182,7 +182,10 @@ TERMS = (
         "How far a number measured on a sample (of sentence pairs, or of texts) could move with another sample: the "
         "sample is drawn again with replacement 1,000 times, the number recomputed on each, and the interval holds "
         "the middle 90% of those values (Efron 1979, *Bootstrap methods*). A change whose interval includes 0 is "
-        "within the noise of the sample: no measurable change.",
+        "within the noise of the sample: no measurable change. The draws come from a seeded random generator, so "
+        "a count read off intervals (the strict count: heads that can go while the whole interval stays inside "
+        "the tolerance) can change with the seed; the heads page recomputes it under 100 seeds and says how often "
+        "each count comes out.",
     ),
     Term(
         "Subword pieces",

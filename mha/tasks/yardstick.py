@@ -32,7 +32,7 @@ class Yardstick:
 
 
 SIMILARITY = Yardstick(
-    "Spearman on the bundled pairs",
+    "Spearman on the written pairs",
     "Spearman",
     True,
     "pairs",
