@@ -238,7 +238,19 @@ if 1 < G < H:
 st.header("K/V cache per token, as real models are built")
 built = [(f"{inp.model} (on screen)", model.n_layers, H, G, D)]
 built += [(s.name, s.n_layers, s.n_heads, s.kv_heads, s.d_head) for s in structures.references() if s.name != inp.model]
-st.dataframe(ladder.built_cache_table(built), hide_index=True)
+st.dataframe(
+    ladder.built_cache_table(built),
+    hide_index=True,
+    column_config={  # short headings: the long ones hid the last column on a projector
+        "K/V heads per layer": st.column_config.TextColumn("K/V heads", help="K/V heads per layer"),
+        "K/V cache per token, as built": st.column_config.TextColumn(
+            "cache, as built", help="K/V cache per token (fp16), as the model is built"
+        ),
+        "with a K and V per head": st.column_config.TextColumn(
+            "a K, V per head", help="K/V cache per token (fp16) with a K and V per query head"
+        ),
+    },
+)
 st.caption(
     "What generation reads for every new token, on real structures (GPT-2 small from Transformers' GPT2Config, "
     "Radford et al. 2019; SmolLM2-135M from its config.json, once fetched): "
