@@ -144,6 +144,7 @@ def test_walk_the_lesson(bert, text, right_first, shape, tmp_path, monkeypatch, 
     rows = run.attentions[:, :, query]  # (L, H, T)
     most = {j for j in own if (rows[:, :, j] > 0.5).any()}
     n = len(most)
+    assert "([CLS], [SEP] and punctuation, where heads park" in question(at).label  # not "[cls], [sep]"
     right = question(at).options[0 if n == 0 else 1 if n == 1 else 2 if n <= 3 else 3]
     ask(right, question(at).options)
     (chart,) = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]

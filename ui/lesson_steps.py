@@ -56,11 +56,6 @@ class StepContext:
         return check_question.answer(before.summary(), after.summary(), self.model.d_model, self.model.n_heads, path)
 
 
-def _first_upper(text: str) -> str:
-    """The text with its first letter a capital and the rest as it is ("[CLS]" stays "[CLS]")."""
-    return text[:1].upper() + text[1:]
-
-
 def _variant_ints(variant: str) -> list[int]:
     return [int(v) for v in variant.split("-")] if variant else []
 
@@ -116,11 +111,12 @@ def follow_one_token(c: StepContext) -> None:
     )
     one = answers.one_query(c.run, query)
     q = answers.spread_question(c.run, one)
+    park = answers.parking_words(c.run)
     answered = choice_question(
         f"{c.tag}-spread",
         f"Predict first: a head may give one word more than half of “{word}”'s weight. How many different words of "
         f"your sentence get that from at least one of the {L * H} heads? "
-        f"({_first_upper(answers.parking_words(c.run))}, where heads park attention, do not count as words.)",
+        f"({park[:1].upper() + park[1:]}, where heads park attention, do not count as words.)",  # [CLS] stays upper
         q.options,
         q.answer,
         q.why,
