@@ -191,7 +191,7 @@ elif H > 1:
             f"{collapse.SAME_TOLERANCE:.0e}): {', '.join(m.rung.name for m in identical) or 'none'}."
         )
     )
-    st.markdown(recap.further(by_heads, by_heads_scaled, H, who, emb))
+    st.markdown(recap.further(by_heads, by_heads_scaled, H, who, emb, G))
     g1, g2 = st.columns(2)
     ui.chart(
         plots.heads.head_grid(

@@ -182,6 +182,9 @@ def test_sharing_less_is_explained_only_where_it_moved_further():
     tied = {(4, 1, 1): m(0.9697, 0.25), (1, 1, 1): m(0.9701, 0.18)}  # the walk's case: 0.970 and 0.970 shown
     assert recap.further(tied, tied, 4) == ""
     assert recap.further(same, same, 4) == "" and recap.further({(4, 1, 1): m(None, 0.2)}, {}, 4) == ""
+    assert "averaged over all heads" in said and "another head's keys" in said
+    grouped = recap.further(closer, closer, 4, kv_groups=2)  # heads of one group already share their key
+    assert "its K/V group's $W^K$" in grouped and "averaged over all 2 groups" in grouped
     plain = {(4, 1, 1): m(0.90, 0.3), (1, 1, 1): m(0.93, 0.2)}
     assert "the plain mean" in recap.further(plain, same, 4)
 

@@ -145,11 +145,20 @@ def further(
     n_heads: int,
     who: str = "BERT",
     cosine: str = "sentence cosine",
+    kv_groups: int | None = None,
 ) -> str:
     """Why sharing K and V alone (MQA) can move the model's output further than sharing Q, K and V:
     said only where it did on the learner's sentence, with either pooling (rungs by their
-    projection counts, ladder.Rung.heads); "" otherwise or before the whole model has run."""
+    projection counts, ladder.Rung.heads); "" otherwise or before the whole model has run.
+    kv_groups: the model's own K/V projections (fewer than n_heads: a grouped-query model, whose
+    heads of one group already share their key)."""
     H = n_heads
+    G = H if kv_groups is None else kv_groups
+    pair = (  # what a query was trained against: its own key, or its K/V group's
+        ("its K/V group's $W^K$", "another group's keys", f"a key averaged over all {G} groups")
+        if G < H
+        else ("its own $W_i^K$", "another head's keys", "a key averaged over all heads")
+    )
     for pooling, rungs in (("rescaled to a slice's length", scaled), ("left as the plain mean", plain)):
         mqa, one = rungs.get((H, 1, 1)), rungs.get((1, 1, 1))
         if mqa is None or one is None or mqa.sentence_cosine is None or one.sentence_cosine is None:
@@ -159,9 +168,9 @@ def further(
         return (
             f"**Why can sharing less move the output further?** With the pooled projections {pooling}, MQA (K and "
             f"V shared) keeps a {cosine} of {mqa.sentence_cosine:.3f} to {who}'s, one shared Q, K and V "
-            f"{one.sentence_cosine:.3f}. A head's $W_i^Q$ and $W_i^K$ are learned as a pair, for each other: another "
-            "head's keys live in coordinates its queries were never trained against. MQA scores each head's own "
-            f"query against a key averaged over all heads, and its maps drift {mqa.drift:.3f} from the heads' own "
+            f"{one.sentence_cosine:.3f}. A head's $W_i^Q$ and {pair[0]} are learned as a pair, for each other: "
+            f"{pair[1]} live in coordinates its queries were never trained against. MQA scores each head's own "
+            f"query against {pair[2]}, and its maps drift {mqa.drift:.3f} from the heads' own "
             "maps. Pooling Q too scores the average query against the average key: one map for every head, "
             + (
                 f"which drifts less from each head's own ({one.drift:.3f})."
