@@ -211,7 +211,7 @@ st.success(
     + f"Random orders: {min(rand)} to {max(rand)} ({len(rand)} orders, every {study.random[0].removed[1]} heads). "
     f"On the {written.n_pairs} written pairs the same order lets {written.can_go(tol)} go (there the change is "
     f"{sg(w_change)}, {study.level:.0%} interval {sg(w_low)} to {sg(w_high)}); counting the whole "
-    f"interval, {ui.seed_words(written.strict).replace('**', '')}. With no head left at all, Spearman on the "
+    f"interval, {ui.seed_words(written.strict, bold=False)}. With no head left at all, Spearman on the "
     f"dev pairs is {floor:.3f}"
     + (": the embeddings and feed-forward layers still carry much of the task." if floor >= 0.75 * full else "."),
     icon=":material/content_cut:",
@@ -240,7 +240,7 @@ st.info(
         f"random orders reach {median_rand} or more half the time. "
     )
     + "On the written pairs, a different kind of text not scored for random orders, the strict count is "
-    f"{ui.seed_words(written.strict).replace('**', '')}. How many heads can go depends on the text they are "
+    f"{ui.seed_words(written.strict, bold=False)}. How many heads can go depends on the text they are "
     "judged on.",
     icon=":material/rule:",
 )

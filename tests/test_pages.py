@@ -708,7 +708,7 @@ def test_heads_needed_page_maps_held_out_curves_and_editor(bert):
     assert f"Spearman {min(agree):.2f} to {max(agree):.2f} ({len(agree)} halvings" in limits
     median_rand = sorted(study.random_can_go())[len(study.random_can_go()) // 2]
     assert ("the count clears the noise" in limits) == (sure > median_rand)
-    assert f"the strict count is {ui.seed_words(written.strict).replace('**', '')}" in limits
+    assert f"the strict count is {ui.seed_words(written.strict, bold=False)}" in limits
     # the editor: remove the most needed head; the score is evaluate's on the written pairs for that mask
     drop = plotly_array(maps[0]["data"][0]["z"])
     top = tuple(int(i) for i in np.unravel_index(np.argmax(drop), drop.shape))

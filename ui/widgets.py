@@ -189,16 +189,18 @@ def agreement_words(rho: float) -> str:
     return "only loosely" if rho < 0.5 else "moderately" if rho < 0.8 else "closely"
 
 
-def seed_words(counts: list[int]) -> str:
+def seed_words(counts: list[int], bold: bool = True) -> str:
     """A strict count recomputed under every bootstrap seed (mha.tasks.pruning.STRICT_SEEDS), said
-    only as stable as those seeds make it: one number when all agree, else its range and how often."""
+    only as stable as those seeds make it: one number when all agree, else its range and how often
+    (the number or range in bold, unless `bold` is False)."""
     spread = pruning.seed_spread(counts)
+    b = "**" if bold else ""
     if len(spread) == 1:
-        return f"**{spread[0][0]}** under all {len(counts)} bootstrap seeds"
+        return f"{b}{spread[0][0]}{b} under all {len(counts)} bootstrap seeds"
     low, high = min(c for c, _ in spread), max(c for c, _ in spread)
     (c, k), rest = spread[0], spread[1:4]
     often = f"{c} under {k} of {len(counts)} seeds" + "".join(f", {c} under {k}" for c, k in rest)
-    return f"**between {low} and {high}**, depending on the bootstrap's seed: {often}" + (
+    return f"{b}between {low} and {high}{b}, depending on the bootstrap's seed: {often}" + (
         ", ..." if len(spread) > 4 else ""
     )
 

@@ -212,17 +212,17 @@ def ladder_measures(
     out = []
     with torch.inference_mode():
         ref_out, ref_w = original(x)  # (1, T, C), (1, H, T, T)
-        ref = metrics.Rows.of(ref_w[0].numpy())  # BERT's own rows, normalised once for every rung
+        ref = metrics.Rows.of(ref_w[0].numpy()).causal(original.causal)  # BERT's own rows, once for every rung
         for (rung, m), final in zip(modules, finals):
             o, w = m(x)  # one module at a time: one (H, T, T) alive, not one per rung
-            rows = metrics.Rows.of(w[0].numpy())
+            rows = metrics.Rows.of(w[0].numpy()).causal(m.causal)  # the rows that had a choice
             out.append(
                 RungMeasures(
                     rung=rung,
                     parameters=m.num_parameters(),
                     kv_cache=kv_cache_bytes(bert.n_layers, m.role_heads[1], D, v_heads=m.role_heads[2]),
-                    drift=float(metrics.js_rows(rows.causal(m.causal), ref.causal(m.causal)).mean()),  # same head
-                    diversity=metrics.mean_off_diagonal(metrics.head_diversity(rows.causal(m.causal))),
+                    drift=float(metrics.js_rows(rows, ref).mean()),  # same head, new vs old
+                    diversity=metrics.mean_off_diagonal(metrics.head_diversity(rows)),
                     layer_cosine=float(metrics.cosine(o[0].numpy(), ref_out[0].numpy()).mean()),
                     sentence_cosine=final,
                 )

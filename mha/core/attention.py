@@ -159,12 +159,9 @@ def _affine(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) ->
 
 
 def _scaled_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """(B, n, Tq, D) queries and (B, n, Tk, D) keys -> (B, n, Tq, Tk) q . k / sqrt(D), the division
-    done by the product itself (baddbmm's alpha), not by another pass over q or the scores."""
-    B, n, Tq, D = q.shape
-    Tk = k.shape[2]
-    q3, k3 = q.reshape(B * n, Tq, D), k.reshape(B * n, Tk, D)  # views for one batch, copies for several
-    return torch.baddbmm(q3.new_empty(()), q3, k3.transpose(1, 2), beta=0, alpha=1.0 / math.sqrt(D)).view(B, n, Tq, Tk)
+    """(N, Tq, D) queries and (N, Tk, D) keys -> (N, Tq, Tk) q . k / sqrt(D), the division done by
+    the product itself (baddbmm's alpha), not by another pass over q or the scores."""
+    return torch.baddbmm(q.new_empty(()), q, k.transpose(1, 2), beta=0, alpha=1.0 / math.sqrt(q.shape[-1]))
 
 
 def _repeat_heads(t: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -420,9 +417,7 @@ class MultiHeadAttention(nn.Module):
         G = k.shape[1]
         r = H // G
         q3 = q.reshape(B * G, r * T, D)  # (B G, r T, D): a group's r query heads one after another
-        k3 = k.reshape(B * G, T, D)  # (B G, T, D)
-        alpha = 1.0 / math.sqrt(D)  # the division by sqrt(d_k), done by the product itself
-        scores = torch.baddbmm(q3.new_empty(()), q3, k3.transpose(1, 2), beta=0, alpha=alpha).view(B, H, T, T)
+        scores = _scaled_scores(q3, k.reshape(B * G, T, D)).view(B, H, T, T)  # (B G, r T, T) -> (B, H, T, T)
         weights = self._softmax(scores, mask)  # (B, H, T, T)
         heads = torch.bmm(weights.view(B * G, r * T, T), v.reshape(B * G, T, D)).view(B, H, T, D)  # (B, H, T, D)
         return heads, weights
@@ -437,7 +432,8 @@ class MultiHeadAttention(nn.Module):
         B, _, T, D = q.shape
         H = self.n_heads
         A = math.lcm(*self.role_heads[:2])
-        scores = _scaled_scores(_repeat_heads(q, A), _repeat_heads(k, A))  # (B, A, T, T)
+        q3 = _repeat_heads(q, A).reshape(B * A, T, D)  # (B A, T, D): views for one batch, copies for several
+        scores = _scaled_scores(q3, _repeat_heads(k, A).reshape(B * A, T, D)).view(B, A, T, T)  # (B, A, T, T)
         weights = self._softmax(scores, mask)  # (B, A, T, T)
         r = H // A  # head i reads attention group i // r
         v = _repeat_heads(v, H).reshape(B, A, r, T, D)  # (B, A, r, T, D)

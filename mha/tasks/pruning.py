@@ -211,11 +211,9 @@ def heads_study(
         if name == "dev":
             dev_known = {0: cos[0], L * H: cos[-1]}
             dev_gold = gold
-        low, high = bootstrap_change(cos, gold, resamples, level)
-        strict = [
-            first_out(steps, -bootstrap_change(cos, gold, resamples, level, seed)[0], TOLERANCE)
-            for seed in range(STUDY["strict_seeds"])
-        ]
+        intervals = [bootstrap_change(cos, gold, resamples, level, seed) for seed in range(STUDY["strict_seeds"])]
+        low, high = intervals[0]  # seed 0's interval is the one drawn; every seed's gives a strict count
+        strict = [first_out(steps, -lows, TOLERANCE) for lows, _ in intervals]
         held.append(HeldOut(name, len(pairs), curve_on(steps, cos, gold), low.tolist(), high.tolist(), strict))
     rand = [
         curve_on(random_steps, run(random_order(L, H, s), random_steps, sets["dev"], dev_known), dev_gold)
