@@ -129,8 +129,8 @@ st.caption(
     + (
         "token, and the whole model's sentence embedding (mean pooling)"
         if emb.startswith("sentence")
-        else "token, and the whole model's last layer output, token by token, before the final RMSNorm (mean cosine; "
-        "a decoder pools "
+        else "token, and the whole model's last layer output, token by token, before the final "
+        f"{model.traits.norm} (mean cosine; a decoder pools "
         "nothing, and its first token's state is many times longer than the others')"
     )
     + f", against {who}'s own. Baselines: the same "

@@ -258,3 +258,18 @@ def test_step_ones_feedback_says_when_a_causal_token_gives_most_to_itself(smol):
     best_self = float(run.attentions[:, :, query, query].max())  # the most any head gives the query itself
     assert (query in keys) == ("(itself)" in why)
     assert best_self > 0.5 and f"she” ({query}) (itself)" in why
+
+
+def test_the_decoders_final_states_are_taken_before_its_final_norm(smol):
+    """The sharing page says its decoder cosine reads the last layer's output before the final
+    norm, naming the norm from the traits: the run's last states, put through the model's own
+    final RMSNorm, are Transformers' last_hidden_state (which is after it)."""
+    text = "The lawyer told the judge that she would appeal the ruling."
+    run = smol.attend(text)
+    ids, _ = smol.encode_batch([text])  # (1, T)
+    with torch.inference_mode():
+        after = smol.model.model(ids).last_hidden_state[0]  # (T, C): after the final norm
+        normed = smol.model.model.norm(torch.as_tensor(run.hidden_states[-1])[None])[0]
+    torch.testing.assert_close(normed.float(), after.float(), atol=2e-4, rtol=1e-4)
+    assert not np.allclose(run.hidden_states[-1], after.numpy(), atol=1e-2)  # before: not the same states
+    assert smol.traits.norm == "RMSNorm"  # the name the page reads from the traits
