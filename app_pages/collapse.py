@@ -190,11 +190,6 @@ with st.spinner(f"Scoring the model on its task: {stick.name}..."):
     task_none = ui.cached_task_without(inp.model, every)
 
 
-def cos_of(measured: dict | None, key: str = cosine) -> float | None:
-    """A cosine of a whole-model run, rounded, or None where it was not run."""
-    return None if measured is None else round(measured[key], 3)
-
-
 def shown(measured: dict | None, key: str) -> str:
     """A cosine of a whole-model run for a metric: three decimals, or "not run"."""
     return "not run" if measured is None else f"{measured[key]:.3f}"
@@ -218,22 +213,28 @@ else:
     )
 e3.metric("Mean token cosine", shown(effect, "mean token cosine"))
 e4.metric("Worst token cosine", shown(effect, "min token cosine"))
-st.dataframe(
+out_now = ui.cached_output_cosine(inp, layer, path)
+out_gone = ui.cached_baselines(inp, layer, False).layer_cosine  # the layer's attention removed
+OUT = f"layer {layer} attention output cosine"
+st.table(  # a table that wraps: a scrolling grid cut its columns off on a phone
     [
         {
-            "What changed": f"{plain_names} projections pulled to alpha = {alpha:.2f} in {scope}",  # no LaTeX here
-            stick.short: round(task_now.value, 3),
-            cosine: cos_of(effect),
+            "what changed": f"{plain_names} pulled to alpha = {alpha:.2f} in {scope}",  # no LaTeX here
+            stick.short: stick.fmt(task_now.value),
+            cosine: "not run" if effect is None else f"{effect[cosine]:.3f}",
+            OUT: f"{out_now:.3f}",
         },
         {
-            "What changed": f"baseline: every head of {scope} removed",
-            stick.short: round(task_removed.value, 3),
-            cosine: cos_of(removed),
+            "what changed": f"every head of {scope} removed",
+            stick.short: stick.fmt(task_removed.value),
+            cosine: "not run" if removed is None else f"{removed[cosine]:.3f}",
+            OUT: f"{out_gone:.3f}",
         },
         {
-            "What changed": "baseline: every head of the model removed",
-            stick.short: round(task_none.value, 3),
-            cosine: cos_of(none_left),
+            "what changed": "every head of the model removed",
+            stick.short: stick.fmt(task_none.value),
+            cosine: "not run" if none_left is None else f"{none_left[cosine]:.3f}",
+            OUT: "—",
         },
     ],
     hide_index=True,
@@ -241,9 +242,13 @@ st.dataframe(
 st.caption(
     f"The cosines say how far the representation of your sentence moved; the task says whether the model still does "
     f"its job: {stick.what}. The baselines are measured the same way with heads removed (each head's output zeroed "
-    "before $W^O$): a change is worth something only where it beats doing without the attention. A cosine near 1 "
-    "can still hide a real loss."
+    "before $W^O$): a change is worth something only where it beats doing without the attention. The last column is "
+    f"layer {layer}'s attention sub-layer itself, per token before the residual is added: the residual stream carries "
+    f"the layer's input on unchanged, so the {cosine} can stay near 1 while the attention's own output has turned "
+    "away. A cosine near 1 can still hide a real loss."
 )
+if stick is yardstick.NEXT_TOKEN:
+    ui.scored_texts_download()
 
 st.header("The answer, in numbers: alpha = 1")
 overlaps = ", ".join(
@@ -296,7 +301,9 @@ st.markdown(
     + (
         f"Shared in {scope}, it moves the {'sentence embedding' if cosine.startswith('sentence') else 'final states'} "
         f"to {'cosine' if cosine.startswith('sentence') else 'a mean token cosine'} {effect_shared[cosine]:.3f} of the "
-        "original, and the "
+        f"original (removing the attention of {scope} instead: {removed[cosine]:.3f}, "
+        + ("further" if removed[cosine] < effect_shared[cosine] else "no further")
+        + "), and the "
         if whole
         else f"Shared in {scope}, it changes the "
     )

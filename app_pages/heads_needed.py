@@ -27,6 +27,7 @@ def loss_study() -> None:
         f"gradient importance on {len(rank)} other sentences (the benchmark's train split), and every count is scored "
         f"on the {len(score)} it never saw. A removed head's output is zero before $W^O$."
     )
+    ui.scored_texts_download()
     study = ui.STUDIES.get(inp.model)
     if study is None:
         st.info(

@@ -4,9 +4,10 @@ import streamlit as st
 
 import ui
 from mha import plots
-from mha.analyses import collapse, groups, ladder, subspaces, uptrain
+from mha.analyses import collapse, export, groups, ladder, subspaces, uptrain
 from mha.analyses.groups import group_ranges
-from mha.lesson import answers, recap
+from mha.lesson import answers, recap, sharing_tables
+from mha.lesson import verdict as words
 from mha.models import structures
 
 POOLINGS = ("mean-pooled", "scale restored")  # a rung to uptrain starts from the plain mean, or rescaled
@@ -17,13 +18,12 @@ st.markdown(
     "in production *do* share across heads, only not everything: **multi-query attention** (Shazeer "
     "2019) gives every head one K and one V; **grouped-query attention** (Ainslie et al. 2023) gives "
     "each group of heads its own K and V. Each head keeps its own $W_i^Q$, so each head can still attend "
-    "in its own way, while a decoder caches far fewer keys and values per token. Below, one layer of the "
-    "real model is converted rung by rung (each group's heads mean-pooled into one projection, as Ainslie "
-    "et al. do for K and V; a shared projection is one matrix, not equal copies) and measured on your sentence. "
-    "The mean of several slices is shorter than one slice (about $1/\\sqrt{g}$ for $g$ unrelated ones), which "
-    "shrinks every score, so each rung is also converted with its pooled projections rescaled to their group's "
-    "typical length: comparing the two separates what the plain mean's smaller scale does to the heads from what "
-    "sharing itself does. Neither is a trained layer."
+    "in its own way, while a decoder caches far fewer keys and values per token. Below, the real model is "
+    "converted rung by rung (each group's heads mean-pooled into one projection, as Ainslie et al. do for K and V; "
+    "a shared projection is one matrix, not equal copies): first in every layer, scored on the model's own task on "
+    "held-out data, then one layer on your sentence. The mean of several slices is shorter than one slice (about "
+    "$1/\\sqrt{g}$ for $g$ unrelated ones), which shrinks every score, so each rung is also converted with its "
+    "pooled projections rescaled to their group's typical length."
 )
 inp, run, model = ui.page_start()
 H, C, G, who = model.n_heads, model.d_model, model.traits.kv_groups, model.traits.who
@@ -38,8 +38,62 @@ if G < H:
     )
 layer, _ = ui.layer_head(run, head=False)
 
-st.header(f"The ladder, layer {layer}")
+st.header("The structures")
 rungs = ladder.rungs(H, False, G)
+bias = model.scratch_layer(layer).q_proj.bias is not None
+st.dataframe(  # each rung's structure, counted from it (the same as its built module's: tests/test_ladder.py)
+    sharing_tables.structure(rungs, model.n_layers, C, bias),
+    hide_index=True,
+    height="content",
+    column_config={
+        "parameters (layer)": st.column_config.NumberColumn(format="%d"),
+        sharing_tables.KV: st.column_config.TextColumn("K/V cache per token", help=sharing_tables.KV),
+    },
+)
+st.caption(
+    "A decoder keeps every past token's K and V of every layer, and generation reads the whole cache again for "
+    f"every new token: at {ladder.CONTEXTS[0]:,} tokens of context, that is the last column, read once per token "
+    "it writes. Layers x (K heads + V heads) x $d_k$ values, 2 bytes each (fp16)."
+)
+
+st.header("The verdict: what sharing costs the model's own task")
+verdict = ui.verdict_or_button(model, "sharing_verdict")
+if verdict is not None:
+    st.markdown(
+        f"Every layer converted at once, as Ainslie et al. (2023) convert a checkpoint, and scored on "
+        f"{words.held_out(verdict)}: data no conversion was fitted or tuned on. Beside each rung: the same structure "
+        "with random projections of the same shapes and norms (a floor), every head of every layer removed, and the "
+        f"rung uptrained: {words.budget(verdict)}."
+    )
+    st.dataframe(words.table(verdict), hide_index=True, height="content")
+    ui.chart(
+        plots.ladder.verdict_chart(
+            words.interval_rows(verdict),
+            words.score_name(verdict) + ("" if words.higher_is_better(verdict) else ", lower is better"),
+            f"{who}, every layer converted: each rung's score and its 90% interval",
+        )
+    )
+    st.markdown(
+        f"Converted without training, best first: {words.chain(verdict, words.order_rows(verdict))}. "
+        f"Rescaled: {words.chain(verdict, words.order_rows(verdict, pooling=words.SCALED))}."
+    )
+    st.caption(words.chain_key(verdict))
+    st.markdown(words.against_removal(verdict))
+    st.markdown(words.uptrained_words(verdict) + " " + words.contrast(verdict))
+    st.download_button(
+        "The verdict, every variant with its interval (.csv)",
+        export.rows_csv(words.interval_rows(verdict)),
+        file_name=f"verdict_{inp.model}.csv",
+        mime="text/csv",
+        on_click="ignore",
+    )
+    if verdict.task == "next-token":
+        ui.scored_texts_download()
+    st.subheader(f"Layer {layer} alone")
+    st.markdown(words.alone_words(verdict, layer))
+    st.dataframe(words.alone_table(verdict, layer), hide_index=True, height="content")
+
+st.header(f"Inside layer {layer}, on your sentence")
 inside = ui.ladder_inside(inp, run, layer, "sharing_inside")
 whole = inside and ui.whole_model_runs(
     model,
@@ -53,105 +107,34 @@ with st.spinner("Converting the layer rung by rung..."):
     base = ui.cached_baselines(inp, layer, whole)
     measured = ui.cached_ladder(inp, layer, whole=whole) if inside else []
     rescaled = ui.cached_ladder(inp, layer, True, whole=whole) if inside else []
-bias = model.scratch_layer(layer).q_proj.bias is not None
-KV = "K/V cache per token, fp16 (whole model, as a decoder)"
-structure = [  # each rung's structure, counted from it (the same as its built module's: tests/test_ladder.py)
-    {
-        "rung": r.name,
-        "shared across heads": r.shares,
-        "projections of Q, K, V": " / ".join(str(g) for g in r.heads),
-        "parameters (layer)": r.parameter_count(C, bias),
-        KV: f"{ladder.kv_cache_bytes(model.n_layers, r.heads[1], D, v_heads=r.heads[2]) / 1024:g} KiB",
-    }
-    for r in rungs
-]
-st.dataframe(
-    structure,
-    hide_index=True,
-    height="content",
-    column_config={
-        "parameters (layer)": st.column_config.NumberColumn(format="%d"),
-        KV: st.column_config.TextColumn("K/V cache per token", help=KV),
-    },
-)
-MEASURES = ("head diversity (JS)", "attention drift (JS)", "layer output cosine", emb)  # each pooling's columns
-
-
-def measures_table(kind: str, rows: list[ladder.RungMeasures]) -> list[dict]:
-    """One pooling's measures on the learner's sentence, rung by rung, then the two baselines."""
-    out = [
-        {
-            "rung": m.rung.name,
-            f"head diversity (JS), {kind}": float(f"{m.diversity:.3g}"),
-            f"attention drift (JS), {kind}": round(m.drift, 3),
-            f"layer output cosine, {kind}": round(m.layer_cosine, 3),
-            f"{emb}, {kind}": round(m.sentence_cosine, 3) if whole else None,
-        }
-        for m in rows
-    ]
-    out += [
-        {
-            "rung": name,
-            f"layer output cosine, {kind}": round(layer_cos, 3) if layer_cos is not None else None,
-            f"{emb}, {kind}": round(cos, 3) if whole else None,
-        }
-        for name, cos, layer_cos in (
-            (f"no attention in layer {layer}", base.sentence_cosine, base.layer_cosine),
-            ("no head in any layer", base.sentence_cosine_no_heads, None),
-        )
-        if whole or layer_cos is not None
-    ]
-    return [
-        *out,
-        {"rung": f"random maps as sharp as {who}'s", f"head diversity (JS), {kind}": round(base.random_diversity, 3)},
-    ]
-
-
 if inside:  # one table per pooling: every column on a projector's screen, every row without scrolling
     for kind, rows in (("mean-pooled", measured), ("scale restored", rescaled)):
         st.dataframe(
-            measures_table(kind, rows),
+            sharing_tables.measures(kind, rows, base, emb, whole, layer, who),
             hide_index=True,
             height="content",
             placeholder="—",
             column_config={
                 "rung": st.column_config.TextColumn(f"rung ({kind})", pinned=True, width=210),
-                **{f"{name}, {kind}": name for name in MEASURES},  # the table's title says the pooling
+                **{f"{name}, {kind}": name for name in (*sharing_tables.MEASURES, emb)},  # the title says the pooling
             },
         )
     ui.chart(plots.ladder.ladder_chart(measured, rescaled, base, emb, who))
+    st.markdown(recap.residual(base, layer, emb))
 st.caption(
-    "Projections: how many distinct $W^Q$, $W^K$, $W^V$ the layer has (each $d_{model} \\times d_k$); head $i$ "
-    "reads its group's. Mean-pooled: each group's slices averaged (Ainslie et al. 2023); scale restored: that mean "
-    f"made as long as the group's typical slice. Drift: Jensen-Shannon divergence between a head's new and {who}'s "
-    "own attention, averaged over heads and tokens. Head diversity: the mean divergence between the rung's heads "
-    "(Clark et al. 2019's distance; 0 = every head the same map). Cosines: the attention sub-layer's output per "
+    "Drift: Jensen-Shannon divergence between a head's new and "
+    f"{who}'s own attention, averaged over heads and tokens. Head diversity: the mean divergence between the rung's "
+    "heads (Clark et al. 2019's distance; 0 = every head the same map); random maps as sharp: the same for each "
+    "row's weights shuffled over its keys, at the rung's own sharpness. Cosines: the attention sub-layer's output per "
     + (
         "token, and the whole model's sentence embedding (mean pooling)"
         if emb.startswith("sentence")
         else "token, and the whole model's last layer output, token by token, before the final "
-        f"{model.traits.norm} (mean cosine; a decoder pools "
-        "nothing, and its first token's state is many times longer than the others')"
+        f"{model.traits.norm} (mean cosine; a decoder pools nothing)"
     )
-    + f", against {who}'s own. Baselines: the same "
-    "measures with every head of the layer, or of the model, removed (outputs zeroed before $W^O$), and the "
-    f"diversity of random maps exactly as sharp as {who}'s (each row's weights shuffled over its keys). No training "
-    "yet: the rows show the bare conversion."
+    + f", against {who}'s own. Baselines: the same measures with every head of the layer, or of the model, removed "
+    "(outputs zeroed before $W^O$). No training: the rows show the bare conversion."
 )
-
-beat = [
-    f"{m.rung.name} ({m.rung.pooling})"
-    for pair in zip(measured[1:], rescaled[1:])
-    for m in pair
-    if whole and m.sentence_cosine <= base.sentence_cosine
-]
-if beat:
-    st.warning(
-        f"On your sentence, converted without training, {', '.join(beat)} {'keeps' if len(beat) == 1 else 'keep'} "
-        f"no more of the {'sentence embedding' if emb.startswith('sentence') else 'final states'} "
-        f"than removing layer {layer}'s attention altogether (cosine {base.sentence_cosine:.3f}): a bare conversion "
-        "is not yet a working layer. Uptraining (below) is what makes one."
-    )
 
 st.header("Which of Q, K, V must differ for heads to differ?")
 if not inside:
@@ -159,39 +142,11 @@ if not inside:
 elif H > 1:
     by_heads = {m.rung.heads: m for m in measured}
     by_heads_scaled = {m.rung.heads: m for m in rescaled}
-    bert_div = measured[0].diversity
-    identical = [m for m in measured if m.diversity < collapse.SAME_TOLERANCE]
-    share_qk = [m for m in measured if m.rung.same_attention]
-    mqa, q_only, qk = by_heads[(H, 1, 1)], by_heads[(1, G, G)], by_heads[(1, 1, G)]
-    mqa_s, q_only_s = by_heads_scaled[(H, 1, 1)], by_heads_scaled[(1, G, G)]
-    exact = {m.rung.name for m in identical} == {m.rung.name for m in share_qk}
-    st.markdown(
-        f"On your sentence, {who}'s {H} heads in layer {layer} differ by {bert_div:.3f} (mean JS, nats; random maps "
-        f"exactly as sharp as theirs differ by {base.random_diversity:.3f}, identical maps by 0). Sharing **K and "
-        f"V** (MQA) leaves {mqa_s.diversity:.3f} ({mqa_s.diversity / bert_div:.0%} of it) when the pooled K and V keep "
-        f"a slice's length, and {mqa.diversity:.3f} ({mqa.diversity / bert_div:.0%}) with the plain mean; sharing **Q "
-        f"alone** leaves {q_only_s.diversity:.3f} ({q_only_s.diversity / bert_div:.0%}), or {q_only.diversity:.3f} "
-        f"({q_only.diversity / bert_div:.0%}) with the plain mean. Diversity counts how far apart the heads are, "
-        "not whether they still attend as before: each MQA head's map drifts "
-        f"{mqa_s.drift:.3f} from its own map in {who} ({mqa.drift:.3f} with the plain mean), "
-        f"{mqa_s.drift / bert_div:.0%} of the distance between two of {who}'s heads. "
-        + (
-            "Most of what the plain mean takes from MQA's diversity is scale: its shorter K shrinks every score, and "
-            "the maps flatten towards one another. "
-            if mqa_s.diversity - mqa.diversity > 0.5 * (bert_div - mqa.diversity)
-            else ""
-        )
-        + (
-            f"Only the rungs that share **both Q and K** ({', '.join(m.rung.name for m in share_qk)}) make every "
-            f"head compute the same map (diversity below {collapse.SAME_TOLERANCE:.0e}): a head's map is "
-            r"$\mathrm{softmax}(Q_i K_i^\top / \sqrt{d_k})$, so a $W^Q$ of its own *or* a $W^K$ of its own for "
-            "each head is enough to keep the maps apart."
-            if exact
-            else "Identical maps (diversity below "
-            f"{collapse.SAME_TOLERANCE:.0e}): {', '.join(m.rung.name for m in identical) or 'none'}."
-        )
-    )
-    st.markdown(recap.further(by_heads, by_heads_scaled, H, who, emb, G))
+    mqa_s, qk_s = by_heads_scaled[(H, 1, 1)], by_heads_scaled[(1, 1, G)]
+    st.markdown(recap.which_differ(measured, rescaled, base, who, layer))
+    q_alone = (by_heads_scaled[(1, G, G)], by_heads[(1, G, G)])
+    st.markdown(recap.q_only(q_alone[0], measured[0], who) or recap.q_only(q_alone[1], measured[0], who))
+    st.markdown(recap.further(verdict, by_heads, by_heads_scaled, H, who, G))
     g1, g2 = st.columns(2)
     ui.chart(
         plots.heads.head_grid(
@@ -200,7 +155,6 @@ elif H > 1:
         ),
         container=g1,
     )
-    qk_s = by_heads_scaled[(1, 1, G)]
     ui.chart(
         plots.heads.head_grid(
             ladder.rung_attention(model, run, layer, qk_s.rung),
@@ -252,8 +206,9 @@ st.dataframe(
     },
 )
 st.caption(
-    "What generation reads for every new token, on real structures (GPT-2 small from Transformers' GPT2Config, "
-    "Radford et al. 2019; SmolLM2-135M from its config.json, once fetched): "
+    "Generation reads the whole K/V cache again for every token it writes: the last two columns are what that "
+    "read is at those context lengths. On real structures (GPT-2 small from Transformers' GPT2Config, Radford et al. "
+    "2019; SmolLM2-135M from its config.json, once fetched): "
     + "; ".join(
         f"{name} keeps {kv} K/V heads for its {heads} query heads"
         + (f", 1/{heads // kv} of the cache a K and V per head would need" if kv < heads else ", one per head")
@@ -272,7 +227,7 @@ st.caption(
     "divisor of each model's heads nearest a quarter of them."
 )
 
-st.header("A short uptraining")
+st.header("A short uptraining, one layer")
 converted = [m.layer_cosine for m in measured[1:]]
 st.markdown(
     (
@@ -281,13 +236,12 @@ st.markdown(
         if converted
         else ""
     )
-    + f"Removing the layer's attention altogether gives {base.layer_cosine:.2f}. "
-    + "Ainslie et al. then continue training the converted model (5 % of the original pre-training). Here, "
-    f"much smaller: one layer is fitted to reproduce {who}'s own layer output on "
-    f"{len(uptrain.generated_sentences()):,} generated sentences (Adam, lr {uptrain.UPTRAIN_LR:g} with cosine "
-    f"decay, batches of {uptrain.UPTRAIN_BATCH}), then measured on the bundled hand-written sentences it never "
-    "saw. The converted layer keeps its structure while it trains: a shared projection is one matrix, so every "
-    "head that reads it moves with it. It is a short layer-wise fit, not the paper's uptraining."
+    + f"Removing the layer's attention altogether gives {base.layer_cosine:.2f}. The verdict above uptrains every "
+    "layer of every rung; here you uptrain one layer yourself: it is fitted to reproduce "
+    f"{who}'s own layer output on {len(uptrain.generated_sentences()):,} generated sentences (Adam, lr "
+    f"{uptrain.UPTRAIN_LR:g} with cosine decay, batches of {uptrain.UPTRAIN_BATCH}), then measured on the bundled "
+    "hand-written sentences it never saw. The converted layer keeps its structure while it trains: a shared "
+    "projection is one matrix, so every head that reads it moves with it."
 )
 u1, u0, u2, u3 = st.columns([2, 1.4, 1, 1])
 about = "The plain mean of each group's slices (Ainslie et al. 2023), or that mean rescaled to a slice's length."
@@ -324,6 +278,7 @@ if outcome is None and go:
 
     def fit() -> ladder.UptrainOutcome:
         bar.progress(0.0, text="Preparing the sentences...")
+        show = ui.progress_bar(bar, "Uptraining: step")
         return ladder.uptrain_rung(
             model,
             layer,
@@ -332,7 +287,7 @@ if outcome is None and go:
             ui.cached_pool_runs(inp.model),
             steps,
             seed,
-            lambda p: bar.progress(p.fraction, text=f"step {p.step} of {p.steps}: relative error {p.loss:.3f}"),
+            lambda p: show(p.step, p.steps),
         )
 
     if store.busy(key):
@@ -345,59 +300,19 @@ if outcome is None:
     st.info(
         f"Press **Uptrain**: about {steps * rate:.0f} s on this server, from the {len(fits)} run(s) it has kept."
         if rate is not None
-        else "Press **Uptrain**: a progress bar follows the steps as they run."
+        else "Press **Uptrain**: a progress bar follows the steps, with the time left."
     )
     st.stop()
 after = ladder.rung_measures(model, run, layer, rung, outcome.fit.module)
 before = ladder.rung_measures(model, run, layer, rung)  # with its sentence cosine, whatever the ladder showed
 base = ui.cached_baselines(inp, layer)
-n_held = outcome.held_out_sentences
-st.dataframe(
-    [
-        {
-            "": f"relative error of the layer's output, {n_held} held-out sentences",
-            "converted": round(outcome.error_before, 3),
-            "uptrained": round(outcome.error_after, 3),
-            "layer's attention removed": None,
-        },
-        {
-            "": f"{emb}, {n_held} held-out sentences (mean)",
-            "converted": round(outcome.held_out_before, 3),
-            "uptrained": round(outcome.held_out_after, 3),
-            "layer's attention removed": round(outcome.removed_cosine, 3),
-        },
-        {
-            "": f"head diversity (JS), {n_held} held-out sentences (mean)",
-            "converted": float(f"{outcome.diversity_before:.3g}"),
-            "uptrained": float(f"{outcome.diversity_after:.3g}"),
-            "layer's attention removed": None,
-        },
-        {
-            "": f"{emb}, your sentence",
-            "converted": round(before.sentence_cosine, 3),
-            "uptrained": round(after.sentence_cosine, 3),
-            "layer's attention removed": round(base.sentence_cosine, 3),
-        },
-        {
-            "": "head diversity (JS), your sentence",
-            "converted": float(f"{before.diversity:.3g}"),
-            "uptrained": float(f"{after.diversity:.3g}"),
-            "layer's attention removed": None,
-        },
-        {
-            "": "relative error on the sentences it was fitted on",
-            "converted": round(outcome.fit.before, 3),
-            "uptrained": round(outcome.fit.after, 3),
-            "layer's attention removed": None,
-        },
-    ],
-    hide_index=True,
-)
+st.table(sharing_tables.uptrained(outcome, before, after, base.sentence_cosine, emb), hide_index=True)
 ui.chart(plots.ladder.loss_curve(outcome.fit.losses, f"{rung.name}, layer {layer}: relative error per step"))
 tied = [r.upper() for r in outcome.fit.module.shared_roles]
 st.caption(
     f"{rung.name} ({' / '.join(str(g) for g in rung.heads)} projections of Q, K, V, {rung.pooling}), layer {layer}, "
-    f"{steps:,} steps in {outcome.fit.seconds:.0f} s. On the {n_held} held-out sentences the relative error of the "
+    f"{steps:,} steps in {outcome.fit.seconds:.0f} s. On the {outcome.held_out_sentences} held-out sentences the "
+    "relative error of the "
     f"layer's output went from {outcome.error_before:.3f} (converted) to {outcome.error_after:.3f} (uptrained) and the "
     f"mean {emb} from {outcome.held_out_before:.3f} to {outcome.held_out_after:.3f}; with the layer's "
     f"attention removed it is {outcome.removed_cosine:.3f}. On the sentences it was fitted on the error went from "
@@ -423,24 +338,10 @@ done = [(r, o) for r, o in done if o is not None]
 if len(done) > 1:
     st.markdown(
         f"**Every rung uptrained so far with these settings** (layer {layer}, {rung.pooling}, {steps:,} steps, seed "
-        f"{seed}; held-out {emb} with the layer's attention removed: {outcome.removed_cosine:.3f}):"
+        f"{seed}; held out, {outcome.held_out_sentences} sentences; the layer's attention removed: "
+        f"{emb} {outcome.removed_cosine:.3f}):"
     )
-    st.dataframe(
-        [
-            {
-                "rung": r.name,
-                "held-out relative error, converted": round(o.error_before, 3),
-                "held-out relative error, uptrained": round(o.error_after, 3),
-                f"held-out {emb}, converted": round(o.held_out_before, 3),
-                f"held-out {emb}, uptrained": round(o.held_out_after, 3),
-                "held-out head diversity, converted": float(f"{o.diversity_before:.3g}"),
-                "held-out head diversity, uptrained": float(f"{o.diversity_after:.3g}"),
-                "fitted relative error, uptrained": round(o.fit.after, 3),
-            }
-            for r, o in done
-        ],
-        hide_index=True,
-    )
+    st.table(sharing_tables.uptrained_so_far(done, emb), hide_index=True)
 ui.words(
     "multi-query and grouped-query",
     "K/V cache",

@@ -5,7 +5,7 @@ import streamlit as st
 
 import ui
 from mha import plots
-from mha.analyses import atlas, collapse, subspaces
+from mha.analyses import collapse, subspaces
 from mha.analyses.groups import group_ranges
 from mha.lesson import answers
 
@@ -23,9 +23,7 @@ traits = model.traits
 H, who, causal, first = model.n_heads, traits.who, traits.causal, traits.parking == "first"
 c1, c2 = st.columns(2)  # one row: the panels start on the first screen of a 1280 x 720 projector
 layer, _ = ui.layer_head(run, container=c1, head=False)
-token = ui.token_picker(
-    "Token to follow", run.tokens, atlas.find_token(run.tokens, "mole", 1), "subspaces_token", container=c2
-)
+token = ui.token_picker("Token to follow", run.tokens, answers.content_token(run), "subspaces_token", container=c2)
 path = ui.path_controls(H, "subspaces")
 if path is None:
     st.stop()
@@ -69,9 +67,15 @@ st.caption(
         else ""
     )
     + (
-        f" Heads {group_ranges(H, traits.kv_groups)} share one key projection per group: their key points come "
-        "from one $W^K$, their query points from their own $W_i^Q$."
-        if traits.grouped
+        (
+            f" Heads {group_ranges(H, maps.key_groups)} read one key projection per group here"
+            if maps.key_groups > 1
+            else " Every head reads one key projection here"
+        )
+        + ": each group's panels are drawn on common axes (the best 2-D fit of the group's scores together), so "
+        "its keys sit at the same points in every panel of the group; the query points come from the $W^Q$ each "
+        "head reads."
+        if maps.key_groups < H
         else ""
     )
 )
@@ -86,10 +90,10 @@ elif spread < collapse.SAME_WEIGHTS:
     st.info(f"All {H} panels are the same picture here (max difference between panels {answers.small(spread)}).")
 else:
     st.info(
-        f"{H} different pictures (two heads' coordinates differ by up to {spread:.2f}, in the pictures' units, where "
-        "a query point times a key point is their scaled score; 0 would mean one picture, and the size itself "
-        "depends on each head's own scale and axes): the same word lands in different places "
-        "in each head. Turn on *Shared* with $W^Q$ and $W^K$ to fold them into one.",
+        f"{H} different pictures (two heads' coordinates differ by up to {spread:.2f}, "
+        f"{spread / subspaces.longest_point(maps):.0%} of the longest point vector in any panel, in the pictures' "
+        "units, where a query point times a key point is their scaled score; 0 would mean one picture): the same "
+        "word lands in different places in each head. Turn on *Shared* with $W^Q$ and $W^K$ to fold them into one.",
         icon=":material/layers:",
     )
 

@@ -79,9 +79,14 @@ chart, bar = st.empty(), st.empty()
 chance = ex.chance_all_targets(settings)
 
 
+clock = [ui.stopwatch()]  # seconds since the training started: the time left is at the rate so far
+
+
 def show(p: ex.Progress) -> None:
     st.session_state["_why_training"] = (settings, p.step)  # cleared when the result is kept
-    bar.progress(p.fraction, text=f"step {p.step} of {p.steps}; still training: {', '.join(p.training)}")
+    left = ui.time_left(clock[0](), p.fraction)  # models that stop early make it less
+    left = f", {left}" if left else ""
+    bar.progress(p.fraction, text=f"step {p.step} of {p.steps}{left}; still training: {', '.join(p.training)}")
     ui.chart(
         plots.training.training_curves(p.curves, chance, f"Training, live: step {p.step}"), container=chart.container()
     )
@@ -90,6 +95,7 @@ def show(p: ex.Progress) -> None:
 if result is None and train:
 
     def train_all() -> ex.ExperimentResult:
+        clock[0] = ui.stopwatch()  # the time left counts from when the training starts
         bar.progress(0.0, text="Starting (the first run of the server imports part of PyTorch: ~1 s)...")
         return ex.run(settings, show, every=0.5)
 
@@ -200,7 +206,7 @@ st.caption(
         f"**{kind}**: {len(locked(kind))} of {n_rel} relations have a head with at least {ex.LOCKED:.0%} on them."
         for kind in ex.MODELS
     )
-    + f" The shared heads' maps differ by at most {answers.small(copies)}: "
+    + f" {answers.differ_words(copies, 'The shared heads’ maps')}: "
     + ("copies of each other." if copies < collapse.SAME_WEIGHTS else "not copies (something else differs).")
 )
 ui.words("head width", "head diversity")

@@ -229,8 +229,8 @@ def test_lesson_states_the_decoders_groups_after_the_prediction_and_in_the_recap
     )
     per_token = [smol.n_layers * 2 * g * D * 2 for g in (G, H, 1)]  # K and V, every layer, fp16
     assert (
-        f"is {per_token[0]:,} bytes per token (fp16), against {per_token[1]:,} with a K and V per head "
-        f"and {per_token[2]:,} with one" in said
+        f"is {per_token[0] / 1024:g} KiB per token (fp16), against {per_token[1] / 1024:g} KiB with a K and V per "
+        f"head and {per_token[2] / 1024:g} KiB with one" in said
     )
     recap = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
     longer = f"{TEXT} {TEXT}"  # 36 tokens: the ladder's whole-model runs would pass 2e10 multiply-adds here

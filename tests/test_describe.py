@@ -176,6 +176,7 @@ def charts(bert) -> dict[str, go.Figure]:
             np.array([0.1, 0.05, 0.08]), np.array([0.12, 0.09, 0.07]), np.array([0.04, 0.5, 0.9]), 50
         ),
         "loss_curve": plots.ladder.loss_curve(list(np.geomspace(1, 0.01, 40)), "Relative error per step"),
+        "verdict_chart": plots.ladder.verdict_chart(VERDICT_ROWS, "Spearman", "Every layer converted"),
         "query_rows": plots.lesson.query_rows(
             view.rows, [f"layer {a}, head {b}" for a, b in view.heads], run.tokens, "Rows"
         ),
@@ -243,8 +244,8 @@ def test_every_chart_function_is_checked(charts):
     "name",
     sorted(
         "atlas_heatmap token_rows matrix_heatmap head_matrix sweep_chart attention_heatmap tiled_heatmap model_view "
-        "head_grid line_view token_focus ladder_chart loss_curve query_rows pruning_chart subspace_panels "
-        "subspace_animation pool_panels spectra_chart training_curves experiment_maps".split()
+        "head_grid line_view token_focus ladder_chart loss_curve verdict_chart query_rows pruning_chart "
+        "subspace_panels subspace_animation pool_panels spectra_chart training_curves experiment_maps".split()
     ),
 )
 def test_every_chart_in_words_says_its_title_and_every_traces_numbers(charts, name):
@@ -288,6 +289,41 @@ def test_lines_with_markers_or_no_mode_are_lines_and_bands_have_both_edges(chart
     ladder = describe(charts["ladder_chart"]).lower()
     assert "sentence cosine, mean-pooled: a line of 3 points from 1 at x mha to 0.6 at x mqa" in ladder
     assert "random maps as sharp as bert's" in ladder and "0.45" in ladder
+
+
+VERDICT_ROWS = [  # mha.lesson.verdict.interval_rows's shape: the model, removal, two rungs
+    {
+        "kind": kind,
+        "rung": rung,
+        "pooling": pooling,
+        "score": score,
+        "change from the model": score - 0.9,
+        "low": score - 0.92,
+        "high": score - 0.88,
+    }
+    for kind, rung, pooling, score in (
+        ("model", "MHA", "", 0.9),
+        ("removed", "MHA", "", 0.8),
+        ("converted", "MQA", "mean-pooled", 0.81),
+        ("converted", "MQA", "scale restored", 0.7),
+        ("uptrained", "MQA", "mean-pooled", 0.87),
+        ("floor", "MQA", "mean-pooled", 0.75),
+        ("converted", "shared Q/K/V", "mean-pooled", 0.8),
+    )
+]
+
+
+def test_the_verdict_chart_says_every_marker_and_its_interval(charts):
+    """One row per rung, a marker per variant with its interval, the two lines: all said in words."""
+    words = describe(charts["verdict_chart"])
+    assert words.startswith("Every layer converted. One row per rung, 2 rungs")
+    assert "The model scores 0.900 and every head removed 0.800" in words
+    assert "MQA: converted, mean-pooled 0.810 (-0.110 to -0.070), converted, scale restored 0.700" in words
+    assert "uptrained (from the mean) 0.870 (-0.050 to -0.010), random projections (mean-pooled norms) 0.750" in words
+    assert "shared Q/K/V: converted, mean-pooled 0.800 (-0.120 to -0.080)." in words
+    fig = json.loads(charts["verdict_chart"].to_json())
+    (mqa,) = [t for t in fig["data"] if t.get("name") == "uptrained (from the mean)"]
+    assert list(mqa["y"]) == ["MQA"] and mqa["error_x"]["arrayminus"][0] == pytest.approx(0.02)
 
 
 def test_the_spectra_chart_says_both_panels(charts, bert):

@@ -107,9 +107,19 @@ def test_kv_cache_of_reference_decoders():
     assert ladder.kv_cache_bytes(32, 8, 128) == 128 * 1024  # with GQA-8
     assert ladder.kv_cache_bytes(6, 1, 32, v_heads=12) == 6 * 13 * 32 * 2  # one K head, 12 V heads
     rows = {r["model"]: r for r in ladder.cache_table(ladder.REFERENCE_MODELS)}
-    assert rows["a 7B model (32 x 32 x 128), e.g. Llama 2 7B"]["GQA"] == "GQA-8: 128.0 KiB (1/4)"
+    assert rows["a 7B model (32 x 32 x 128), e.g. Llama 2 7B"]["GQA"] == "GQA-8: 128 KiB (1/4)"
     # a group count that divides each model's heads: GQA-8 does not exist for 12 heads
-    assert rows["bert-base shape (12 x 12 x 64)"]["GQA"] == "GQA-3: 9.0 KiB (1/4)"
+    assert rows["bert-base shape (12 x 12 x 64)"]["GQA"] == "GQA-3: 9 KiB (1/4)"
+    # one rule for every size (issue 57: 2.2 and 2.25 KiB for one number): 3 significant digits
+    assert [ladder.size(b) for b in (2304, 13824, 512 * 1024 * 4096, 300)] == [
+        "2.25 KiB",
+        "13.5 KiB",
+        "2 GiB",
+        "300 bytes",
+    ]
+    built = ladder.built_cache_table([("SmolLM2", 30, 9, 3, 64)])[0]  # K and V of 3 heads, 30 layers, fp16
+    assert built["K/V cache per token, as built"] == "22.5 KiB" and built["at 4,096 tokens"] == "90 MiB"
+    assert built["at 32,768 tokens"] == "720 MiB"  # 30 x 2 x 3 x 64 x 2 bytes x 32,768
     for heads in range(2, 65):
         g = ladder.gqa_groups(heads)
         assert g is None if all(heads % d for d in range(2, heads)) else (heads % g == 0 and 1 < g < heads)
@@ -165,28 +175,43 @@ def test_a_heads_query_and_key_are_a_pair_so_mqa_pools_keys_in_unrelated_coordin
     assert (after_mqa - before_mqa).abs().amax(dim=(1, 2)).min() > 0.01  # MQA: every head's map moves
 
 
-def test_sharing_less_is_explained_only_where_it_moved_further():
-    """recap.further speaks only when MQA's output cosine is below one shared Q, K and V's, and says
-    the drift comparison only in the direction measured."""
+def test_sharing_less_is_explained_only_where_the_task_says_it_cost_more():
+    """recap.further speaks only where the held-out task (a constructed verdict here) says MQA is surely
+    worse than one shared Q, K and V with every layer converted, and says the drift comparison only
+    in the direction measured on the sentence; without a verdict, or with a tie, it says nothing."""
     from mha.lesson import recap
+    from mha.studies.verdict import CONVERTED, MODEL, REMOVED, Entry, Verdict
 
-    def m(cos, drift):
-        return ladder.RungMeasures(ladder.Rung("x", (4, 1, 1), 4), 0, 0, drift, 0.1, 0.5, cos)
+    rng = np.random.default_rng(0)
+    gold = rng.uniform(0, 5, 400)
 
-    closer = {(4, 1, 1): m(0.95, 0.25), (1, 1, 1): m(0.96, 0.18)}
-    said = recap.further(closer, closer, 4)
-    assert "0.950" in said and "0.960" in said and "which drifts less from each head's own (0.180)" in said
-    odd = {(4, 1, 1): m(0.95, 0.15), (1, 1, 1): m(0.96, 0.18)}
-    assert "the maps alone do not explain the order" in recap.further(odd, odd, 4)
-    same = {(4, 1, 1): m(0.97, 0.25), (1, 1, 1): m(0.96, 0.18)}
-    tied = {(4, 1, 1): m(0.9697, 0.25), (1, 1, 1): m(0.9701, 0.18)}  # the walk's case: 0.970 and 0.970 shown
-    assert recap.further(tied, tied, 4) == ""
-    assert recap.further(same, same, 4) == "" and recap.further({(4, 1, 1): m(None, 0.2)}, {}, 4) == ""
+    def task(mqa_noise: float, one_noise: float, pooling: str = "scale restored") -> Verdict:
+        noisy = {n: gold + rng.normal(0, s, 400) for n, s in (("MQA", mqa_noise), ("shared Q/K/V", one_noise))}
+        entries = [
+            Entry(MODEL, "MHA", "", gold + rng.normal(0, 0.1, 400)),
+            Entry(REMOVED, "", "", rng.normal(size=400)),
+        ]
+        entries += [Entry(CONVERTED, n, pooling, v) for n, v in noisy.items()]
+        return Verdict("test", "similarity", gold, None, entries, [])
+
+    def m(drift):
+        return ladder.RungMeasures(ladder.Rung("x", (4, 1, 1), 4), 0, 0, drift, 0.1, 0.5, None)
+
+    closer = {(4, 1, 1): m(0.25), (1, 1, 1): m(0.18)}
+    worse = task(3.0, 0.5)
+    said = recap.further(worse, closer, closer, 4)
+    a, b = (worse.score(worse.find(CONVERTED, n, "scale restored")) for n in ("MQA", "shared Q/K/V"))
+    assert f"MQA (K and V shared) scores {a:.3f} and one shared Q, K and V {b:.3f}" in said and a < b
+    assert "which drifts less from each head's own (0.180)" in said and "(scale restored)" in said
+    odd = {(4, 1, 1): m(0.15), (1, 1, 1): m(0.18)}
+    assert "the maps alone do not explain the order" in recap.further(worse, odd, odd, 4)
+    assert recap.further(task(0.5, 0.5), closer, closer, 4) == ""  # tied on the task: no box
+    assert recap.further(task(0.5, 3.0), closer, closer, 4) == ""  # MQA better: no box
+    assert recap.further(None, closer, closer, 4) == ""
     assert "averaged over all heads" in said and "another head's keys" in said
-    grouped = recap.further(closer, closer, 4, kv_groups=2)  # heads of one group already share their key
+    grouped = recap.further(worse, closer, closer, 4, kv_groups=2)  # heads of one group already share their key
     assert "its K/V group's $W^K$" in grouped and "averaged over all 2 groups" in grouped
-    plain = {(4, 1, 1): m(0.90, 0.3), (1, 1, 1): m(0.93, 0.2)}
-    assert "the plain mean" in recap.further(plain, same, 4)
+    assert "(mean-pooled)" in recap.further(task(3.0, 0.5, "mean-pooled"), closer, closer, 4)
 
 
 def test_the_recap_names_the_conversion_and_its_baselines(bert, run):

@@ -48,8 +48,9 @@ LAYERS = {  # inside mha/: each subpackage imports only those below it (and itse
     "models": {"core"},
     "tasks": {"core", "models"},
     "analyses": {"core", "models"},
-    "plots": {"core", "models", "tasks", "analyses"},
-    "lesson": {"core", "models", "tasks", "analyses", "plots"},
+    "studies": {"core", "models", "tasks", "analyses"},
+    "plots": {"core", "models", "tasks", "analyses", "studies"},
+    "lesson": {"core", "models", "tasks", "analyses", "studies", "plots"},
 }
 
 

@@ -119,7 +119,8 @@ def test_the_work_estimate_counts_what_torch_counts(bert):
     H = bert.n_heads
     assert collapse.sweep_counts(H) == (11, 11 * 3 * H, 11 * H * (H - 1) // 2)
     both = ladder.rungs(H) + ladder.rungs(H, rescale=True)  # 18, of which 4 give every head one map
-    assert ladder.ladder_counts(both) == (19, H * 37, 14 * H * (H - 1) // 2)
+    # pairs: 14 rungs' heads, 2 shuffles of each of the 18 rungs' maps and 4 of the model's (random baselines)
+    assert ladder.ladder_counts(both) == (19, H * 37, (14 + 2 * 18 + 4) * H * (H - 1) // 2)
     for counts in (collapse.sweep_counts(H), ladder.ladder_counts(both)):
         assert not cost.measures_at_once(bert, 512, cost.measures_macs(bert, 512, *counts))
         assert cost.measures_at_once(bert, 128, cost.measures_macs(bert, 128, *counts))
@@ -152,6 +153,11 @@ def counting_runs(monkeypatch) -> list[int]:
     return rows
 
 
+def measures_table(at: AppTest):
+    """The sharing page's table of the plainly mean-pooled rungs on the sentence."""
+    return next(d.value for d in at.dataframe if "head diversity (JS), mean-pooled" in d.value.columns)
+
+
 def test_long_sentences_wait_for_the_button_and_then_show_the_same_numbers(bert, monkeypatch):
     """On 512 tokens the ladder's sentence cosines and the collapse page's whole-model cosines are
     too much work to run as the page opens: the page says so and how many runs they take, and the
@@ -168,8 +174,9 @@ def test_long_sentences_wait_for_the_button_and_then_show_the_same_numbers(bert,
     both = ladder.rungs(H) + ladder.rungs(H, rescale=True)
     assert sum(not r.module(original).shares_weights_with(original) for r in both) == 16
     assert f"every two of their {H} heads" in said
-    assert "head diversity (JS), mean-pooled" not in at.dataframe[0].value.columns  # the structure only
-    assert at.dataframe[0].value.set_index("rung").loc["MQA", "parameters (layer)"] == (
+    assert not [d for d in at.dataframe if "head diversity (JS), mean-pooled" in d.value.columns]  # not yet
+    structure = next(d.value for d in at.dataframe if "parameters (layer)" in d.value.columns)
+    assert structure.set_index("rung").loc["MQA", "parameters (layer)"] == (
         ladder.Rung("MQA", (H, 1, 1), H).module(bert.scratch_layer(0)).num_parameters()
     )
     at.button(key="sharing_inside").click().run()
@@ -177,18 +184,18 @@ def test_long_sentences_wait_for_the_button_and_then_show_the_same_numbers(bert,
     run = bert.attend(LONG)
     plain = ladder.rungs(H)
     direct = ladder.ladder_measures(bert, run, 0, [(r, r.module(bert.scratch_layer(0))) for r in plain], whole=False)
-    shown = at.dataframe[1].value.set_index("rung")
+    shown = measures_table(at).set_index("rung")
     for m in direct:  # the same numbers as the long way round, as shown
         assert shown.loc[m.rung.name, "head diversity (JS), mean-pooled"] == float(f"{m.diversity:.3g}"), m.rung.name
         assert shown.loc[m.rung.name, "attention drift (JS), mean-pooled"] == round(m.drift, 3), m.rung.name
     promised = promised_runs(at)
-    table = at.dataframe[1].value
+    table = measures_table(at)
     cosines = [c for c in table.columns if c.startswith("sentence cosine")]
     assert cosines and table[cosines].isna().all().all()
     rows = counting_runs(monkeypatch)
     at.button(key="sharing_whole").click().run()
     assert sum(rows) == promised == 18
-    table = at.dataframe[1].value
+    table = measures_table(at)
     assert not table[cosines].iloc[:-1].isna().any().any()
     mqa = ladder.Rung("MQA", (bert.n_heads, 1, 1), bert.n_heads)
     full = bert.encode_with(run, replace={0: mqa.module(bert.scratch_layer(0))})[-1]
@@ -226,8 +233,9 @@ def test_long_sentences_wait_for_the_button_and_then_show_the_same_numbers(bert,
 
 
 def test_the_lessons_recap_waits_for_the_same_button_on_a_long_sentence(monkeypatch):
-    """The lesson's last step quotes the ladder's sentence cosines: on a long sentence they wait for
-    a button as on What may be shared (the same runs), and the paragraph says so instead."""
+    """The lesson's last step quotes the ladder's measures inside the layer: on a long sentence they wait
+    for a button as on What may be shared, while the verdict on the task (shipped, not per sentence) is
+    said at once; nothing runs the whole model on the sentence."""
     text = " ".join(["a small boat drifts along the quiet canal towards the harbour lights"] * 40)
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.query_params["text"] = text
@@ -237,14 +245,12 @@ def test_the_lessons_recap_waits_for_the_same_button_on_a_long_sentence(monkeypa
     at.run()
     assert not at.exception and sum(rows) == 0
     assert "16 converted versions" in measures_said(at)  # first the rungs inside the layer, as on What may be shared
-    at.button(key="lesson_inside").click().run()
-    assert not at.exception and sum(rows) == 0
-    assert promised_runs(at) == 18
     said = " ".join(m.value for m in at.markdown)
-    assert "waits for the button above" in said and "keeps a sentence embedding cosine" not in said
-    at.button(key="lesson_whole").click().run()
-    assert not at.exception and sum(rows) == 18
-    assert "keeps a sentence embedding cosine" in " ".join(m.value for m in at.markdown)
+    assert "**Measured by BERT's own task**" in said and "Inside one layer" not in said
+    at.button(key="lesson_inside").click().run()
+    assert not at.exception and sum(rows) == 0  # the layer alone, never the whole model on 512 tokens
+    said = " ".join(m.value for m in at.markdown)
+    assert "Inside one layer, on your sentence" in said and "**Measured by BERT's own task**" in said
 
 
 def test_the_atlas_reads_the_runs_own_attention_with_the_same_numbers(bert, run):
@@ -270,20 +276,28 @@ def test_the_atlas_reads_the_runs_own_attention_with_the_same_numbers(bert, run)
 
 def test_the_task_resumes_from_kept_states_with_the_same_score(bert, monkeypatch):
     """The bundled pairs' states kept at every 3rd layer only (checkpoints.Checkpoints, as for a larger
-    model: here a smaller budget): a layer changed in between resumes from the kept layer before
-    it, and scores exactly what a run from the embeddings scores. The bundled model keeps all."""
+    model: here a smaller budget): a layer changed in between, or a head removed there, resumes from
+    the kept layer before it, and scores exactly what a run from the embeddings scores. The bundled
+    model keeps all; the STS dev pairs resume the same way."""
     from mha.tasks import checkpoints, similarity
 
-    assert sorted(similarity._bundled_states(bert)[1][0].states) == list(range(bert.n_layers + 1))
+    assert sorted(similarity._kept_states(bert, "written")[1][0].states) == list(range(bert.n_layers + 1))
     all_states = similarity._STATES.pop(bert)
-    per_layer = sum(t.nbytes for c in all_states[1] for t in c.states.values()) / (bert.n_layers + 1)
+    per_layer = sum(t.nbytes for c in all_states["written"][1] for t in c.states.values()) / (bert.n_layers + 1)
     monkeypatch.setattr(checkpoints, "CHECKPOINT_MB", 3.5 * per_layer / 2**20)  # room for 3 of the 7
     try:
-        assert sorted(similarity._bundled_states(bert)[1][0].states) == [0, 3, bert.n_layers]
+        assert sorted(similarity._kept_states(bert, "written")[1][0].states) == [0, 3, bert.n_layers]
         for layer in (1, 4, bert.n_layers - 1):
             change = {layer: collapse.module_at(bert.scratch_layer(layer), CollapsePath(1.0))}
             kept = similarity.evaluate(bert, replace=change)  # from the kept states
             full = similarity.evaluate(bert, pairs=similarity.similarity_pairs(), replace=change)  # from the embeddings
             assert kept.value == full.value, layer
+            gone = similarity.head_mask(bert, [(layer, 2), (layer, 5)])
+            kept = similarity.evaluate(bert, head_mask=gone)
+            assert kept.value == similarity.evaluate(bert, similarity.similarity_pairs(), head_mask=gone).value
+            assert kept.value != similarity.evaluate(bert).value  # the heads were removed
+        change = {4: collapse.module_at(bert.scratch_layer(4), CollapsePath(1.0))}
+        dev = similarity.evaluate(bert, "dev", replace=change)
+        assert dev.value == similarity.evaluate(bert, similarity.sts_pairs("dev"), replace=change).value
     finally:
         similarity._STATES[bert] = all_states

@@ -18,6 +18,7 @@ from .cache import (
     cached_ladder,
     cached_layer_maps,
     cached_measures,
+    cached_output_cosine,
     cached_pool,
     cached_pool_runs,
     cached_removal,
@@ -53,6 +54,15 @@ from .quiz import (
 from .scroll import scroll_here, scroll_here_done, scroll_top
 from .settings import setting_widget
 from .state import MAX_CHARS, Inputs, init_state, inputs, literal, notice, show_notices, sync_url
+from .studies import (
+    progress_bar,
+    scored_texts_download,
+    sharing_verdict,
+    shipped_or_kept,
+    stopwatch,
+    time_left,
+    verdict_or_button,
+)
 from .widgets import (
     agreement_words,
     chart,
@@ -90,6 +100,7 @@ __all__ = [
     "cached_ladder",
     "cached_layer_maps",
     "cached_measures",
+    "cached_output_cosine",
     "cached_pool",
     "cached_pool_runs",
     "cached_removal",
@@ -139,6 +150,13 @@ __all__ = [
     "scroll_top",
     "setting_widget",
     "shared_run",
+    "sharing_verdict",
+    "shipped_or_kept",
+    "scored_texts_download",
+    "progress_bar",
+    "time_left",
+    "stopwatch",
+    "verdict_or_button",
     "show_notices",
     "sidebar",
     "stored_result_button",

@@ -50,7 +50,7 @@ RESULTS = SharedStore(size=None, budget_mb=RESULTS_MB, group=lambda key: key[1].
 MODEL = SharedStore(size=None, budget_mb=128)  # two layers' uptraining inputs of bert-base: 117 MB
 EXPERIMENTS = SharedStore(16)
 UPTRAINS = SharedStore(16)
-STUDIES = SharedStore(4)
+STUDIES = SharedStore(8)  # per model: its heads study and its sharing verdict
 
 
 def clear() -> None:
@@ -170,6 +170,12 @@ def _sweep_point(inp: Inputs, layer: int, path: CollapsePath) -> dict[str, float
 def cached_whole_model(inp: Inputs, layers: tuple[int, ...], path: CollapsePath) -> dict[str, float]:
     """How much the final hidden states move when `layers` are at a point of the path."""
     return collapse.whole_model_effect(load_model(inp.model), cached_run(inp), layers, path)
+
+
+@per_sentence
+def cached_output_cosine(inp: Inputs, layer: int, path: CollapsePath) -> float:
+    """collapse.output_cosine: the layer's attention output at a point of the path against the model's own."""
+    return collapse.output_cosine(load_model(inp.model), cached_run(inp), layer, path)
 
 
 @per_sentence

@@ -11,18 +11,20 @@ from dataclasses import dataclass
 import streamlit as st
 
 from mha import plots
-from mha.analyses import atlas, build, collapse, groups, ladder, metrics, subspaces
-from mha.lesson import answers, check_question, recap, steps
+from mha.analyses import atlas, build, collapse, metrics, subspaces
+from mha.lesson import answers, check_question, steps
+from mha.lesson import verdict as verdict_words
 from mha.lesson.diagram import stages_dot, stages_text
 from mha.models.family import LoadedModel
 from mha.models.run import Run
 
 from . import cache
 from .classroom import record
-from .quiz import choice_question, first_answers, first_try, number_question
+from .quiz import choice_question, first_try, number_question
 from .settings import setting_widget
 from .state import Inputs
-from .widgets import chart, diagram, ladder_inside, layer_head, token_picker, whole_model_runs
+from .studies import shipped_or_kept
+from .widgets import chart, diagram, layer_head, token_picker
 
 
 @dataclass(frozen=True)
@@ -131,10 +133,10 @@ def follow_one_token(c: StepContext) -> None:
     if answered is None:
         _hidden("Answer first: the heads are shown after your prediction.")
     else:
-        k = min(4, len(one.targets))
-        view = one.compare(c.run.attentions, k)
+        view = one.compare(c.run.attentions, 4, skip=(query - 1,))  # the previous token: step 5's question
+        k = len(view.keys)
         labels = [f"layer {la}, head {he}" for la, he in view.heads]
-        labels[-1] += " (best at all)"
+        labels[-1] += " (best)"  # the best compromise (the title says so): short enough for a phone column
         title = f"Where “{word}” looks, in {k} heads and the best compromise"
         chart(plots.lesson.query_rows(view.rows, labels, tokens, title))
         st.caption(view.caption(tokens, answers.parking_words(c.run)))
@@ -172,31 +174,41 @@ def two_heads(c: StepContext) -> None:
         "selectbox", "Second head", "lesson_head_b", c2, options=range(H), format_func=lambda h: f"head {h}"
     )
     q = answers.subspace_question(c.model, c.run, layer, a, b)
+    token = answers.content_token(c.run)
+    word = plots.common.token_label(c.run.tokens[token])
     answered = choice_question(
         f"{c.tag}-sub",
-        f"Will heads {a} and {b} place your tokens the same way?",
+        f"Will heads {a} and {b} of layer {layer} send “{word}” to the same key (the one with its largest weight)?",
         q.options,
         q.answer,
         q.why,
-        hint=f"A picture is drawn from one head's {answers.qk_words(c.run.traits)[4:]}. Are the two heads' matrices "
-        "the same?",
+        hint=f"A head's weights come from $q \\cdot k$ in its own subspace, made by its "
+        f"{answers.qk_words(c.run.traits)[4:]}. Two heads compute them with their own matrices.",
         variant=f"{layer}-{a}-{b}",
-        version=f"layer {layer}, heads {a} and {b}",
+        version=f"layer {layer}, heads {a} and {b}, “{word}”",
     )
     if answered is None:
         _hidden("Predict first: the two pictures follow.")
     else:
         maps = cache.cached_layer_maps(c.inp, layer, subspaces.BERT)
         pick = [a, b]
-        title = f"Layer {layer}: heads {a} and {b}"
+        title = f"Layer {layer}: heads {a} and {b}, “{word}” ringed"
         chart(
             plots.subspaces.subspace_panels(
-                maps.queries[pick], maps.keys[pick], maps.fidelity[pick], c.run.tokens, title, heads=pick
+                maps.queries[pick],
+                maps.keys[pick],
+                maps.fidelity[pick],
+                c.run.tokens,
+                title,
+                heads=pick,
+                token=token,
+                weights=maps.weights[pick],
             )
         )
         st.caption(
-            "A token has one colour in both panels, by position (dark purple = first, yellow = last). Fidelity: the "
-            "share of the head's scores the 2-D picture keeps (1 = exact)."
+            f"A token has one colour in both panels, by position (dark purple = first, yellow = last). The ring is "
+            f"“{word}” as a query; its lines go to the 3 keys it reads most in that head. Fidelity: the share of the "
+            "head's scores the 2-D picture keeps (1 = exact)."
         )
     c.tool("app_pages/subspaces.py", "Every head's subspace, and how sharing folds them: Subspaces", layer)
 
@@ -322,8 +334,13 @@ def _shared_layer(c: StepContext, layer: int, prediction: int) -> None:
     right, text = answers.prediction_feedback(prediction, ans)
     first_try(f"{c.tag}-predict", right)
     (st.success if right else st.error)(text)
+    task = shipped_or_kept(c.inp.model)  # the same question on the model's own task, every layer, held out
+    if task is not None:
+        st.markdown(verdict_words.check_answer(task, who))
     if c.model.traits.grouped:
-        st.info(_grouped(c, layer), icon=":material/share:")
+        from .lesson_recap import grouped_words
+
+        st.info(grouped_words(c, layer), icon=":material/share:")
     st.markdown("**Deeper: which projections must differ for heads to differ?**")
     q, _div = answers.which_roles_question(c.model, c.run, layer, lambda path: c.collapse_at(layer, path))
     roles_answered = choice_question(
@@ -406,85 +423,9 @@ def order(c: StepContext) -> None:
 
 
 def recap_step(c: StepContext) -> None:
-    st.header("The check question, answered on your sentence")
-    layer, _ = layer_head(c.run, head=False)
-    ans = c.answer(layer)
-    st.table(  # a table that wraps (a scrolling grid hid its last column on a phone)
-        [
-            {
-                "measure": k,
-                f"{c.model.traits.who}'s heads": answers.number(b),
-                "one shared W^Q, W^K, W^V": answers.number(a),
-            }
-            for k, b, a in ans.table()
-        ],
-        hide_index=True,
-    )
-    t, across = c.model.traits, None
-    if t.grouped:  # K and V across groups, beside random subspaces: within a group the overlap is 1 by construction
-        bert = c.collapse_at(layer, collapse.CollapsePath().at(0.0))
-        group = groups.groups_of(t.n_heads, t.kv_groups)
-        across = {r: groups.pair_means(bert.overlap[r], group)[1] for r in "kv"}
-    floor = metrics.random_overlap(c.model.d_model // t.n_heads, c.model.d_model)
-    st.markdown(recap.sharing(ans, layer, t.who, across, floor))
-    if c.model.traits.grouped:
-        # its ladder starts at its own K/V groups: no MHA rung for recap.production to compare with,
-        # so neither its measures nor their buttons
-        st.markdown(_grouped(c, layer))
-    else:
-        _production(c, layer)
-    c.tool("app_pages/sharing.py", "Uptrain a rung yourself: What may be shared", layer)
-    st.header("Your answers")
-    first = first_answers()
-    st.table(
-        [
-            {"question": what, "first answer": "—" if rid not in first else "right" if first[rid] else "not quite"}
-            for rid, what in steps.QUESTIONS.items()
-        ],
-        hide_index=True,
-    )
+    from .lesson_recap import recap_step as draw  # the recap's drawing, in its own module
 
-
-def _production(c: StepContext, layer: int) -> None:
-    """recap.production and recap.uptrained on a model with a K and V per head; on a long
-    sentence the rungs' measures, then their cosines, wait for a button, as on What may be shared."""
-    inside = ladder_inside(c.inp, c.run, layer, "lesson_inside")
-    whole = inside and whole_model_runs(
-        c.model,
-        c.run,
-        cache.ladder_runs(c.inp.model, layer),
-        cache.ladder_ready(c.inp, layer),
-        "lesson_whole",
-        "the sentence cosines below",
-    )
-    plain = {r.rung.name: r for r in cache.cached_ladder(c.inp, layer, whole=whole)} if inside else {}
-    scaled = {r.rung.name: r for r in cache.cached_ladder(c.inp, layer, True, whole=whole)} if inside else {}
-    if "MQA" in plain and "MHA" in plain:
-        st.markdown(
-            recap.production(
-                layer,
-                plain,
-                scaled,
-                cache.cached_baselines(c.inp, layer, whole),
-                c.model.traits.who,
-                collapse.final_key(c.model.traits),
-            )
-        )
-        trained = [
-            o
-            for k, o in cache.UPTRAINS.entries()
-            if k[0] == c.inp.model and (o.rung.name == "MQA" or o.rung.name.startswith("GQA"))
-        ]
-        st.markdown(recap.uptrained(trained[-1] if trained else None))
-
-
-def _grouped(c: StepContext, layer: int) -> str:
-    """recap.grouped for this sentence and layer: within- and across-group diversity, the pool's, the caches."""
-    m, H, G = c.model, c.model.n_heads, c.model.traits.kv_groups
-    D = m.d_model // H
-    caches = tuple(ladder.kv_cache_bytes(m.n_layers, g, D) for g in (G, H, 1))
-    pool = cache.cached_group_diversity(c.inp.model)
-    return recap.grouped(m.traits.who, H, G, layer, groups.within_across(c.run.attentions, layer, H, G), pool, caches)
+    draw(c)
 
 
 DRAW: dict[str, Callable[[StepContext], None]] = {

@@ -81,6 +81,9 @@ def _kind(spec: catalog.ModelSpec) -> str:
     return spec.source
 
 
+LOADED: set[str] = set()  # models this process has loaded (ensure_model shows its status only before)
+
+
 def ensure_model(inp: Inputs) -> Inputs:
     """Load inp's model (with a progress message; the decoder's first use shows its fetch and
     conversion as they go); one that cannot be loaded here falls back to the bundled model with
@@ -89,16 +92,19 @@ def ensure_model(inp: Inputs) -> Inputs:
         if inp.model == catalog.DEFAULT_MODEL:
             with st.spinner(f"Loading {inp.model} (first time only, a few seconds)..."):
                 load_model(inp.model)
+        elif inp.model in LOADED:  # loaded in this process: no status box pushing the page down
+            load_model(inp.model)
         else:
-            with st.status(f"Loading {inp.model}...", expanded=True) as status:
+            holder = st.empty()  # the status goes once the model is in: it said nothing after that
+            with holder.status(f"Loading {inp.model}...", expanded=True):
                 bar = st.empty()
 
                 def progress(fraction: float, message: str) -> None:
                     bar.progress(min(max(fraction, 0.0), 1.0), text=message)
 
                 load_model(inp.model, progress)
-                bar.empty()
-                status.update(label=f"{inp.model} loaded", state="complete", expanded=False)
+            holder.empty()
+            LOADED.add(inp.model)
         return inp
     except (catalog.ModelUnavailableError, ValueError, OSError) as e:
         st.session_state["model"] = catalog.DEFAULT_MODEL  # the picker follows on the next run

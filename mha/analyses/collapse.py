@@ -439,6 +439,16 @@ def whole_model_effect(bert: LoadedModel, run: Run, layers: Iterable[int], path:
     return _effect(states[-1][0].float().numpy(), old)
 
 
+def output_cosine(bert: LoadedModel, run: Run, layer: int, path: CollapsePath) -> float:
+    """The mean over tokens of the cosine between layer `layer`'s attention sub-layer output (W^O
+    applied, before the residual) at a point of the path and the model's own: what the conversion does
+    to the layer itself, which the residual stream hides from the last states."""
+    x = run.layer_input(layer)  # (1, T, C)
+    with torch.inference_mode():
+        new, own = _at(bert.scratch_layer(layer), path)(x)[0], bert.scratch_layer(layer)(x)[0]  # (1, T, C) each
+    return float(metrics.cosine(new[0].numpy(), own[0].numpy()).mean())
+
+
 def removal_mask(bert: LoadedModel, layers: Iterable[int]) -> np.ndarray:
     """(L, H) head mask with every head of `layers` removed (0) and the others kept (1)."""
     mask = np.ones((bert.n_layers, bert.n_heads), dtype=np.float32)

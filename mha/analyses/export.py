@@ -37,3 +37,8 @@ def to_csv(
         }
     )
     return table.to_csv(index=False, float_format="%.6g").encode("utf-8")
+
+
+def rows_csv(rows: list[dict]) -> bytes:
+    """A table (one dict per row) as CSV, numbers to 6 significant digits."""
+    return pd.DataFrame(rows).to_csv(index=False, float_format="%.6g").encode("utf-8")

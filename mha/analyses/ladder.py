@@ -116,6 +116,19 @@ def kv_cache_bytes(
     return n_layers * (kv_heads + v_heads) * d_head * bytes_per_value
 
 
+def size(n_bytes: float) -> str:
+    """A size in binary units to 3 significant digits, one rule everywhere: 2.25 KiB, 13.5 KiB, 1.5 MiB."""
+    x = float(n_bytes)
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if x < 1000 or unit == "GiB":
+            return f"{x:,.0f} bytes" if unit == "bytes" else f"{x:.3g} {unit}"
+        x /= 1024
+    raise AssertionError("unreachable")
+
+
+CONTEXTS = (4096, 32768)  # context lengths the cache is said at: what generation reads for every new token
+
+
 def gqa_groups(n_heads: int) -> int | None:
     """A GQA group count for a model of n_heads heads: the proper divisor of H nearest to H / 4
     (a quarter of MHA's K/V cache, as GQA-8 on 32 heads), or None if H has no proper divisor."""
@@ -133,30 +146,35 @@ def cache_table(shapes: dict[str, tuple[int, int, int]]) -> list[dict[str, str]]
         rows.append(
             {
                 "model": name,
-                "MHA": f"{mha / 1024:,.1f} KiB",
+                "MHA": size(mha),
                 "GQA": "none (no proper divisor)"
                 if g is None
-                else f"GQA-{g}: {kv_cache_bytes(layers, g, d_head) / 1024:,.1f} KiB (1/{heads // g})",
-                "MQA": f"{kv_cache_bytes(layers, 1, d_head) / 1024:,.1f} KiB (1/{heads})",
+                else f"GQA-{g}: {size(kv_cache_bytes(layers, g, d_head))} (1/{heads // g})",
+                "MQA": f"{size(kv_cache_bytes(layers, 1, d_head))} (1/{heads})",
             }
         )
     return rows
 
 
 def built_cache_table(models: list[tuple[str, int, int, int, int]]) -> list[dict[str, str]]:
-    """K/V cache per token (fp16) of models as they are built {(name, layers, query heads, K/V
-    heads, d_head)}: their own K/V heads, beside what a K and V per query head would need."""
-    return [
-        {
-            "model": name,
-            "layers": str(layers),
-            "query heads": str(heads),
-            "K/V heads per layer": str(kv),
-            "K/V cache per token, as built": f"{kv_cache_bytes(layers, kv, d_head) / 1024:,.1f} KiB",
-            "with a K and V per head": f"{kv_cache_bytes(layers, heads, d_head) / 1024:,.1f} KiB",
-        }
-        for name, layers, heads, kv, d_head in models
-    ]
+    """K/V cache (fp16) of models as they are built {(name, layers, query heads, K/V heads, d_head)}:
+    per token with their own K/V heads, beside what a K and V per query head would need, and the
+    whole cache at each of CONTEXTS tokens (what generation reads for every new token)."""
+    rows = []
+    for name, layers, heads, kv, d_head in models:
+        per_token = kv_cache_bytes(layers, kv, d_head)
+        rows.append(
+            {
+                "model": name,
+                "layers": str(layers),
+                "query heads": str(heads),
+                "K/V heads per layer": str(kv),
+                "K/V cache per token, as built": size(per_token),
+                "with a K and V per head": size(kv_cache_bytes(layers, heads, d_head)),
+                **{f"at {n:,} tokens": size(per_token * n) for n in CONTEXTS},
+            }
+        )
+    return rows
 
 
 REFERENCE_MODELS = {  # (layers, heads, d_head) of decoders for the cache comparison
@@ -173,6 +191,8 @@ class RungMeasures:
         BERT's attention of the same head (nats; 0 = the same maps; a causal map's first row, which
         has one key, left out as diversity leaves it out).
     diversity: mean JS divergence between the rung's heads (0 = every head the same map).
+    random_diversity: the same of random maps exactly as sharp as the rung's own (metrics.shuffled_diversity):
+        what heads of this sharpness reach with nothing in common.
     layer_cosine: mean over tokens of the cosine between the rung's and BERT's attention output.
     sentence_cosine: how close the whole model's last states stay (collapse.final_cosine: BERT's
         sentence embedding, mean pooling; a decoder's mean cosine per token).
@@ -185,6 +205,7 @@ class RungMeasures:
     diversity: float
     layer_cosine: float
     sentence_cosine: float | None  # None: not measured (ladder_measures(whole=False))
+    random_diversity: float = float("nan")  # random maps exactly as sharp as this rung's own (RANDOM_SEEDS shuffles)
 
 
 def rung_measures(
@@ -225,19 +246,24 @@ def ladder_measures(
                     diversity=metrics.mean_off_diagonal(metrics.head_diversity(rows)),
                     layer_cosine=float(metrics.cosine(o[0].numpy(), ref_out[0].numpy()).mean()),
                     sentence_cosine=final,
+                    random_diversity=metrics.shuffled_diversity(w[0].numpy(), m.causal, RANDOM_SEEDS),
                 )
             )
     return out
 
 
+RANDOM_SEEDS = 2  # shuffles behind each rung's random-map diversity
+
+
 def ladder_counts(rungs: list[Rung]) -> tuple[int, int, int]:
     """What ladder_measures computes inside the layer for these rungs, for mha.models.cost.measures_macs:
     (runs of the layer, head maps measured alone, pairs of head maps compared): the model's own layer
-    and each rung's, each head's map normalised and its drift from the model's, and every two heads'
+    and each rung's, each head's map normalised and its drift from the model's, every two heads'
     Jensen-Shannon divergence in each rung whose heads compute different maps (one Q and one K for
-    every head: one map, compared once)."""
+    every head: one map, compared once), and every two heads' of each rung's shuffled maps
+    (RANDOM_SEEDS of them) and of the model's (metrics.shuffled_diversity's 4)."""
     H = rungs[0].n_heads
-    pairs = H * (H - 1) // 2 * sum(not r.same_attention for r in rungs)
+    pairs = H * (H - 1) // 2 * (sum(not r.same_attention for r in rungs) + RANDOM_SEEDS * len(rungs) + 4)
     return len(rungs) + 1, H * (2 * len(rungs) + 1), pairs
 
 
@@ -270,12 +296,16 @@ class Baselines:
     every head of the layer removed (its attention sub-layer then adds only W^O's bias), and
     the sentence cosine with every head of every layer removed (None: not measured, whole=False);
     random_diversity: the head diversity of random maps exactly as sharp as the layer's own
-    (metrics.shuffled_diversity), what heads of that sharpness reach with nothing in common."""
+    (metrics.shuffled_diversity), what heads of that sharpness reach with nothing in common;
+    residual_ratio: how long the layer's attention output is beside the residual stream it is added
+    to (the states entering the layer), mean over tokens: why one changed layer barely moves the
+    last states."""
 
     layer_cosine: float
     sentence_cosine: float | None
     sentence_cosine_no_heads: float | None
     random_diversity: float
+    residual_ratio: float = float("nan")  # mean over tokens of |attention output| / |the residual it joins|
 
 
 def baselines(bert: LoadedModel, run: Run, layer: int, whole: bool = True) -> Baselines:
@@ -287,11 +317,13 @@ def baselines(bert: LoadedModel, run: Run, layer: int, whole: bool = True) -> Ba
     with torch.inference_mode():
         out = original.silent_output(x)  # every head's output zeroed before W^O
         ref_out, ref_w = original(x)  # (1, T, C), (1, H, T, T)
+    residual = np.linalg.norm(run.hidden_states[layer], axis=-1)  # (T,): the states entering the layer
     return Baselines(
         layer_cosine=float(metrics.cosine(out[0].numpy(), ref_out[0].numpy()).mean()),
         sentence_cosine=collapse.removal_effect(bert, run, [layer])[key] if whole else None,
         sentence_cosine_no_heads=collapse.removal_effect(bert, run, range(bert.n_layers))[key] if whole else None,
         random_diversity=metrics.shuffled_diversity(ref_w[0].numpy(), original.causal),
+        residual_ratio=float(np.mean(np.linalg.norm(ref_out[0].numpy(), axis=-1) / residual)),
     )
 
 

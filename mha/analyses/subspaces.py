@@ -48,14 +48,16 @@ class HeadSpaces:
 @dataclass
 class HeadMaps:
     """A 2-D picture per head: queries, keys (H, T, 2), fidelity (H,) (see the module doc), the
-    head's attention weights (H, T, T) when they were computed with it (else None), and the
-    spread of its real scaled scores (H,) (metrics.score_spread; near 0, a flat map) when known."""
+    head's attention weights (H, T, T) when they were computed with it (else None), the
+    spread of its real scaled scores (H,) (metrics.score_spread; near 0, a flat map) when known, and
+    how many K projections the heads read (key_groups; heads of one group are drawn on common axes)."""
 
     queries: np.ndarray
     keys: np.ndarray
     fidelity: np.ndarray
     weights: np.ndarray | None = None
     spread: np.ndarray | None = None
+    key_groups: int | None = None  # K projections the heads read (fewer than H: a group's panels share axes)
 
 
 def head_spaces(module: MultiHeadAttention, x: torch.Tensor | np.ndarray) -> HeadSpaces:
@@ -102,20 +104,33 @@ def _rank2(q: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]
     return (u * root).astype(np.float32), (v * root).astype(np.float32), fidelity
 
 
-def head_maps(spaces: HeadSpaces, weights: np.ndarray | None = None, causal: bool = False) -> HeadMaps:
+def head_maps(
+    spaces: HeadSpaces, weights: np.ndarray | None = None, causal: bool = False, key_groups: int | None = None
+) -> HeadMaps:
     """The 2-D picture of every head (see the module doc); weights are passed through. With
     `causal`, the fidelity counts only the pairs a causal softmax uses (a query and the keys up to
-    it: within_fidelity); the picture is still the best fit to every pair."""
+    it: within_fidelity); the picture is still the best fit to every pair. key_groups: how many K
+    projections the heads read (fewer than H: consecutive heads share one, as in grouped- or
+    multi-query attention): the heads of one group are drawn on common axes, the best rank-2 fit of
+    their stacked scores, so their shared keys sit at the same points in every panel of the group;
+    each head's fidelity is then the share of its own scores that common picture keeps."""
     H, T, D = spaces.queries.shape
     scale = 1.0 / math.sqrt(D)
+    G = H if key_groups is None else key_groups
     qs, ks, fid = np.empty((H, T, 2), np.float32), np.empty((H, T, 2), np.float32), np.empty(H)
-    for h in range(H):
-        keys = spaces.keys[h] - spaces.keys[h].mean(0)  # free for the softmax: one shift per row
-        qs[h], ks[h], fid[h] = _rank2(spaces.queries[h] * scale, keys)
-        if causal:
-            fid[h] = within_fidelity(spaces.queries[h] * scale, keys, qs[h], ks[h], np.zeros(T), causal=True)
+    for g in range(G):
+        heads = range(g * (H // G), (g + 1) * (H // G))
+        keys = spaces.keys[heads[0]] - spaces.keys[heads[0]].mean(0)  # free for the softmax: one shift per row
+        stacked = np.concatenate([spaces.queries[h] * scale for h in heads])  # (m T, D): the group's queries
+        q2, k2, fidelity = _rank2(stacked, keys)
+        for n, h in enumerate(heads):
+            qs[h], ks[h] = q2[n * T : (n + 1) * T], k2
+            fid[h] = fidelity
+            if causal or len(heads) > 1:  # the share of this head's own (causal) pairs the picture keeps
+                q = spaces.queries[h] * scale
+                fid[h] = within_fidelity(q, keys, qs[h], ks[h], np.zeros(T), causal=causal)
     scaled = (spaces.queries * scale) @ spaces.keys.transpose(0, 2, 1)  # (H, T, T)
-    return HeadMaps(qs, ks, fid, weights, metrics.score_spread(scaled, causal))
+    return HeadMaps(qs, ks, fid, weights, metrics.score_spread(scaled, causal), G)
 
 
 def layer_maps(bert: LoadedModel, run: Run, layer: int, path: CollapsePath = BERT) -> HeadMaps:
@@ -124,7 +139,7 @@ def layer_maps(bert: LoadedModel, run: Run, layer: int, path: CollapsePath = BER
     the model's own heads)."""
     m = module_at(bert.scratch_layer(layer), path)
     spaces, weights = _spaces_and_weights(m, run.layer_input(layer)[0].numpy())  # (T, C): what the attention reads
-    return head_maps(spaces, weights, m.causal)
+    return head_maps(spaces, weights, m.causal, m.role_heads[1])
 
 
 def align(points: np.ndarray, previous: np.ndarray) -> np.ndarray:
@@ -135,17 +150,21 @@ def align(points: np.ndarray, previous: np.ndarray) -> np.ndarray:
 
 
 def aligned_frames(frames: list[HeadMaps]) -> list[HeadMaps]:
-    """Each frame's pictures turned (per head) to match the next frame: every frame has its own
-    SVD basis and sign rule, so an axis swap or flip between frames would look like movement;
-    after alignment only real change moves a point. The last frame is kept as it is (at alpha = 1
-    with Q and K shared, its panels are one picture), and the others follow it backwards."""
+    """Each frame's pictures turned (per head, or per group of heads drawn on common axes) to match
+    the next frame: every frame has its own SVD basis and sign rule, so an axis swap or flip between
+    frames would look like movement; after alignment only real change moves a point. The last frame
+    is kept as it is (at alpha = 1 with Q and K shared, its panels are one picture), and the others
+    follow it backwards. A group of heads is turned as one, so its shared keys stay common."""
     out = [frames[-1]]
     for maps in frames[-2::-1]:
         nxt = out[-1]
         qs, ks = maps.queries.copy(), maps.keys.copy()
-        for h in range(qs.shape[0]):
-            r = align(np.concatenate([qs[h], ks[h]]), np.concatenate([nxt.queries[h], nxt.keys[h]]))
-            qs[h], ks[h] = qs[h] @ r, ks[h] @ r
+        H = qs.shape[0]
+        G = H if maps.key_groups is None else maps.key_groups
+        for g in range(G):
+            heads = list(range(g * (H // G), (g + 1) * (H // G)))
+            r = align(np.concatenate([*qs[heads], *ks[heads]]), np.concatenate([*nxt.queries[heads], *nxt.keys[heads]]))
+            qs[heads], ks[heads] = qs[heads] @ r, ks[heads] @ r
         out.append(replace(maps, queries=qs, keys=ks))
     return out[::-1]
 
@@ -159,6 +178,14 @@ def alpha_frames(
     alphas = [float(a) for a in np.linspace(0.0, 1.0, steps)]
     frames = [replace(layer_maps(bert, run, layer, path.at(a)), weights=None) for a in alphas]
     return list(zip(alphas, aligned_frames(frames)))
+
+
+def longest_point(maps: HeadMaps, heads: list[int] | None = None) -> float:
+    """The length of the longest query or key point (distance from 0) in the pictures of `heads` (None:
+    all): the scale a difference between pictures is said against."""
+    pick = slice(None) if heads is None else heads
+    pts = np.concatenate([maps.queries[pick].reshape(-1, 2), maps.keys[pick].reshape(-1, 2)])
+    return float(np.linalg.norm(pts, axis=1).max())
 
 
 def max_map_difference(maps: HeadMaps) -> float:

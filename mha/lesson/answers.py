@@ -15,7 +15,7 @@ import numpy as np
 
 from mha.analyses import atlas, build, collapse, metrics, subspaces
 from mha.lesson import check_question
-from mha.plots.common import token_label
+from mha.plots.common import token_label, token_text
 
 if TYPE_CHECKING:
     from mha.models.family import LoadedModel
@@ -24,13 +24,20 @@ if TYPE_CHECKING:
 
 
 def small(x: float, tol: float = 1e-5) -> str:
-    """A difference for a learner: 0 said as exactly 0, a tiny one as zero to float precision
+    """A difference for a learner: 0 said as "exactly 0", a tiny one as zero to float precision
     (float32 arithmetic in another order differs by about 1e-7), others to 2 significant digits."""
     if x == 0:
-        return "0 (exactly)"
+        return "exactly 0"
     if abs(x) < tol:
         return f"{x:.1e}: zero to float precision"
     return f"{x:.2g}"
+
+
+def differ_words(x: float, what: str = "they") -> str:
+    """How much two things differ at most, for a learner: exactly 0 is said as "identical"."""
+    if x == 0:
+        return f"{what} are identical: they differ by exactly 0"
+    return f"{what} differ by at most {small(x)}"
 
 
 def signed(x: float, digits: int = 3) -> str:
@@ -74,7 +81,7 @@ def _head(lh: tuple[int, int]) -> str:
 
 
 def _word(tokens: list[str], i: int) -> str:
-    return f"“{tokens[i]}” ({i})"
+    return f"“{token_text(tokens[i])}” ({i})"
 
 
 PRONOUNS = ("he", "she", "it", "they", "him", "her", "them", "we", "us", "you", "i", "me")
@@ -120,6 +127,15 @@ def query_rule(tokens: list[str], traits: Traits) -> tuple[int, str]:
     raise ValueError("the sentence needs a whole word that is not a function word")
 
 
+def content_token(run: Run) -> int:
+    """A token worth following by default: the first content word (query_rule's choice; "mole" in the
+    lesson's sentence), else the second token."""
+    try:
+        return query_rule(run.tokens, run.traits)[0]
+    except ValueError:
+        return min(1, run.n_tokens - 1)
+
+
 MOST = 0.5  # "most of a token's weight": more than half of it
 
 
@@ -153,16 +169,21 @@ class OneQuery:
         """Heads that give one word of the sentence more than half of the query's weight."""
         return int((self.weight > MOST).sum())
 
-    def compare(self, attentions: np.ndarray, k: int = 4) -> QueryRows:
+    def compare(self, attentions: np.ndarray, k: int = 4, skip: tuple[int, ...] = ()) -> QueryRows:
         """The k strongest targets' heads and the best compromise: the one head whose weakest
-        weight on those k keys is largest (its weights on them sum to at most 1)."""
-        top = self.targets[:k]
+        weight on those k keys is largest (its weights on them sum to at most 1). Targets in `skip`
+        are left out (step 1 leaves out the token just before the query: which head reads the
+        previous token is step 5's question), unless nothing else is left."""
+        kept = [t for t in self.targets if t[0] not in skip] or list(self.targets)
+        skipped = tuple(key for key in skip if key in {t[0] for t in self.targets} and len(kept) < len(self.targets))
+        top = kept[:k]
         keys = [key for key, *_ in top]
         on = attentions[:, :, self.query][:, :, keys]  # (L, H, k)
         layer, head = (int(i) for i in np.unravel_index(int(np.argmax(on.min(-1))), on.shape[:2]))
         heads = [(la, he) for _, la, he, _ in top] + [(layer, head)]
         rows = np.stack([attentions[la, he, self.query] for la, he in heads])  # (k + 1, T)
-        return QueryRows(rows, heads, keys, on[layer, head], min(w for *_, w in top), tuple(w for *_, w in top))
+        weights = tuple(w for *_, w in top)
+        return QueryRows(rows, heads, keys, on[layer, head], min(weights), weights, skipped)
 
 
 @dataclass(frozen=True)
@@ -177,6 +198,7 @@ class QueryRows:
     compromise: np.ndarray
     specialist: float
     weights: tuple[float, ...] = ()  # each target's weight in its strongest head
+    skipped: tuple[int, ...] = ()  # targets left out of the columns (compare's skip)
 
     def caption(self, tokens: list[str], parking: str = "[CLS], [SEP] and punctuation") -> str:
         """What the picture shows, from its numbers: how much the best compromise keeps for the
@@ -186,6 +208,11 @@ class QueryRows:
             "Each column is one head's weights for this token (they sum to 1); colour: a cell's weight, number: the "
             f"same in % (none under 5 %). Left out when finding where a head sends it: {parking}, "
             "where heads park attention (step 5). "
+            + "".join(
+                f"The token just before it, “{token_text(tokens[t])}” ({t}), is left out of these columns: which head "
+                "reads the previous token is step 5's question. "
+                for t in self.skipped
+            )
         )
         if k < 2:
             return read + (
@@ -295,31 +322,42 @@ def qk_words(traits: Traits) -> str:
 
 
 def subspace_question(bert: LoadedModel, run: Run, layer: int, a: int, b: int) -> Choice:
-    """Step 3: do heads a and b draw the sentence the same way? Answered by their pictures."""
-    maps = subspaces.layer_maps(bert, run, layer)
-    pa = np.concatenate([maps.queries[a], maps.keys[a]])
-    pb = np.concatenate([maps.queries[b], maps.keys[b]])
-    differ = float(np.abs(pa - pb).max())
-    options = ("The same picture: one projection, seen twice", "Different pictures: each head has its own lens")
-    t = run.traits
+    """Step 3: will heads a and b send the step's token (content_token) to the same key, the one with
+    its largest weight? Answered by their attention; the feedback says where each head sends it and
+    how far apart the two heads' pictures are."""
+    token = content_token(run)
+    w = run.attentions[layer, :, token]  # (H, T): the token's weights in every head of the layer
+    ka, kb = int(np.argmax(w[a])), int(np.argmax(w[b]))
+    options = ("The same key in both heads", "Different keys")
+    t, word = run.traits, _word(run.tokens, token)
+    where = (
+        f"Head {a} gives {word} its largest weight on {_word(run.tokens, ka)} ({w[a, ka]:.0%}), head {b} on "
+        f"{_word(run.tokens, kb)} ({w[b, kb]:.0%}). "
+    )
     if a == b:
-        why = (
-            f"Both panels are head {a}: one $W_{{{a}}}^Q$ and one {key_of(t, a)}, so the same picture, point for "
-            "point. Pick two different heads to compare two lenses."
+        why = where + (
+            f"Both panels are head {a}: one $W_{{{a}}}^Q$ and one {key_of(t, a)}, so the same picture and the same "
+            "key. Pick two different heads to compare two lenses."
         )
         return Choice(options, 0, why)
     if t.grouped and a // t.group_size == b // t.group_size:
         matrices = (
-            f"heads {a} and {b} read one $W^K$ (K/V group {a // t.group_size}), but $W_{{{a}}}^Q$ and "
-            f"$W_{{{b}}}^Q$ are different matrices"
+            f"heads {a} and {b} read one $W^K$ (K/V group {a // t.group_size}): their keys are the same points, but "
+            f"$W_{{{a}}}^Q$ and $W_{{{b}}}^Q$ put the query in different places"
         )
     else:
         matrices = f"$W_{{{a}}}^Q$, {key_of(t, a)} and $W_{{{b}}}^Q$, {key_of(t, b)} are different matrices"
-    why = (
-        f"Their points differ by up to {differ:.2f} (fidelity {maps.fidelity[a]:.2f} and {maps.fidelity[b]:.2f}): "
-        f"{matrices}, so the same tokens land in different places."
+    maps = subspaces.layer_maps(bert, run, layer)
+    pa = np.concatenate([maps.queries[a], maps.keys[a]])
+    pb = np.concatenate([maps.queries[b], maps.keys[b]])
+    differ, longest = float(np.abs(pa - pb).max()), subspaces.longest_point(maps, [a, b])
+    why = where + (
+        f"Each head scores the keys in its own subspace: {matrices}. Their pictures differ by up to {differ:.2f}, "
+        f"{differ / longest:.0%} of the longest point vector in the two ({longest:.2f}; fidelity "
+        f"{maps.fidelity[a]:.2f} and {maps.fidelity[b]:.2f})"
+        + (": different lenses can still agree on one key." if ka == kb else ": different lenses, different keys.")
     )
-    return Choice(options, 1 if differ > 1e-3 else 0, why)
+    return Choice(options, 0 if ka == kb else 1, why)
 
 
 def previous_token_question(run: Run) -> tuple[Choice, tuple[int, int], tuple[int, int]]:

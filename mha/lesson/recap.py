@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mha.lesson.answers import small
+from mha.analyses.ladder import size
+from mha.lesson.answers import differ_words, signed, small
 
 if TYPE_CHECKING:
     from mha.analyses.groups import GroupDiversity
-    from mha.analyses.ladder import Baselines, RungMeasures, UptrainOutcome
+    from mha.analyses.ladder import Baselines, RungMeasures
     from mha.lesson.check_question import Answer
+    from mha.studies.verdict import Verdict
 
 
 def sharing(
@@ -25,7 +27,7 @@ def sharing(
     if ans.identical:
         opening = (
             f"**If every head of layer {layer} shares one $W^Q, W^K, W^V$, every head computes the same attention** "
-            f"(the maps differ by at most {small(ans.difference_shared)}): head diversity falls from "
+            f"({differ_words(ans.difference_shared, 'the maps')}): head diversity falls from "
             f"{ans.diversity_bert:.3f} to {small(ans.diversity_shared)} nats"
         )
     else:
@@ -59,50 +61,26 @@ def production(
     scaled: dict[str, RungMeasures],
     base: Baselines,
     who: str = "BERT",
-    cosine: str = "sentence embedding cosine",
+    task: str = "",
 ) -> str:
     """Why production models share K and V (MQA, GQA): each head keeps its own W_i^Q. `plain` and
-    `scaled`: the ladder's rungs by name, pooled by the plain and the rescaled mean; without their
-    sentence cosines (not run: a long sentence before its button) the paragraph leaves them out."""
+    `scaled`: the ladder's rungs by name, pooled by the plain and the rescaled mean, measured inside
+    layer `layer` on the learner's sentence; `task`: the verdict's words on the model's own task
+    (mha.lesson.verdict.recap_words), or where to get them."""
     mha, mqa = plain["MHA"], plain["MQA"]
-    whole = (
-        f"Layer {layer} alone converted without training keeps a {cosine} of "
-        f"{scaled['MQA'].sentence_cosine:.3f} to {who}'s as MQA with the pooled K and V rescaled "
-        f"({mqa.sentence_cosine:.3f} plain mean), and {scaled['shared Q/K/V'].sentence_cosine:.3f} with one shared "
-        f"Q, K and V ({plain['shared Q/K/V'].sentence_cosine:.3f} plain); removing that layer's attention keeps "
-        f"{base.sentence_cosine:.3f}. One sentence is not enough to rank these untrained conversions against each "
-        "other or against removing the attention: their order changes from sentence to sentence. "
-        if mqa.sentence_cosine is not None and base.sentence_cosine is not None
-        else f"What converting layer {layer} alone costs the whole model on your sentence waits for the button above. "
-    )
     return (
         f"**Why production models share K and V instead** (multi-query, Shazeer 2019; grouped-query, Ainslie "
         f"et al. 2023): each head keeps its own $W_i^Q$, so its question stays its own. "
         f"Were every layer MQA in a decoder of this shape, the K/V cache that generation reads "
-        f"for every new token would shrink from {mha.kv_cache:,} to {mqa.kv_cache:,} bytes per token. "
-        + whole
-        + "Converted to MQA without training (each K and V "
+        f"for every new token would shrink from {size(mha.kv_cache)} to {size(mqa.kv_cache)} per token. "
+        + (task + " " if task else "")
+        + "Inside one layer, on your sentence: converted to MQA without training (each K and V "
         f"mean-pooled into one, then rescaled to a slice's length), layer {layer}'s heads differ by "
         f"{scaled['MQA'].diversity:.3f} ({mqa.diversity:.3f} with the plain mean, whose smaller scores flatten every "
         f"map), against {mha.diversity:.3f} in {who}'s layer and {base.random_diversity:.3f} for random maps exactly "
         f"as sharp as {who}'s; one shared Q, K and V leaves 0. They differ, but not as before: each head's map "
         f"drifts {scaled['MQA'].drift:.3f} from its own map in {who}, "
-        f"{scaled['MQA'].drift / mha.diversity:.0%} of the distance between two of {who}'s heads. Whether a short "
-        "training makes the converted layer work again is measured on held-out sentences on *What may be shared*."
-    )
-
-
-def uptrained(o: UptrainOutcome | None) -> str:
-    """The last MQA or GQA uptraining on this server, or where to run one."""
-    if o is None:
-        return (
-            "How much of that a short uptraining wins back is measured on *What may be shared*: none has run on "
-            "this server for this model yet."
-        )
-    return (
-        f"After uptraining on this server ({o.rung.name}, {o.rung.pooling}, layer {o.layer} alone, "
-        f"{len(o.fit.losses):,} steps), {o.held_out_sentences} held-out sentences keep a cosine of "
-        f"{o.held_out_before:.3f} → {o.held_out_after:.3f} (that layer's attention removed: {o.removed_cosine:.3f})."
+        f"{scaled['MQA'].drift / mha.diversity:.0%} of the distance between two of {who}'s heads."
     )
 
 
@@ -131,27 +109,29 @@ def grouped(
         f"{pool.layers_more_alike} of {len(pool.within)} layers, yet still differ, on average over the layers, "
         f"{pool.within.mean() / pool.across.mean():.0%} as much as two heads of different groups. What the sharing "
         f"buys is "
-        f"memory: the K/V cache that generation reads for every new token is {own:,} bytes per token (fp16), against "
-        f"{per_head:,} with a K and V per head and {mqa:,} with one for all (multi-query, Shazeer 2019)."
+        f"memory: the K/V cache that generation reads for every new token is {size(own)} per token (fp16), against "
+        f"{size(per_head)} with a K and V per head and {size(mqa)} with one for all (multi-query, Shazeer 2019)."
     )
 
 
-FURTHER = 0.005  # how much lower MQA's cosine must be for recap.further to explain it
-
-
 def further(
+    v: Verdict | None,
     plain: dict[tuple[int, int, int], RungMeasures],
     scaled: dict[tuple[int, int, int], RungMeasures],
     n_heads: int,
     who: str = "BERT",
-    cosine: str = "sentence cosine",
     kv_groups: int | None = None,
 ) -> str:
-    """Why sharing K and V alone (MQA) can move the model's output further than sharing Q, K and V:
-    said only where it did on the learner's sentence, with either pooling (rungs by their
-    projection counts, ladder.Rung.heads); "" otherwise or before the whole model has run.
-    kv_groups: the model's own K/V projections (fewer than n_heads: a grouped-query model, whose
-    heads of one group already share their key)."""
+    """Why sharing K and V alone (MQA) can cost the model more than sharing Q, K and V: said only where
+    the verdict's held-out task says so (every layer converted, either pooling: MQA surely worse than
+    one shared Q, K, V), with the drifts measured on the learner's sentence (rungs by their projection
+    counts, ladder.Rung.heads); "" otherwise. kv_groups: the model's own K/V projections (fewer than
+    n_heads: a grouped-query model, whose heads of one group already share their key)."""
+    from mha.lesson import verdict as words
+    from mha.studies.verdict import CONVERTED
+
+    if v is None:
+        return ""
     H = n_heads
     G = H if kv_groups is None else kv_groups
     pair = (  # what a query was trained against: its own key, or its K/V group's
@@ -159,19 +139,22 @@ def further(
         if G < H
         else ("its own $W_i^K$", "another head's keys", "a key averaged over all heads")
     )
-    for pooling, rungs in (("rescaled to a slice's length", scaled), ("left as the plain mean", plain)):
+    for pooling, rungs in ((words.SCALED, scaled), (words.PLAIN, plain)):
+        a, b = v.find(CONVERTED, "MQA", pooling), v.find(CONVERTED, "shared Q/K/V", pooling)
         mqa, one = rungs.get((H, 1, 1)), rungs.get((1, 1, 1))
-        if mqa is None or one is None or mqa.sentence_cosine is None or one.sentence_cosine is None:
+        if a is None or b is None or mqa is None or one is None:
             continue
-        if mqa.sentence_cosine > one.sentence_cosine - FURTHER:  # a gap the 3 decimals shown can tell apart
+        c = v.change(b, a)  # MQA minus shared Q/K/V
+        if words.better(v, c) != -1:
             continue
         return (
-            f"**Why can sharing less move the output further?** With the pooled projections {pooling}, MQA (K and "
-            f"V shared) keeps a {cosine} of {mqa.sentence_cosine:.3f} to {who}'s, one shared Q, K and V "
-            f"{one.sentence_cosine:.3f}. A head's $W_i^Q$ and {pair[0]} are learned as a pair, for each other: "
-            f"{pair[1]} live in coordinates its queries were never trained against. MQA scores each head's own "
-            f"query against {pair[2]}, and its maps drift {mqa.drift:.3f} from the heads' own "
-            "maps. Pooling Q too scores the average query against the average key: one map for every head, "
+            f"**Why can sharing less cost more?** On {who}'s own task, {words.held_out(v)}, with every layer "
+            f"converted ({pooling}), MQA (K and V shared) scores {words.fmt(v, v.score(a))} and one shared Q, K and V "
+            f"{words.fmt(v, v.score(b))} (change {signed(c.change)}, 90 % interval {signed(c.low)} to "
+            f"{signed(c.high)}). A head's $W_i^Q$ and {pair[0]} are learned as a pair, for each other: {pair[1]} "
+            f"live in coordinates its queries were never trained against. MQA scores each head's own query "
+            f"against {pair[2]}; on your sentence its maps drift {mqa.drift:.3f} from the heads' own maps in this "
+            "layer. Pooling Q too scores the average query against the average key: one map for every head, "
             + (
                 f"which drifts less from each head's own ({one.drift:.3f})."
                 if one.drift < mqa.drift
@@ -179,3 +162,87 @@ def further(
             )
         )
     return ""
+
+
+def which_differ(plain: list[RungMeasures], scaled: list[RungMeasures], base: Baselines, who: str, layer: int) -> str:
+    """Which of Q, K, V must differ for heads to differ, on the learner's sentence: the model's
+    diversity and its random floor, MQA's and shared Q's (both poolings), the drift, and which rungs
+    make every head's map the same (the rungs in ladder order, the model's own first)."""
+    from mha.analyses.collapse import SAME_TOLERANCE
+
+    H = plain[0].rung.n_heads
+    G = plain[0].rung.heads[1]
+    by, by_s = {m.rung.heads: m for m in plain}, {m.rung.heads: m for m in scaled}
+    bert = plain[0].diversity
+    mqa, q_only, mqa_s, q_only_s = by[(H, 1, 1)], by[(1, G, G)], by_s[(H, 1, 1)], by_s[(1, G, G)]
+    identical = [m.rung.name for m in plain if m.diversity < SAME_TOLERANCE]
+    share_qk = [m.rung.name for m in plain if m.rung.same_attention]
+    return (
+        f"On your sentence, {who}'s {H} heads in layer {layer} differ by {bert:.3f} (mean JS, nats; random maps "
+        f"exactly as sharp as theirs differ by {base.random_diversity:.3f}, identical maps by 0). Sharing **K and "
+        f"V** (MQA) leaves {mqa_s.diversity:.3f} ({mqa_s.diversity / bert:.0%} of it) when the pooled K and V keep "
+        f"a slice's length, and {mqa.diversity:.3f} ({mqa.diversity / bert:.0%}) with the plain mean; sharing **Q "
+        f"alone** leaves {q_only_s.diversity:.3f} ({q_only_s.diversity / bert:.0%}), or {q_only.diversity:.3f} "
+        f"({q_only.diversity / bert:.0%}) with the plain mean. Diversity counts how far apart the heads are, "
+        "not whether they still attend as before: each MQA head's map drifts "
+        f"{mqa_s.drift:.3f} from its own map in {who} ({mqa.drift:.3f} with the plain mean), "
+        f"{mqa_s.drift / bert:.0%} of the distance between two of {who}'s heads. "
+        + (
+            "Most of what the plain mean takes from MQA's diversity is scale: its shorter K shrinks every score, and "
+            "the maps flatten towards one another. "
+            if mqa_s.diversity - mqa.diversity > 0.5 * (bert - mqa.diversity)
+            else ""
+        )
+        + (
+            f"Only the rungs that share **both Q and K** ({', '.join(share_qk)}) make every "
+            f"head compute the same map (diversity below {SAME_TOLERANCE:.0e}): a head's map is "
+            r"$\mathrm{softmax}(Q_i K_i^\top / \sqrt{d_k})$, so a $W^Q$ of its own *or* a $W^K$ of its own for "
+            "each head is enough to keep the maps apart."
+            if identical == share_qk
+            else f"Identical maps (diversity below {SAME_TOLERANCE:.0e}): {', '.join(identical) or 'none'}."
+        )
+    )
+
+
+def q_only(q_alone: RungMeasures, model: RungMeasures, who: str) -> str:
+    """Why sharing only W^Q can raise head diversity, said where it did on the learner's sentence: each
+    diversity beside random maps exactly as sharp as its own maps (RungMeasures.random_diversity), and
+    the drift of each head's map from its own."""
+    if q_alone.diversity <= model.diversity:
+        return ""
+    mine, theirs = model.diversity / model.random_diversity, q_alone.diversity / q_alone.random_diversity
+    return (
+        f"**Why does sharing $W^Q$ alone raise the diversity?** Here ({q_alone.rung.pooling}) it went from "
+        f"{model.diversity:.3f} to {q_alone.diversity:.3f}. More diversity is not more specialisation. {who}'s heads "
+        f"differ {mine:.0%} as much as random maps exactly as sharp as theirs ({model.random_diversity:.3f}); with "
+        f"one $W^Q$ they differ {theirs:.0%} as much as random maps as sharp as theirs "
+        f"({q_alone.random_diversity:.3f}), "
+        + (
+            "closer to random: one query, trained for no head's keys, scores each head's own keys, and the heads lose "
+            "part of what they had in common"
+            if theirs > mine
+            else "no closer to random"
+        )
+        + f". Each head's map drifts {q_alone.drift:.3f} from its own map in {who}, "
+        f"{q_alone.drift / model.diversity:.0%} of the distance between two of {who}'s heads."
+    )
+
+
+def residual(base: Baselines, layer: int, cosine: str) -> str:
+    """Why the cosines of the last states cannot rank the rungs: the residual stream, measured."""
+    kept = base.sentence_cosine
+    return (
+        "The cosines are secondary. Each layer adds its attention's output to the residual stream, the states "
+        f"entering it, which carry on unchanged: on your sentence, layer {layer}'s attention adds a vector "
+        f"{base.residual_ratio:.0%} as long as the residual it joins (mean over tokens), and every later layer "
+        "adds its own. "
+        + (
+            f"So the {cosine} stays near 1 whatever one layer's attention does: removing it keeps {kept:.3f}, and "
+            "these cosines cannot rank the rungs; the task above can."
+            if kept is not None and kept >= 0.9
+            else f"Removing that attention keeps a {cosine} of {kept:.3f}: read each cosine beside that baseline; the "
+            "task above ranks the rungs."
+            if kept is not None
+            else "The task above ranks the rungs."
+        )
+    )

@@ -124,7 +124,7 @@ STEPS = (
             else f"Each head's own $W_i^Q$ and its group's $W^K$ (shared within groups of {s.traits.group_size}) map "
             "the tokens into its own subspace: heads differ, even within a group, because their $W_i^Q$ differ."
         ),
-        {"sub": "do two heads see the sentence alike?"},
+        {"sub": "do two heads send a token to the same key?"},
     ),
     Step(
         "concat",

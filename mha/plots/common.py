@@ -52,9 +52,17 @@ def sup(text: str) -> str:
     return re.sub(r"\^(\w)", r"<sup>\1</sup>", text)
 
 
+def token_text(token: str) -> str:
+    """A token as a learner reads it in a sentence: a byte-level BPE token's leading space (the word
+    boundary a GPT-2 or Llama tokenizer keeps in the token, " she") is not shown; a token of spaces
+    only is shown as ␣."""
+    bare = token.lstrip(" ")
+    return bare if bare else "␣"
+
+
 def token_label(token: str) -> str:
-    """A token as literal text for Plotly (which renders a few HTML tags): escape &, <, >."""
-    return html.escape(token, quote=False)
+    """A token as literal text for Plotly (which renders a few HTML tags): token_text with &, <, > escaped."""
+    return html.escape(token_text(token), quote=False)
 
 
 def positions(tokens: list[str]) -> list[str]:

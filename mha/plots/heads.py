@@ -97,7 +97,10 @@ def tiled_heatmap(
     for ln in lines:
         ln["line"] = dict(color="white", width=2)
     full = np.asarray(maps, dtype=np.float32)
-    sharp = np.where(full.any((-1, -2)), full.max(-1).mean(-1), np.nan)  # (R, K): mean largest weight per row
+    T = full.shape[-1]
+    causal = T > 1 and not np.triu(full, 1).any()  # every key after its query at 0: a causal map
+    rows = full[..., 1:, :] if causal else full  # a causal first row reads only itself: weight 1, no choice
+    sharp = np.where(full.any((-1, -2)), rows.max(-1).mean(-1), np.nan)  # (R, K): mean largest weight per row
     r, k = np.unravel_index(np.nanargmax(sharp), sharp.shape)  # an empty tile (a grid's padding) is neither
     r2, k2 = np.unravel_index(np.nanargmin(sharp), sharp.shape)
     name = name or (lambda r, k: f"{row_labels[r]}, {col_labels[k]}")
@@ -106,7 +109,8 @@ def tiled_heatmap(
         f"{R} rows ({row_labels[0]} to {row_labels[-1]}) by {K} columns ({col_labels[0]} to {col_labels[-1]}) of "
         f"attention maps, each a {maps.shape[-1]} x {maps.shape[-1]} grid of weights (rows: queries, columns: keys; "
         f"colour: weight, 0 to {zmax:.2g}). Most focused: {name(r, k)}, where a token's largest weight is "
-        f"{sharp[r, k]:.2f} on average; most spread: {name(r2, k2)} ({sharp[r2, k2]:.2f}).",
+        f"{sharp[r, k]:.2f} on average; most spread: {name(r2, k2)} ({sharp[r2, k2]:.2f})"
+        + (" (the first query, which can read only itself, left out)." if causal else "."),
     )
     inside = (
         "each tile: rows = queries, columns = keys"

@@ -8,6 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from mha.plots.common import role_colour
+from mha.plots.describe import with_words
 
 if TYPE_CHECKING:
     from mha.analyses.ladder import Baselines, RungMeasures
@@ -115,5 +116,79 @@ def group_chart(within: np.ndarray, across: np.ndarray, rank: np.ndarray, texts:
         yaxis=dict(title="head diversity (JS, nats)", rangemode="tozero"),
         yaxis2=dict(title="rank among partitions", overlaying="y", side="right", range=[0, 1]),
         legend=dict(orientation="h", y=-0.2),
+    )
+    return fig
+
+
+VERDICT_SERIES = (  # (kind, pooling, legend name, colour, marker) of verdict_chart, drawn in this order
+    ("converted", "mean-pooled", "converted, mean-pooled", "#332288", "circle"),
+    ("converted", "scale restored", "converted, scale restored", "#88CCEE", "diamond"),
+    ("uptrained", "mean-pooled", "uptrained (from the mean)", "#117733", "star"),
+    ("floor", "mean-pooled", "random projections (mean-pooled norms)", "#888888", "x"),
+)
+
+
+def verdict_chart(rows: list[dict], score_name: str, title: str) -> go.Figure:
+    """The verdict (mha.lesson.verdict.interval_rows): one row per rung, each kind of variant a marker
+    at its score with the 90 % paired interval of its change from the model as an error bar; the model
+    and every head removed as vertical lines."""
+    model = next(r for r in rows if r["kind"] == "model")
+    removed = next(r for r in rows if r["kind"] == "removed")
+    rungs = list(dict.fromkeys(r["rung"] for r in rows if r["kind"] == "converted"))
+    fig = go.Figure()
+    for kind, pooling, name, colour, symbol in VERDICT_SERIES:
+        found = {r["rung"]: r for r in rows if r["kind"] == kind and r["pooling"] == pooling}
+        if not found:
+            continue
+        shown = [found[n] for n in rungs if n in found]
+        fig.add_scatter(
+            x=[r["score"] for r in shown],
+            y=[r["rung"] for r in shown],
+            mode="markers",
+            name=name,
+            marker=dict(color=colour, symbol=symbol, size=11),
+            error_x=dict(
+                type="data",
+                symmetric=False,
+                array=[r["high"] - r["change from the model"] for r in shown],
+                arrayminus=[r["change from the model"] - r["low"] for r in shown],
+                color=colour,
+                thickness=1.5,
+            ),
+            hovertemplate="%{y}: %{x:.3f}<extra>" + name + "</extra>",
+        )
+    for r, dash, words in ((model, "solid", "the model"), (removed, "dash", "every head removed")):
+        fig.add_vline(x=r["score"], line=dict(color="#1a1a1a" if r is model else "#AA4499", dash=dash, width=1.5))
+        fig.add_scatter(  # a legend entry for the line
+            x=[None],
+            y=[None],
+            mode="lines",
+            name=f"{words}: {r['score']:.3f}",
+            line=dict(color="#1a1a1a" if r is model else "#AA4499", dash=dash),
+        )
+    said = {(r["rung"], r["kind"], r["pooling"]): r for r in rows}
+    per_rung = [
+        f"{n}: "
+        + ", ".join(
+            f"{name} {said[(n, kind, pooling)]['score']:.3f} ({said[(n, kind, pooling)]['low']:+.3f} to "
+            f"{said[(n, kind, pooling)]['high']:+.3f})"
+            for kind, pooling, name, _, _ in VERDICT_SERIES
+            if (n, kind, pooling) in said
+        )
+        for n in rungs
+    ]
+    with_words(
+        fig,
+        f"One row per rung, {len(rungs)} rungs; on each, a marker per variant at its {score_name}, with the 90% "
+        f"interval of its change from the model as a bar (in brackets). The model scores {model['score']:.3f} and "
+        f"every head removed {removed['score']:.3f} (vertical lines). " + "; ".join(per_rung) + ".",
+    )
+    fig.update_layout(
+        title=title,
+        height=140 + 34 * len(rungs),
+        margin=dict(l=10, r=10, t=60, b=10),
+        xaxis=dict(title=score_name),
+        yaxis=dict(type="category", categoryorder="array", categoryarray=rungs[::-1], title=None),
+        legend=dict(orientation="h", y=-0.18, yanchor="top"),
     )
     return fig

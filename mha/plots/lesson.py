@@ -35,7 +35,7 @@ def query_rows(rows: np.ndarray, labels: list[str], tokens: list[str], title: st
         title=title,
         height=150 + 24 * len(tokens),
         margin=dict(l=10, r=10, t=110, b=10),
-        xaxis=dict(tickmode="array", tickvals=list(range(len(labels))), ticktext=heads, side="top"),
+        xaxis=dict(tickmode="array", tickvals=list(range(len(labels))), ticktext=heads, side="top", tickfont_size=12),
         yaxis=dict(**yaxis, autorange="reversed"),
         font=dict(size=13),
     )

@@ -17,6 +17,7 @@ from mha.plots.common import (
     sup,
     token_label,
     token_points,
+    token_text,
 )
 from mha.plots.describe import with_words
 
@@ -123,13 +124,17 @@ def subspace_panels(
         f"share of the head's scores the picture keeps): {fidelity.min():.2f} to {fidelity.max():.2f}."
     )
     if token is not None and weights is not None:
+        label = [token_text(t) for t in tokens]
         reads = [
             f"head {shown[h]}: "
-            + ", ".join(f"“{tokens[j]}” {weights[h, token, j]:.2f}" for j in _read(weights[h, token], top_k))
+            + ", ".join(f"“{label[j]}” {weights[h, token, j]:.2f}" for j in _read(weights[h, token], top_k))
             for h in range(min(H, 4))
         ]
-        words += f" “{tokens[token]}” (ringed) reads most, in " + "; ".join(reads) + ("; ..." if H > 4 else ".")
+        words += f" “{label[token]}” (ringed) reads most, in " + "; ".join(reads) + ("; ..." if H > 4 else ".")
     return with_words(panel_layout(fig, title, rows), words)
+
+
+ANIMATION_COLUMNS, ANIMATION_ROW = 6, 190  # panels to a row, and a row's height (px), of subspace_animation
 
 
 def subspace_animation(frames: list[tuple[float, np.ndarray, np.ndarray]], tokens: list[str], title: str) -> go.Figure:
@@ -137,7 +142,7 @@ def subspace_animation(frames: list[tuple[float, np.ndarray, np.ndarray]], token
     keys (H, T, 2)), ...]. Axes are fixed to the range of every frame so that points move."""
 
     H, T = frames[0][1].shape[:2]
-    rows, cols = panel_grid(H)
+    rows, cols = panel_grid(H, ANIMATION_COLUMNS)  # 12 heads in 2 rows: every panel and Play on one 1366 x 768 screen
     fig = panels(rows, cols, [f"head {h}" for h in range(H)])
     names = [f"{i}: {token_label(t)}" for i, t in enumerate(tokens)]
     colour = _by_position(T)
@@ -179,19 +184,20 @@ def subspace_animation(frames: list[tuple[float, np.ndarray, np.ndarray]], token
         )
         for alpha, _, _ in frames
     ]
-    fig.update_layout(
+    fig.update_layout(  # Play and the slider above the panels, the legend under them
         title=title,
-        height=140 + 260 * rows,
-        margin=dict(l=10, r=10, t=80, b=10),
-        legend=dict(orientation="h", y=1.06, x=0),
+        height=230 + ANIMATION_ROW * rows,
+        margin=dict(l=10, r=10, t=170, b=40),
+        legend=dict(orientation="h", y=-0.02, yanchor="top", x=0),
         updatemenus=[
             dict(
                 type="buttons",
                 direction="left",
                 x=0,
-                y=-0.02,
+                y=1.0,
                 xanchor="left",
-                yanchor="top",
+                yanchor="bottom",
+                pad=dict(b=40),
                 buttons=[
                     dict(
                         label="▶ Play",
@@ -207,7 +213,16 @@ def subspace_animation(frames: list[tuple[float, np.ndarray, np.ndarray]], token
             )
         ],
         sliders=[
-            dict(active=0, steps=steps, x=0.12, y=-0.02, len=0.88, yanchor="top", currentvalue=dict(prefix="alpha = "))
+            dict(
+                active=0,
+                steps=steps,
+                x=0.14,
+                y=1.0,
+                len=0.86,
+                yanchor="bottom",
+                pad=dict(b=30, t=0),
+                currentvalue=dict(prefix="alpha = "),
+            )
         ],
     )
     return fig

@@ -24,7 +24,7 @@ import torch
 from mha.core.attention import MultiHeadAttention
 from mha.models.family import LoadedModel
 from mha.tasks.checkpoints import Checkpoints
-from mha.tasks.similarity import mask_tensor, sts_pairs
+from mha.tasks.similarity import first_changed, mask_tensor, sts_pairs
 
 TEXTS = {"rank": ("train", 64), "score": ("dev", 64)}
 HEAD_ROWS = 8  # texts per pass through the output layer (bounds the memory of the logits)
@@ -100,10 +100,10 @@ def evaluate(
     """The next-token loss on `items` (None = texts("score")) with the heads where head_mask (L, H)
     is 0 removed and the layers in `replace` computed by the given modules."""
     mask = mask_tensor(model, head_mask)  # (L, H) or None
-    if items is None and mask is None:  # the score set: resume from the first replaced layer
+    if items is None:  # the score set: resume from the first changed layer
         ids, lengths, kept = _score_states(model)
-        h, start = kept.resume(min(replace) if replace else model.n_layers)  # replace begins at or after it
-        states, _ = model.run_layers(h, replace=replace, start=start, keep=False)
+        h, start = kept.resume(first_changed(model.n_layers, mask, replace))  # the changes begin at or after it
+        states, _ = model.run_layers(h, replace=replace, head_mask=mask, start=start, keep=False)
         last = states[-1] if states else h
     else:
         ids, lengths = model.encode_batch(texts() if items is None else items)

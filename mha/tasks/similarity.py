@@ -9,8 +9,8 @@ graded similarity the score is Spearman's rank correlation between cosine and gr
 - Voita et al. 2019: most heads can be pruned with little loss.
 
 All through the from-scratch attention, read-only. Shapes: N sentences, P pairs, T tokens, C = d_model,
-L layers, H heads. `_STATES` (beside ui/store.py): the bundled pairs' states entering kept layers
-(loaded.Checkpoints.within), per model (held weakly).
+L layers, H heads. `_STATES` (beside ui/store.py): the bundled pairs' and the STS dev pairs' states
+entering kept layers (Checkpoints.within), per model (held weakly).
 """
 
 from __future__ import annotations
@@ -193,37 +193,50 @@ def mask_tensor(bert: LoadedModel, head_mask) -> torch.Tensor | None:
     return m
 
 
-_STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> _bundled_states, gone with it
+_STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {set: _kept_states}, gone with it
+KEPT_SETS = ("written", "dev")  # the sets whose states evaluate keeps: the bundled pairs and the STS dev pairs
 
 
-def _bundled_states(bert: LoadedModel) -> tuple[_Batch, list[Checkpoints]]:
-    """The bundled pairs' batch and their states entering kept layers, once per model while it lives."""
-    states = _STATES.get(bert)
-    if states is None:
-        batch = _batch(bert, similarity_pairs())
+def _kept_states(bert: LoadedModel, which: str) -> tuple[_Batch, list[Checkpoints]]:
+    """A kept set's batch and its states entering kept layers, once per model and set while the model lives."""
+    kept = _STATES.setdefault(bert, {})
+    if which not in kept:
+        batch = _batch(bert, similarity_pairs() if which == "written" else sts_pairs(which))
         with torch.inference_mode():
-            states = _STATES[bert] = (batch, _entering(bert, batch, None))
-    return states
+            kept[which] = (batch, _entering(bert, batch, None))
+    return kept[which]
+
+
+def first_changed(n_layers: int, head_mask: torch.Tensor | None, replace: dict | None) -> int:
+    """The first layer a change touches (a replaced layer, or a layer with a head removed); n_layers if none."""
+    layers = list(replace or ())
+    if head_mask is not None:
+        layers += [int(i) for i in torch.nonzero((head_mask != 1).any(-1)).flatten()]
+    return min(layers, default=n_layers)
 
 
 @torch.inference_mode()
 def evaluate(
     bert: LoadedModel,
-    pairs: Sequence[Pair] | None = None,
+    pairs: Sequence[Pair] | str | None = None,
     head_mask: np.ndarray | None = None,
     replace: dict[int, MultiHeadAttention] | None = None,
 ) -> TaskScore:
-    """The model's Spearman on `pairs` (None = the bundled set), with the heads where head_mask
-    (L, H) is 0 removed (output zero before W^O) and the layers in `replace` computed by the given
-    modules. One batch of the distinct sentences; the cached model is only read. On the bundled
-    set without a head mask, the layers before the first replaced one are not run again."""
+    """The model's Spearman on `pairs` (None = the bundled set; "dev": the STS Benchmark dev pairs),
+    with the heads where head_mask (L, H) is 0 removed (output zero before W^O) and the layers in
+    `replace` computed by the given modules. One batch of the distinct sentences; the cached model
+    is only read. On the bundled and the dev set, the layers before the first changed one are not
+    run again (their states are kept per model)."""
     mask = mask_tensor(bert, head_mask)
-    if pairs is None and mask is None:
-        batch, entering = _bundled_states(bert)
-        start = min(replace) if replace else bert.n_layers
-        emb = _embed(bert, batch, None, replace, start=start, entering=entering)
+    which = "written" if pairs is None else pairs if isinstance(pairs, str) else None
+    if which is not None:
+        if which not in KEPT_SETS:
+            raise ValueError(f"pairs must be one of {KEPT_SETS} or a list of pairs, got {which!r}")
+        batch, entering = _kept_states(bert, which)
+        start = first_changed(bert.n_layers, mask, replace)
+        emb = _embed(bert, batch, mask, replace, start=start, entering=entering)
     else:
-        batch = _batch(bert, similarity_pairs() if pairs is None else pairs)
+        batch = _batch(bert, pairs)
         emb = _embed(bert, batch, mask, replace)
     return _score(_cosines(emb, batch), batch.gold)
 

@@ -43,8 +43,10 @@ NEXT_TOKEN = Yardstick(
     "loss (nats)",
     False,
     "sentences",
-    "predict each next token of 64 human-written sentences of the STS Benchmark's dev split (mean "
-    "cross-entropy in nats per token; exp of it is the perplexity; lower is better)",
+    "predict each next token of 64 human-written sentences: the first 64 distinct sentences of the STS "
+    "Benchmark's dev split, in the order of the shipped file (mha/data/sts_pairs.tsv), that are not also in its "
+    "train split (mean cross-entropy in nats per token; exp of it is the perplexity; lower is better; the "
+    "sentences are a download below)",
 )
 
 
