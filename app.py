@@ -10,7 +10,7 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import streamlit as st  # noqa: E402
 
 import ui  # noqa: E402
-from ui import classroom, server, warm  # noqa: E402
+from ui import classroom, progress, server, warm  # noqa: E402
 from ui.pages import DEFAULT, PAGES  # noqa: E402
 
 server.configure()
@@ -22,6 +22,7 @@ name = page.url_path or DEFAULT.url_path  # the default page's own path is ""
 with server.timed(name):
     ui.init_state()
     classroom.arrive(name)  # a class's student: the seat from the cookie, the teacher's pin followed
+    progress.restore()  # a lone learner's score, kept by this browser for the session
     inputs = ui.sidebar()  # this rerun's one Inputs: pages read it with ui.inputs()
     ui.sync_url(inputs, name)  # before the page: a page may st.stop() (empty text, nothing trained yet)
     classroom.sidebar_status(name)  # nothing without a seat
@@ -36,4 +37,5 @@ with server.timed(name):
     finally:
         server.release_memory()  # what script runs freed goes back to the system (at most every 2 s)
         warm.start(inputs.model)  # after the first page: the bundled model's one-time results, in the background
+        progress.save()  # the score, if this run's answers changed it
 ui.sync_url(inputs, name)  # after: the page may have corrected a value (layer or head out of range)

@@ -65,7 +65,8 @@ if verdict is not None:
         "with random projections of the same shapes and norms (a floor), every head of every layer removed, and the "
         f"rung uptrained: {words.budget(verdict)}."
     )
-    st.dataframe(words.table(verdict), hide_index=True, height="content")
+    st.table(words.table(verdict), hide_index=True)  # wraps: every column on a projector and a phone
+    st.caption(f"Each cell: {words.score_name(verdict)} with every layer changed.")
     ui.chart(
         plots.ladder.verdict_chart(
             words.interval_rows(verdict),
@@ -114,9 +115,12 @@ if inside:  # one table per pooling: every column on a projector's screen, every
             hide_index=True,
             height="content",
             placeholder="—",
-            column_config={
-                "rung": st.column_config.TextColumn(f"rung ({kind})", pinned=True, width=210),
-                **{f"{name}, {kind}": name for name in (*sharing_tables.MEASURES, emb)},  # the title says the pooling
+            column_config={  # short headings, the full ones in help: every column on a projector's screen
+                "rung": st.column_config.TextColumn(f"rung ({kind})", pinned=True, width=180),
+                **{
+                    f"{name}, {kind}": st.column_config.NumberColumn(short, help=f"{name}, {kind}")
+                    for name, short in (*sharing_tables.SHORT.items(), (emb, emb.replace("embedding ", "")))
+                },
             },
         )
     ui.chart(plots.ladder.ladder_chart(measured, rescaled, base, emb, who))

@@ -128,8 +128,20 @@ FIRST_SCREEN = """(main_selector) => {
   }
   const scrolled = [...main.querySelectorAll('[data-testid="stDataFrame"] .dvn-scroller')]
     .filter(e => e.scrollWidth > e.clientWidth + 1 || e.scrollHeight > e.clientHeight + 1).length;
+  // a legend over an axis title (a phone's wrapped legend grew up into "alpha")
+  let covered = 0;
+  for (const fig of main.querySelectorAll('[data-testid="stPlotlyChart"] .main-svg')) {
+    const legend = fig.querySelector('.legend');
+    if (!legend) continue;
+    const l = legend.getBoundingClientRect();
+    for (const t of fig.querySelectorAll('.g-xtitle text, .g-ytitle text, .g-y2title text')) {
+      const b = t.getBoundingClientRect();
+      if (b.width && l.right > b.left + 1 && l.left < b.right - 1 && l.bottom > b.top + 1 && l.top < b.bottom - 1)
+        covered++;
+    }
+  }
   const top = pic ? pic.getBoundingClientRect().top : null;
-  return {top: top, small: small, contrast: contrast, cut: cut, crowded: crowded, scrolled: scrolled};
+  return {top: top, small: small, contrast: contrast, cut: cut, crowded: crowded, scrolled: scrolled, covered: covered};
 }"""
 
 
@@ -287,7 +299,32 @@ def test_subspaces_page_follows_a_token_and_folds_into_one_picture(server, brows
     assert page.get_by_text("are the same picture").count() == 1
     assert page.locator('[data-testid="stException"]').count() == 0 and dialogs == []
     page.screenshot(path=str(ARTIFACTS / "subspaces_shared.png"), full_page=False)
+    page.close()
+    # on a 1366 x 768 laptop: the animation's 12 panels and its Play button on one screen, and the token
+    # followed by default a content word ("mole"), not the sentence's second token ("my")
+    page, _ = open_and_type(browser, server, "Then my sister painted the old garden gate bright blue.", LAPTOP)
+    go(page, "subspaces")
+    box = page.get_by_test_id("stSelectbox").filter(has_text="Token to follow")
+    picker = _picker_text(page, box, ["sister"])
+    assert "sister" in picker and ": my" not in picker, picker
+    page.get_by_test_id("stCheckbox").get_by_text("Show the animation").click()
+    wait_idle(page)
+    chart = page.locator('[data-testid="stPlotlyChart"]').filter(has=page.locator(".updatemenu-button")).first
+    chart.wait_for(timeout=60_000)
+    chart.scroll_into_view_if_needed()
+    box = chart.bounding_box()
+    play = chart.locator(".updatemenu-button").first.bounding_box()
+    panels = chart.locator(".nsewdrag").evaluate_all("els => els.map(e => e.getBoundingClientRect().bottom)")
+    page.evaluate(f"window.scrollBy(0, {box['y']} - 70)")  # the chart's top under Streamlit's header
+    box = chart.bounding_box()
+    play = chart.locator(".updatemenu-button").first.bounding_box()
+    bottom = max(chart.locator(".nsewdrag").evaluate_all("els => els.map(e => e.getBoundingClientRect().bottom)"))
+    assert len(panels) == bert.n_heads and play["y"] >= 0 and bottom <= LAPTOP["height"], (box, play, bottom)
+    page.screenshot(path=str(ARTIFACTS / "subspaces_animation_1366.png"), full_page=False)
+    page.close()
 
+
+LAPTOP = {"width": 1366, "height": 768}
 
 FOCUSED = """(kind) => {
   const el = document.activeElement;
@@ -343,10 +380,10 @@ def test_lesson_by_keyboard_then_every_step_check_question_and_a_tool_link(serve
     page.get_by_role("option", name="head 0").click()
     wait_idle(page)
     assert page.locator('[data-testid="stMain"] [data-testid="stPlotlyChart"]').count() == 0
-    page.get_by_text("The same picture").click()
+    page.get_by_text("The same key in both heads").click()
     wait_idle(page)
     page.wait_for_selector("text=Layer 0: heads 0 and 0", timeout=60_000)
-    assert page.get_by_text("Right. Both panels are head 0").count() == 1
+    assert page.get_by_text("Both panels are head 0").count() == 1 and page.get_by_text("Right. Head 0 gives").count()
     for step in range(3, N + 1):
         page.wait_for_selector(f"text=Step {step} of {N}", timeout=60_000)
         assert f"step={steps.KEYS[step - 1]}" in page.url
@@ -389,6 +426,15 @@ def test_lesson_by_keyboard_then_every_step_check_question_and_a_tool_link(serve
     page.wait_for_selector(f"text=Step 6 of {N}", timeout=60_000)
     assert page.get_by_text("Right: no two heads' attention now differs at all").count() == 1
     assert dialogs == [] and page.locator('[data-testid="stException"]').count() == 0
+    # a link opened anew (a new tab: a new session) keeps the score: this browser's session cookie
+    tab = browser.new_context(viewport={"width": 1400, "height": 1000})  # the same browser: its cookies
+    tab.add_cookies(page.context.cookies())
+    again = tab.new_page()
+    again.goto(page.url, wait_until="domcontentloaded")
+    again.wait_for_selector(f"text=Step 6 of {N}", timeout=60_000)
+    wait_idle(again)
+    assert again.get_by_test_id("stMetric").filter(has_text="Right at the first try").inner_text() == score
+    tab.close()
 
 
 def test_lesson_recap_and_glossary_on_a_phone_and_a_wide_screen(server, browser):
@@ -430,6 +476,8 @@ def test_lesson_recap_and_glossary_on_a_phone_and_a_wide_screen(server, browser)
             ("step1", None, None),
             ("recap", f"{server}/?step={steps.KEYS[-1]}", "text=The check question, answered on your sentence"),
             ("glossary", f"{server}/glossary", "text=Representation subspace"),
+            ("collapse", f"{server}/collapse", "text=The answer, in numbers"),
+            ("sharing", f"{server}/sharing", "text=Layer 0 alone"),
         ):
             if url:
                 page.goto(url, wait_until="domcontentloaded")
@@ -440,6 +488,7 @@ def test_lesson_recap_and_glossary_on_a_phone_and_a_wide_screen(server, browser)
             assert scroll <= width + 10, (width, name, scroll)  # nothing wider than the screen
             screen = page.evaluate(FIRST_SCREEN, None)
             assert screen["contrast"] >= 4.5 and screen["small"] >= 12 and not screen["cut"], (width, name, screen)
+            assert screen["covered"] == 0 and screen["crowded"] == 0, (width, name, screen)
             shots[name] = ARTIFACTS / f"{name}_{width}px.png"
             page.screenshot(path=str(shots[name]), full_page=True)
         page.close()

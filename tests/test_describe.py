@@ -149,7 +149,7 @@ def charts(bert) -> dict[str, go.Figure]:
     view = one.compare(run.attentions, 4)
     rung = types.SimpleNamespace
     rows = [
-        rung(rung=rung(name=n), sentence_cosine=c, diversity=v)
+        rung(rung=rung(name=n), sentence_cosine=c, diversity=v, random_diversity=v + 0.1)
         for n, c, v in (("MHA", 1.0, 0.4), ("GQA-4", 0.8, 0.2), ("MQA", 0.6, 0.1))
     ]
     base = rung(sentence_cosine=0.5, sentence_cosine_no_heads=0.2, random_diversity=0.45)
@@ -287,8 +287,8 @@ def test_lines_with_markers_or_no_mode_are_lines_and_bands_have_both_edges(chart
         assert f"{kind}: accuracy on the right axis" in training
     assert "a level line at 0.25 (chance)" in training
     ladder = describe(charts["ladder_chart"]).lower()
-    assert "sentence cosine, mean-pooled: a line of 3 points from 1 at x mha to 0.6 at x mqa" in ladder
-    assert "random maps as sharp as bert's" in ladder and "0.45" in ladder
+    assert "mean-pooled: mha 0.4 (random 0.5), gqa-4 0.2 (random 0.3), mqa 0.1 (random 0.2)" in ladder
+    assert "random maps as sharp as bert's: 0.45 (a vertical line)" in ladder
 
 
 VERDICT_ROWS = [  # mha.lesson.verdict.interval_rows's shape: the model, removal, two rungs

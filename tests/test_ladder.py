@@ -150,7 +150,10 @@ def test_the_uptraining_curves_log_axis_labels_whole_numbers():
 
     fig = plots.ladder.loss_curve([0.5, 0.4, 0.3, 0.2], "uptraining")
     axis = fig.layout.yaxis
-    assert axis.type == "log" and axis.tickformat == ".2~g"
+    assert axis.type == "log" and axis.tickformat == ".2~g" and list(axis.tickvals) == [0.2, 0.5]
+    # a loss over three decades: one tick a decade, so that they never run together on a phone
+    wide = plots.ladder.loss_curve(list(np.geomspace(0.9, 0.0009, 50)), "uptraining").layout.yaxis
+    assert list(wide.tickvals) == pytest.approx([0.001, 0.01, 0.1])
 
 
 def test_a_heads_query_and_key_are_a_pair_so_mqa_pools_keys_in_unrelated_coordinates(bert, run):

@@ -48,9 +48,11 @@ def db_trouble(e: Exception) -> str:
     return "The class's database is not answering: try again in a moment." if not isinstance(e, ValueError) else str(e)
 
 
-def set_cookie(name: str, value: str, days: float, secure: bool = False) -> None:
-    """Set (or, with days=0, delete) a cookie of this app in this browser (Secure: only over HTTPS)."""
-    flags = f"Path=/; Max-Age={int(days * 86400)}; SameSite=Strict" + ("; Secure" if secure else "")
+def set_cookie(name: str, value: str, days: float | None, secure: bool = False) -> None:
+    """Set (or, with days=0, delete) a cookie of this app in this browser (Secure: only over HTTPS);
+    days=None: a session cookie, gone when the browser closes."""
+    age = "" if days is None else f"; Max-Age={int(days * 86400)}"
+    flags = f"Path=/{age}; SameSite=Strict" + ("; Secure" if secure else "")
     js = f"document.cookie = {json.dumps(f'{name}={value}; {flags}')};"
     st.html(f"<script>{js}</script>", unsafe_allow_javascript=True)
 

@@ -126,6 +126,8 @@ STATE: dict[str, type | tuple[type, ...]] = {  # the app's own bookkeeping
     "_url_written": list,  # the query strings sync_url wrote last (dicts, newest last)
     "_why_training": tuple,  # (settings, step) of a training that did not finish
     "lesson_first": dict,  # question -> right at the first try
+    "_progress_checked": bool,  # the lesson's score cookie was read (once per session: ui.progress)
+    "_progress_written": str,  # the score as the cookie has it
     "_from_link": set,  # settings a link set that no widget has shown yet
     "_scrolled": set,  # what ui.scroll_here scrolled to once (a step opened, a question answered)
     "_scroll_current": str,  # the answer whose scroll is sent until the reader moves on

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 KV = "K/V cache per token, fp16 (whole model, as a decoder)"
 MEASURES = ("head diversity (JS)", "random maps as sharp (JS)", "attention drift (JS)", "layer output cosine")
+SHORT = dict(zip(MEASURES, ("diversity", "random maps", "drift", "layer cosine")))  # the tables' headings
 
 
 def structure(rungs: list[ladder.Rung], n_layers: int, d_model: int, bias: bool) -> list[dict]:

@@ -87,23 +87,28 @@ def rungs_of(v: Verdict, kind: str, pooling: str = PLAIN) -> list[Entry]:
     return [e for e in v.entries if e.kind == kind and e.pooling == pooling]
 
 
+TABLE_COLUMNS = (  # (kind, pooling, heading) of table(), after the rung
+    (CONVERTED, PLAIN, "converted, mean-pooled"),
+    (CONVERTED, SCALED, "converted, scale restored"),
+    (UPTRAINED, PLAIN, "uptrained"),
+    (FLOOR, PLAIN, "random projections"),
+)
+
+
 def table(v: Verdict) -> list[dict]:
-    """The verdict's table: the model, each rung (converted both ways, uptrained, its random floor),
-    attention removed; every layer changed."""
-    name = score_name(v)
-    rows = [{"rung": f"{v.model_entry.rung} (the model)", f"converted, {PLAIN}": round(v.score(v.model_entry), 3)}]
+    """The verdict's table, every layer changed: the model, each rung (converted both ways, uptrained,
+    its random floor), every head removed; scores to 3 decimals as text, "—" where a row has none."""
+
+    def cell(e: Entry | None) -> str:
+        return "—" if e is None else fmt(v, v.score(e))
+
+    rows = [{"rung": f"{v.model_entry.rung} (the model)", **{h: "—" for *_, h in TABLE_COLUMNS}}]
+    rows[0][TABLE_COLUMNS[0][2]] = cell(v.model_entry)
     for e in rungs_of(v, CONVERTED):
-        row = {"rung": e.rung, f"converted, {PLAIN}": round(v.score(e), 3)}
-        for kind, pooling, column in (
-            (CONVERTED, SCALED, f"converted, {SCALED}"),
-            (UPTRAINED, PLAIN, "uptrained"),
-            (FLOOR, PLAIN, "random projections"),
-        ):
-            found = v.find(kind, e.rung, pooling)
-            row[column] = None if found is None else round(v.score(found), 3)
-        rows.append(row)
-    rows.append({"rung": "attention removed (every head)", f"converted, {PLAIN}": round(v.score(v.removed_entry), 3)})
-    return [{k if k == "rung" else f"{k}: {name}": x for k, x in r.items()} for r in rows]
+        rows.append({"rung": e.rung, **{h: cell(v.find(kind, e.rung, pooling)) for kind, pooling, h in TABLE_COLUMNS}})
+    gone = {h: "—" for *_, h in TABLE_COLUMNS} | {TABLE_COLUMNS[0][2]: cell(v.removed_entry)}
+    rows.append({"rung": "every head removed", **gone})
+    return rows
 
 
 def interval_rows(v: Verdict) -> list[dict]:

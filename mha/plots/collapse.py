@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from mha.plots.common import SCALE, integer_heatmap, role_colour, sup
+from mha.plots.common import SCALE, integer_heatmap, legend_below, role_colour, sup
 
 
 def head_matrix(values: np.ndarray, title: str, zmax: float = 1.0, label: str = "value") -> go.Figure:
@@ -59,6 +59,5 @@ def sweep_chart(rows: list[dict[str, float]], current: float | None = None) -> g
         xaxis=dict(title="alpha"),
         yaxis=dict(title="divergence / overlap / entropy share", range=[0, 1.05]),
         yaxis2=dict(title="effective number of heads", overlaying="y", side="right", rangemode="tozero"),
-        legend=dict(orientation="h", y=-0.25),
     )
-    return fig
+    return legend_below(fig)

@@ -39,6 +39,14 @@ def readable(fig: go.Figure) -> go.Figure:
     return fig
 
 
+def legend_below(fig: go.Figure) -> go.Figure:
+    """A horizontal legend at the bottom of the figure itself (yref "container"): Plotly then keeps the
+    plot and its x axis's title above it however many lines the legend wraps onto. A legend at a fraction
+    of the plot's height rose into the axis title on a phone, where it wrapped onto six lines."""
+    fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", yref="container", y=0, yanchor="bottom"))
+    return fig
+
+
 def wrap(text: str, width: int = WRAP) -> str:
     """A label broken into lines of at most `width` characters (Plotly never wraps text itself):
     a chart's title must fit a phone's width and half a projector's."""

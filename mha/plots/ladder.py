@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import plotly.graph_objects as go
 
-from mha.plots.common import role_colour
+from mha.plots.common import legend_below, role_colour
 from mha.plots.describe import with_words
 
 if TYPE_CHECKING:
@@ -21,62 +21,78 @@ def ladder_chart(
     cosine: str = "sentence cosine",
     who: str = "BERT",
 ) -> go.Figure:
-    """The ladder's rungs (ladder.RungMeasures) left to right: the sentence cosine of the plain
-    mean-pooled conversion and, if given, of the one with its scale restored (left axis; left out
-    where not measured), their
-    head diversity as bars (right axis), and the baselines (ladder.Baselines) as level lines:
-    the cosines' on the left axis, random maps' diversity on the right.
-    `cosine` names that cosine (a decoder's: "final-state cosine"), `who` the model it is to."""
+    """Inside one layer, rung by rung (ladder.RungMeasures, a row each): the heads' diversity as bars,
+    plainly mean-pooled and (if given) rescaled, each beside random maps exactly as sharp as that rung's
+    own (markers), and random maps as sharp as the model's (ladder.Baselines) as a vertical line. The
+    cosines, which the residual stream keeps near 1 (recap.residual), are in the tables, not here: on a
+    0-1 axis they sat in a 6 px band. Horizontal, so that every rung's name reads on a phone."""
     names = [r.rung.name for r in rows]
     fig = go.Figure()
-    series = [("mean-pooled", rows, None)] + ([("scale restored", rescaled, "dot")] if rescaled else [])
-    drawn = False  # a sentence cosine line (not measured: ladder_measures(whole=False))
-    for kind, measured, dash in series:
-        cosines = [r.sentence_cosine for r in measured]
-        if all(c is None for c in cosines):
-            continue
-        drawn = True
-        line = dict(color=role_colour("sentence cosine"), dash=dash)
-        fig.add_scatter(x=names, y=cosines, name=f"{cosine}, {kind}", mode="lines+markers", line=line)
-    for (kind, measured, _), opacity in zip(series, (0.35, 0.7)):
-        bars = dict(yaxis="y2", marker_color=role_colour("diversity"), opacity=opacity)
-        fig.add_bar(x=names, y=[r.diversity for r in measured], name=f"head diversity (JS), {kind}", **bars)
-    if baselines is not None:
-        for value, label, dash in (
-            (baselines.sentence_cosine, "layer's attention removed", "dash"),
-            (baselines.sentence_cosine_no_heads, "every head removed", "dashdot"),
-        ):
-            if value is None:
-                continue
-            fig.add_trace(
-                go.Scatter(
-                    x=[names[0], names[-1]],
-                    y=[value, value],
-                    name=f"{cosine}, {label}",
-                    mode="lines",
-                    line=dict(color=role_colour("random"), dash=dash),
-                )
-            )
-        fig.add_scatter(  # the diversity's own baseline, on its axis: heads this sharp with nothing in common
-            x=[names[0], names[-1]],
-            y=[baselines.random_diversity] * 2,
-            yaxis="y2",
-            name=f"head diversity, random maps as sharp as {who}'s",
-            mode="lines",
-            line=dict(color=role_colour("diversity"), dash="dot"),
+    series = [("mean-pooled", rows, 0.45)] + ([("scale restored", rescaled, 0.9)] if rescaled else [])
+    for kind, measured, opacity in series:
+        fig.add_bar(
+            y=names,
+            x=[r.diversity for r in measured],
+            orientation="h",
+            name=f"head diversity (JS), {kind}",
+            marker_color=role_colour("diversity"),
+            opacity=opacity,
         )
-    fig.update_layout(
-        title="Down the ladder: what sharing costs, and whether the heads stay different",
-        height=400,
-        margin=dict(l=10, r=10, t=50, b=10),
-        yaxis=dict(title=f"{cosine} to {who}", range=[0, 1.02]) if drawn else dict(visible=False),
-        yaxis2=dict(title="head diversity (JS)", overlaying="y", side="right", rangemode="tozero"),
-        # level labels, a rung's name on two lines: tilted, "shared Q/K/V" ran into its neighbour at 1280 px
-        xaxis=dict(type="category", tickangle=0, tickvals=names, ticktext=[n.replace(" ", "<br>", 1) for n in names]),
-        barmode="group",
-        legend=dict(orientation="h", y=-0.2),
+    for (kind, measured, _), symbol in zip(series, ("x", "x-open")):
+        fig.add_scatter(
+            y=names,
+            x=[r.random_diversity for r in measured],
+            mode="markers",
+            name=f"random maps, {kind}",  # as sharp as the rung's own (the words say it)
+            marker=dict(color=role_colour("random"), symbol=symbol, size=9),
+        )
+    words = "; ".join(
+        f"{kind}: " + ", ".join(f"{r.rung.name} {r.diversity:.3g} (random {r.random_diversity:.3g})" for r in measured)
+        for kind, measured, _ in series
     )
-    return fig
+    if baselines is not None:
+        fig.add_vline(x=baselines.random_diversity, line=dict(color=role_colour("random"), dash="dot"))
+        fig.add_scatter(  # the line's legend entry
+            x=[None],
+            y=[None],
+            mode="lines",
+            name=f"random maps as sharp as {who}'s: {baselines.random_diversity:.3f}",
+            line=dict(color=role_colour("random"), dash="dot"),
+        )
+    with_words(
+        fig,
+        f"One row per rung, {len(names)} rungs: the heads' diversity (mean Jensen-Shannon divergence between "
+        f"heads, nats) as a bar, and random maps exactly as sharp as that rung's as a marker (in brackets). "
+        + words
+        + (
+            f". Random maps as sharp as {who}'s: {baselines.random_diversity:.3g} (a vertical line)."
+            if baselines
+            else "."
+        ),
+    )
+    fig.update_layout(
+        title="Inside one layer: how far apart the heads are, rung by rung",
+        height=260 + 44 * len(names),
+        margin=dict(l=10, r=10, t=60, b=10),
+        barmode="group",
+        xaxis=dict(title="head diversity (JS, nats)", rangemode="tozero"),
+        yaxis=dict(type="category", categoryorder="array", categoryarray=names[::-1], tickvals=names, title=None),
+    )
+    return legend_below(fig)
+
+
+def log_ticks(values: list[float]) -> list[float]:
+    """Tick values for a log axis over `values`: the powers of ten inside their range when there are at
+    least two, else 1, 2 and 5 times each power of ten inside it."""
+    positive = [v for v in values if v > 0]
+    if not positive:
+        return [1.0]
+    lo, hi = min(positive), max(positive)
+    powers = range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)
+    decades = [10.0**k for k in powers if lo <= 10.0**k <= hi]
+    if len(decades) >= 2:
+        return decades
+    return [m * 10.0**k for k in powers for m in (1, 2, 5) if lo <= m * 10.0**k <= hi] or [lo, hi]
 
 
 def loss_curve(losses: list[float], title: str) -> go.Figure:
@@ -87,8 +103,9 @@ def loss_curve(losses: list[float], title: str) -> go.Figure:
         height=300,
         margin=dict(l=10, r=10, t=50, b=10),
         xaxis=dict(title="step"),
-        # whole numbers on every tick (0.5, 0.2): Plotly's default labels a log axis inside a decade "5, 2"
-        yaxis=dict(title="relative error", type="log", tickformat=".2~g"),
+        # ticks written as numbers (0.5, 0.2, never Plotly's bare "5, 2" inside a decade), and only as many as fit
+        # a phone's chart: the decades when two fall in the range, else 1, 2 and 5 of each decade
+        yaxis=dict(title="relative error", type="log", tickformat=".2~g", tickvals=log_ticks(losses)),
     )
     return fig
 
@@ -115,9 +132,8 @@ def group_chart(within: np.ndarray, across: np.ndarray, rank: np.ndarray, texts:
         xaxis=dict(title="layer"),
         yaxis=dict(title="head diversity (JS, nats)", rangemode="tozero"),
         yaxis2=dict(title="rank among partitions", overlaying="y", side="right", range=[0, 1]),
-        legend=dict(orientation="h", y=-0.2),
     )
-    return fig
+    return legend_below(fig)
 
 
 VERDICT_SERIES = (  # (kind, pooling, legend name, colour, marker) of verdict_chart, drawn in this order
@@ -185,10 +201,9 @@ def verdict_chart(rows: list[dict], score_name: str, title: str) -> go.Figure:
     )
     fig.update_layout(
         title=title,
-        height=140 + 34 * len(rungs),
+        height=260 + 36 * len(rungs),  # a row a rung, and room for the legend's six lines on a phone
         margin=dict(l=10, r=10, t=60, b=10),
         xaxis=dict(title=score_name),
-        yaxis=dict(type="category", categoryorder="array", categoryarray=rungs[::-1], title=None),
-        legend=dict(orientation="h", y=-0.18, yanchor="top"),
+        yaxis=dict(type="category", categoryorder="array", categoryarray=rungs[::-1], tickvals=rungs, title=None),
     )
-    return fig
+    return legend_below(fig)

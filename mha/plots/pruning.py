@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import plotly.graph_objects as go
 
-from mha.plots.common import role_colour
+from mha.plots.common import legend_below, role_colour
 
 if TYPE_CHECKING:
     from mha.tasks.pruning import HeadsStudy, LossStudy
@@ -44,8 +44,8 @@ def _finish(fig: go.Figure, tolerance: float, score: str) -> None:
         margin=dict(l=10, r=10, t=50, b=10),
         xaxis=dict(title="heads removed"),
         yaxis=dict(title=f"change in {score}"),
-        legend=dict(orientation="h", y=-0.25),
     )
+    legend_below(fig)
 
 
 def pruning_chart(study: HeadsStudy) -> go.Figure:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from mha.plots.common import SCALE, head_colour, role_colour
+from mha.plots.common import SCALE, head_colour, legend_below, role_colour
 
 
 def training_curves(
@@ -27,9 +27,8 @@ def training_curves(
         xaxis=dict(title="step"),
         yaxis=dict(title="loss (dotted)", rangemode="tozero"),
         yaxis2=dict(title="all targets right (solid)", overlaying="y", side="right", range=[0, 1.02]),
-        legend=dict(orientation="h", y=-0.2),
     )
-    return fig
+    return legend_below(fig)
 
 
 def experiment_maps(
