@@ -651,7 +651,7 @@ def test_sharing_page_ladder_and_uptraining(bert):
     at.selectbox(key="_w_sharing_rung").select(tied).run()
     at.button(key="sharing_train").click().run()
     no_exception(at)
-    outcome = table_with(at, "uptrained")
+    outcome = table_with(at, "measure")
     error, held, diversity, fitted = outcome.iloc[0], outcome.iloc[1], outcome.iloc[2], outcome.iloc[5]
     assert "held-out" in error["measure"] and "fitted" in fitted["measure"]  # held-out error first, fitted last
     assert fitted["uptrained"] < fitted["converted"]
@@ -668,7 +668,7 @@ def test_sharing_page_ladder_and_uptraining(bert):
     again.select_slider(key="_w_sharing_steps").set_value(250).run()
     again.selectbox(key="_w_sharing_rung").select(tied).run()
     assert again.button(key="sharing_train").disabled
-    assert table_with(again, "uptrained").iloc[5]["uptrained"] == fitted["uptrained"]
+    assert table_with(again, "measure").iloc[5]["uptrained"] == fitted["uptrained"]
 
 
 def test_heads_needed_page_maps_held_out_curves_and_editor(bert):
