@@ -228,7 +228,7 @@ st.table(  # a table that wraps: a scrolling grid cut its columns off on a phone
             "what changed": f"every head of {scope} removed",
             stick.short: stick.fmt(task_removed.value),
             cosine: "not run" if removed is None else f"{removed[cosine]:.3f}",
-            OUT: f"{out_gone:.3f}",
+            OUT: "no output (no bias)" if out_gone != out_gone else f"{out_gone:.3f}",  # nan: nothing left
         },
         {
             "what changed": "every head of the model removed",
@@ -309,7 +309,9 @@ st.markdown(
     )
     + (
         f"model's {stick.short} on its own task "
-        if stick is yardstick.NEXT_TOKEN or inp.model == catalog.DEFAULT_MODEL
+        if stick is yardstick.NEXT_TOKEN
+        else f"model's {stick.name} ({task_base.n} {stick.items}; the sharing page's verdict uses the STS dev pairs) "
+        if inp.model == catalog.DEFAULT_MODEL
         else f"model's {stick.short} on the bundled model's task (sentence similarity) "
     )
     + f"from {stick.fmt(task_base.value)} to {stick.fmt(task_shared.value)}; with every head of {scope} removed "

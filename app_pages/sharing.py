@@ -81,6 +81,7 @@ if verdict is not None:
     st.caption(words.chain_key(verdict))
     st.markdown(words.against_removal(verdict))
     st.markdown(words.uptrained_words(verdict) + " " + words.contrast(verdict))
+    st.markdown(words.kept_words(verdict))
     st.download_button(
         "The verdict, every variant with its interval (.csv)",
         export.rows_csv(words.interval_rows(verdict)),
@@ -124,7 +125,7 @@ if inside:  # one table per pooling: every column on a projector's screen, every
             },
         )
     ui.chart(plots.ladder.ladder_chart(measured, rescaled, base, emb, who))
-    st.markdown(recap.residual(base, layer, emb))
+    st.markdown(recap.residual(base, layer, emb, model.traits.pre_norm))
 st.caption(
     "Drift: Jensen-Shannon divergence between a head's new and "
     f"{who}'s own attention, averaged over heads and tokens. Head diversity: the mean divergence between the rung's "
@@ -240,7 +241,12 @@ st.markdown(
         if converted
         else ""
     )
-    + f"Removing the layer's attention altogether gives {base.layer_cosine:.2f}. The verdict above uptrains every "
+    + (
+        f"Removing the layer's attention altogether gives {base.layer_cosine:.2f}. "
+        if base.layer_cosine == base.layer_cosine
+        else f"Removing the layer's attention altogether leaves no output at all ({who}'s $W^O$ has no bias). "
+    )
+    + "The verdict above uptrains every "
     "layer of every rung; here you uptrain one layer yourself: it is fitted to reproduce "
     f"{who}'s own layer output on {len(uptrain.generated_sentences()):,} generated sentences (Adam, lr "
     f"{uptrain.UPTRAIN_LR:g} with cosine decay, batches of {uptrain.UPTRAIN_BATCH}), then measured on the bundled "

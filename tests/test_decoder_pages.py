@@ -273,3 +273,21 @@ def test_the_decoders_final_states_are_taken_before_its_final_norm(smol):
     torch.testing.assert_close(normed.float(), after.float(), atol=2e-4, rtol=1e-4)
     assert not np.allclose(run.hidden_states[-1], after.numpy(), atol=1e-2)  # before: not the same states
     assert smol.traits.norm == "RMSNorm"  # the name the page reads from the traits
+
+
+def test_the_sharing_page_words_what_one_w_q_leaves_on_a_grouped_model(walked, smol, run):
+    """On a grouped model one W^Q leaves one map per K/V group, not one per head: the page says so, and
+    the rung's maps, counted here, are exactly G distinct ones. Pre-norm: the residual carries on as it is;
+    no W^O bias: removing the layer's attention leaves no output to compare."""
+    from mha.analyses import ladder
+
+    text = walked[0]["app_pages/sharing.py"]
+    H, G = smol.n_heads, smol.traits.kv_groups
+    assert f"compute one map: {G} maps for {H} heads" in text and "a $W^K$ of its own for each head" not in text
+    q_only = next(r for r in ladder.rungs(H, False, G) if r.heads == (1, G, G))
+    layer = int(walked[1].session_state["layer"])
+    maps = ladder.rung_attention(smol, run, layer, q_only)  # (H, T, T)
+    distinct = {tuple(np.round(m, 5).ravel()) for m in maps}
+    assert len(distinct) == G
+    assert "which carry on unchanged" in text and "post-norm" not in text
+    assert f"leaves no output at all ({smol.traits.who}'s $W^O$ has no bias)" in text and not smol.traits.bias

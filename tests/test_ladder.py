@@ -215,6 +215,26 @@ def test_sharing_less_is_explained_only_where_the_task_says_it_cost_more():
     grouped = recap.further(worse, closer, closer, 4, kv_groups=2)  # heads of one group already share their key
     assert "its K/V group's $W^K$" in grouped and "averaged over all 2 groups" in grouped
     assert "(mean-pooled)" in recap.further(task(3.0, 0.5, "mean-pooled"), closer, closer, 4)
+    # the order said is this conversion's: the other pooling and the uptrained pair are said beside it, as
+    # their own intervals order them (here the other pooling reverses it)
+    from mha.lesson import verdict as words
+    from mha.studies.verdict import UPTRAINED
+
+    both = task(3.0, 0.5)
+    both.entries += [
+        Entry(CONVERTED, "MQA", "mean-pooled", gold + rng.normal(0, 0.2, 400)),
+        Entry(CONVERTED, "shared Q/K/V", "mean-pooled", gold + rng.normal(0, 3.0, 400)),
+        Entry(UPTRAINED, "MQA", "mean-pooled", gold + rng.normal(0, 0.5, 400)),
+        Entry(UPTRAINED, "shared Q/K/V", "mean-pooled", gold + rng.normal(0, 0.5, 400)),
+    ]
+    said = recap.further(both, closer, closer, 4)
+    plain = [both.find(CONVERTED, n, "mean-pooled") for n in ("MQA", "shared Q/K/V")]
+    assert words.chain(both, plain).startswith("MQA (mean-pooled) ") and " > " in words.chain(both, plain)
+    ups = [both.find(UPTRAINED, n, "mean-pooled") for n in ("MQA", "shared Q/K/V")]
+    assert (
+        f"This order belongs to this conversion (scale restored, untrained): with the other pooling, "
+        f"{words.chain(both, plain)}; uptrained, {words.chain(both, ups)}." in said
+    )
 
 
 def test_the_recap_names_the_conversion_and_its_baselines(bert, run):

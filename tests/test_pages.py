@@ -602,6 +602,7 @@ def test_sharing_page_ladder_and_uptraining(bert):
     # beside its baseline (random maps exactly as sharp as the layer's) and the drift from each head's own map
     assert f"random maps exactly as sharp as theirs differ by {base.random_diversity:.3f}" in which
     assert base.random_diversity == pytest.approx(metrics.shuffled_diversity(run.attentions[5]), abs=1e-6)
+    assert by[(12, 12, 12)].random_diversity == base.random_diversity  # the model's rung is the baseline: one number
     mqa_s = scaled[(12, 1, 1)]
     assert f"each MQA head's map drifts {mqa_s.drift:.3f} from its own map in BERT ({mqa.drift:.3f}" in which
     assert f"{mqa_s.drift / mha.diversity:.0%} of the distance between two of BERT's heads" in which
@@ -640,6 +641,9 @@ def test_sharing_page_ladder_and_uptraining(bert):
         / np.linalg.norm(run.hidden_states[5], axis=-1)
     )
     assert f"layer 5's attention adds a vector {ratio:.0%} as long as the residual it joins" in said
+    assert "normalised (post-norm LayerNorm)" in said and "carry on unchanged" not in said  # BERT: post-norm
+    # the order of MQA and one shared Q/K/V said as this conversion's, with the other pooling's and the uptrained
+    assert "This order belongs to this conversion (scale restored, untrained): with the other pooling, " in further[0]
     for r in ladder.rungs(bert.n_heads, True):
         row = table[table["rung"] == r.name].iloc[0]
         assert row["attention drift (JS), scale restored"] == pytest.approx(scaled[r.heads].drift, abs=2e-3)
@@ -763,7 +767,12 @@ def test_collapse_page_scores_sharing_on_the_task(bert):
     shared = similarity.evaluate(bert, replace={1: collapse.shared_module(bert.scratch_layer(1), "scaled")}).spearman
     assert float(metric["Task: Spearman on the written pairs"]) == pytest.approx(shared, abs=5e-4)
     answer = " ".join(m.value for m in at.markdown if "one head computed" in m.value)
-    assert f"Spearman on its own task from {similarity.evaluate(bert).spearman:.3f} to {shared:.3f}" in answer
+    n = similarity.evaluate(bert).n  # the written pairs, named: not the verdict's STS dev pairs
+    assert (
+        f"Spearman on the written pairs ({n} pairs; the sharing page's verdict uses the STS dev pairs) from "
+        + (f"{similarity.evaluate(bert).spearman:.3f} to {shared:.3f}")
+        in answer
+    )
     # beside the baseline, measured the same way: layer 1's heads removed
     removed = similarity.evaluate(
         bert, head_mask=similarity.head_mask(bert, [(1, h) for h in range(bert.n_heads)])

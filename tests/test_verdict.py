@@ -255,3 +255,34 @@ def test_one_layers_uptraining_is_the_shipped_one(bert, shipped):
     before, after = shipped.fits["MQA"][0]
     assert fit.before == pytest.approx(before, rel=1e-4) and fit.after == pytest.approx(after, rel=2e-2)
     assert after < 0.5 * before
+
+
+def test_what_each_rung_keeps_of_attentions_gain(bert, shipped, smol):
+    """kept: the share of what attention adds (the model against every head removed), recomputed from
+    the shipped per-pair cosines with scipy and from the per-text losses by hand; a known case: the
+    model keeps 100 %, removal 0 %; a rung worse than removal is negative and the words say so."""
+    gold = shipped.gold
+
+    def rho(e):
+        return spearmanr(e.values, gold).statistic
+
+    gone, model = rho(shipped.removed_entry), rho(shipped.model_entry)
+    assert words.kept(shipped, shipped.model_entry) == pytest.approx(1)
+    assert words.kept(shipped, shipped.removed_entry) == 0
+    said = words.kept_words(shipped)
+    assert f"Attention raises the score by {model - gone:.3f}" in said
+    for conv in words.rungs_of(shipped, CONVERTED):
+        up = shipped.find(verdict.UPTRAINED, conv.rung, words.PLAIN)
+        share = (rho(conv) - gone) / (model - gone)
+        assert f"{conv.rung} {share:.0%} → {(rho(up) - gone) / (model - gone):.0%}" in said
+    assert "(below 0 %: worse than no attention at all)" in said  # shared Q, K converted: 0.724 < 0.794
+    v = verdict.shipped_verdict(smol)
+
+    def nats(e):
+        return e.values.sum() / v.tokens.sum()
+
+    loss_gone, loss_model = nats(v.removed_entry), nats(v.model_entry)
+    mqa = v.find(verdict.UPTRAINED, "MQA", words.PLAIN)
+    said = words.kept_words(v)
+    assert f"Attention lowers the loss by {loss_gone - loss_model:.3f} nats per token" in said
+    assert f"→ {(loss_gone - nats(mqa)) / (loss_gone - loss_model):.0%}" in said and "below 0" not in said

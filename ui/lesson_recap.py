@@ -53,7 +53,9 @@ def recap_step(c: StepContext) -> None:
             st.markdown(task)
     else:
         _production(c, layer, task)
-    if verdict is None:
+    if verdict is not None:
+        st.markdown(verdict_words.kept_words(verdict))
+    else:
         st.info(
             f"The verdict on {t.who}'s own task (every layer converted, scored on held-out data) is computed on "
             "*What may be shared*.",

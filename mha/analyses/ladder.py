@@ -203,7 +203,7 @@ class RungMeasures:
     kv_cache: int  # bytes per token, fp16, for this model's shape
     drift: float
     diversity: float
-    layer_cosine: float
+    layer_cosine: float  # nan: the layer has no W^O bias, so its attention removed leaves no output
     sentence_cosine: float | None  # None: not measured (ladder_measures(whole=False))
     random_diversity: float = float("nan")  # random maps exactly as sharp as this rung's own (RANDOM_SEEDS shuffles)
 
@@ -252,7 +252,7 @@ def ladder_measures(
     return out
 
 
-RANDOM_SEEDS = 2  # shuffles behind each rung's random-map diversity
+RANDOM_SEEDS = 4  # shuffles behind each rung's random-map diversity: the baseline's (metrics.shuffled_diversity)
 
 
 def ladder_counts(rungs: list[Rung]) -> tuple[int, int, int]:
@@ -318,11 +318,12 @@ def baselines(bert: LoadedModel, run: Run, layer: int, whole: bool = True) -> Ba
         out = original.silent_output(x)  # every head's output zeroed before W^O
         ref_out, ref_w = original(x)  # (1, T, C), (1, H, T, T)
     residual = np.linalg.norm(run.hidden_states[layer], axis=-1)  # (T,): the states entering the layer
+    silent = not bool(out.any())  # no W^O bias: nothing is left to compare, the cosine is undefined
     return Baselines(
-        layer_cosine=float(metrics.cosine(out[0].numpy(), ref_out[0].numpy()).mean()),
+        layer_cosine=float("nan") if silent else float(metrics.cosine(out[0].numpy(), ref_out[0].numpy()).mean()),
         sentence_cosine=collapse.removal_effect(bert, run, [layer])[key] if whole else None,
         sentence_cosine_no_heads=collapse.removal_effect(bert, run, range(bert.n_layers))[key] if whole else None,
-        random_diversity=metrics.shuffled_diversity(ref_w[0].numpy(), original.causal),
+        random_diversity=metrics.shuffled_diversity(ref_w[0].numpy(), original.causal, RANDOM_SEEDS),
         residual_ratio=float(np.mean(np.linalg.norm(ref_out[0].numpy(), axis=-1) / residual)),
     )
 

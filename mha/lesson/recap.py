@@ -44,7 +44,9 @@ def sharing(
             f"against {floor:.2f} for random subspaces of the same size)"
         )
     flatter = f", much flatter than {who}'s heads" if ans.flat else ""
-    worth = ", and buys nothing with them: the heads write the same thing." if ans.identical and copies else "."
+    worth = "."
+    if ans.identical and copies:
+        worth = f"; what it loses is every head but one: the {ans.n_heads} heads write the same thing."
     return (
         f"{opening}. The heads' subspaces overlap {overlaps} ($W^Q, W^K, W^V$; 1 = one subspace), and the effective "
         f"number of heads goes from {ans.heads_bert:.1f} to {ans.heads_shared:.1f}"
@@ -128,7 +130,7 @@ def further(
     counts, ladder.Rung.heads); "" otherwise. kv_groups: the model's own K/V projections (fewer than
     n_heads: a grouped-query model, whose heads of one group already share their key)."""
     from mha.lesson import verdict as words
-    from mha.studies.verdict import CONVERTED
+    from mha.studies.verdict import CONVERTED, UPTRAINED
 
     if v is None:
         return ""
@@ -147,6 +149,15 @@ def further(
         c = v.change(b, a)  # MQA minus shared Q/K/V
         if words.better(v, c) != -1:
             continue
+        other = [  # the same two rungs under the other pooling, and uptrained: the order may not hold there
+            (name, twins)
+            for name, kind, p in (
+                ("with the other pooling", CONVERTED, words.PLAIN if pooling == words.SCALED else words.SCALED),
+                ("uptrained", UPTRAINED, words.PLAIN),
+            )
+            if None not in (twins := (v.find(kind, "MQA", p), v.find(kind, "shared Q/K/V", p)))
+        ]
+        holds = [f"{name}, {words.chain(v, list(twins))}" for name, twins in other]
         return (
             f"**Why can sharing less cost more?** On {who}'s own task, {words.held_out(v)}, with every layer "
             f"converted ({pooling}), MQA (K and V shared) scores {words.fmt(v, v.score(a))} and one shared Q, K and V "
@@ -160,6 +171,7 @@ def further(
                 if one.drift < mqa.drift
                 else f"drifting {one.drift:.3f} from each head's own: here the maps alone do not explain the order."
             )
+            + (f" This order belongs to this conversion ({pooling}, untrained): {'; '.join(holds)}." if holds else "")
         )
     return ""
 
@@ -196,8 +208,13 @@ def which_differ(plain: list[RungMeasures], scaled: list[RungMeasures], base: Ba
         + (
             f"Only the rungs that share **both Q and K** ({', '.join(share_qk)}) make every "
             f"head compute the same map (diversity below {SAME_TOLERANCE:.0e}): a head's map is "
-            r"$\mathrm{softmax}(Q_i K_i^\top / \sqrt{d_k})$, so a $W^Q$ of its own *or* a $W^K$ of its own for "
-            "each head is enough to keep the maps apart."
+            r"$\mathrm{softmax}(Q_i K_i^\top / \sqrt{d_k})$, so "
+            + (
+                "a $W^Q$ of its own *or* a $W^K$ of its own for each head is enough to keep the maps apart."
+                if G == H
+                else f"a $W^Q$ of its own for each head keeps all {H} maps apart; with one $W^Q$, the {H // G} heads "
+                f"of a K/V group read one query and one key, and compute one map: {G} maps for {H} heads."
+            )
             if identical == share_qk
             else f"Identical maps (diversity below {SAME_TOLERANCE:.0e}): {', '.join(identical) or 'none'}."
         )
@@ -228,12 +245,18 @@ def q_only(q_alone: RungMeasures, model: RungMeasures, who: str) -> str:
     )
 
 
-def residual(base: Baselines, layer: int, cosine: str) -> str:
-    """Why the cosines of the last states cannot rank the rungs: the residual stream, measured."""
+def residual(base: Baselines, layer: int, cosine: str, pre_norm: bool = True) -> str:
+    """Why the cosines of the last states cannot rank the rungs: the residual stream, measured.
+    pre_norm (Traits.pre_norm): the sum carries on as it is; post-norm: it is normalised first."""
     kept = base.sentence_cosine
+    carry = (
+        "which carry on unchanged"
+        if pre_norm
+        else "and the sum is then normalised (post-norm LayerNorm), which rescales it but keeps the states in it"
+    )
     return (
         "The cosines are secondary. Each layer adds its attention's output to the residual stream, the states "
-        f"entering it, which carry on unchanged: on your sentence, layer {layer}'s attention adds a vector "
+        f"entering it, {carry}: on your sentence, layer {layer}'s attention adds a vector "
         f"{base.residual_ratio:.0%} as long as the residual it joins (mean over tokens), and every later layer "
         "adds its own. "
         + (

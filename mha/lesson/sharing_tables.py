@@ -4,6 +4,7 @@ their baselines, and a short uptraining's outcome. The page only lays them out."
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from mha.analyses import ladder
@@ -55,7 +56,7 @@ def measures(kind: str, rows: list[RungMeasures], base: Baselines, emb: str, who
     out += [
         {
             "rung": name,
-            f"layer output cosine, {kind}": round(layer_cos, 3) if layer_cos is not None else None,
+            f"layer output cosine, {kind}": None if layer_cos is None or math.isnan(layer_cos) else round(layer_cos, 3),
             f"{emb}, {kind}": round(cos, 3) if whole else None,
         }
         for name, cos, layer_cos in (

@@ -190,6 +190,37 @@ def won_back(v: Verdict, rung: str) -> float | None:
     return (v.score(up) - v.score(conv)) / lost
 
 
+def kept(v: Verdict, e: Entry) -> float:
+    """The share of what attention adds to the task (the model's score against every head removed) that
+    the entry keeps: 1 = all of it, 0 = no more than no attention, below 0 = worse than none. The same
+    formula for a loss: both differences change sign together."""
+    gone, model = v.score(v.removed_entry), v.score(v.model_entry)
+    return (v.score(e) - gone) / (model - gone)
+
+
+def kept_words(v: Verdict) -> str:
+    """How much of what attention adds each rung keeps, converted (plain mean) and uptrained."""
+    gone, model = v.score(v.removed_entry), v.score(v.model_entry)
+    items, shares = [], []
+    for conv in rungs_of(v, CONVERTED):
+        up = v.find(UPTRAINED, conv.rung, PLAIN)
+        shares += [kept(v, e) for e in (conv, up) if e is not None]
+        items.append(f"{conv.rung} {kept(v, conv):.0%}" + (f" → {kept(v, up):.0%}" if up is not None else ""))
+    adds = (
+        f"Attention raises the score by {model - gone:.3f}"
+        if higher_is_better(v)
+        else f"Attention lowers the loss by {gone - model:.3f} nats per token"
+    )
+    return (
+        f"**How much it matters.** {adds} ({fmt(v, gone)} with every head removed, {fmt(v, model)} with the model's "
+        "own). Of that, each rung keeps, converted (mean-pooled) → uptrained: "
+        + "; ".join(items)
+        + (" (below 0 %: worse than no attention at all)" if min(shares) < 0 else "")
+        + ". The uptraining is a short layer-wise fit (below), not Ainslie et al.'s: what a full uptraining keeps "
+        "is not measured here."
+    )
+
+
 def uptrained_words(v: Verdict) -> str:
     """What uptraining wins back, rung by rung, against the model and removal, and their order."""
     gone = v.removed_entry
@@ -229,7 +260,7 @@ def contrast(v: Verdict) -> str:
     behind = [f"{e.rung} {fmt(v, v.score(e))}" for e in others if verdicts[e.rung] == -1]
     return (
         f"Uptrained alike, one shared $W^Q, W^K, W^V$ (every head the same head) scores {fmt(v, v.score(one))}; of the "
-        f"{len(others)} rungs whose heads keep projections of their own (and so can attend differently), "
+        f"{len(others)} rungs whose heads do not all compute one map (a $W^Q$ per head, or a $W^K$ per K/V group), "
         + (f"{_list(ahead)} {_verb(ahead, 'scores', 'score')} better" if ahead else "none scores better")
         + (f", {_list(tied)} cannot be told apart from it" if tied else "")
         + (f", {_list(behind)} {_verb(behind, 'scores', 'score')} worse" if behind else "")

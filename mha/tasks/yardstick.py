@@ -45,8 +45,9 @@ NEXT_TOKEN = Yardstick(
     "sentences",
     "predict each next token of 64 human-written sentences: the first 64 distinct sentences of the STS "
     "Benchmark's dev split, in the order of the shipped file (mha/data/sts_pairs.tsv), that are not also in its "
-    "train split (mean cross-entropy in nats per token; exp of it is the perplexity; lower is better; the "
-    "sentences are a download below)",
+    "train split, each read alone (mean cross-entropy in nats per token; exp of it is the perplexity; lower is "
+    "better; a short sentence's first tokens have little to go on, so the loss runs higher than on long "
+    "documents; the sentences are a download below)",
 )
 
 
