@@ -119,8 +119,9 @@ def test_the_work_estimate_counts_what_torch_counts(bert):
     H = bert.n_heads
     assert collapse.sweep_counts(H) == (11, 11 * 3 * H, 11 * H * (H - 1) // 2)
     both = ladder.rungs(H) + ladder.rungs(H, rescale=True)  # 18, of which 4 give every head one map
-    # pairs: 14 rungs' heads, 2 shuffles of each of the 18 rungs' maps and 4 of the model's (random baselines)
-    assert ladder.ladder_counts(both) == (19, H * 37, (14 + 2 * 18 + 4) * H * (H - 1) // 2)
+    # pairs: 14 rungs' heads, 4 shuffles of each of the 18 rungs' maps and 4 of the model's (random baselines)
+    assert ladder.ladder_counts(both) == (19, H * 37, (14 + ladder.RANDOM_SEEDS * 18 + 4) * H * (H - 1) // 2)
+    assert ladder.RANDOM_SEEDS == 4  # as many as the baseline's (metrics.shuffled_diversity): one number for the model
     for counts in (collapse.sweep_counts(H), ladder.ladder_counts(both)):
         assert not cost.measures_at_once(bert, 512, cost.measures_macs(bert, 512, *counts))
         assert cost.measures_at_once(bert, 128, cost.measures_macs(bert, 128, *counts))

@@ -34,7 +34,7 @@ def hf_spearman(bert, change) -> float:
         for layer in model.encoder.layer:
             change(layer.attention.self, model.config.num_attention_heads)
     pairs = similarity.sts_pairs("dev")
-    texts = sorted({s for a, b, _ in pairs for s in (a, b)})
+    texts = sorted({s for a, b, _ in pairs for s in (a, b)}, key=len)  # batches of like length: little padding
     emb = {}
     with torch.no_grad():
         for start in range(0, len(texts), 64):
@@ -117,13 +117,15 @@ def test_decoder_verdict_equals_transformers_on_weight_copies(smol):
         with torch.no_grad():
             for layer in model.model.layers:
                 change(layer.self_attn, smol.traits.kv_groups)
-            nats = tokens = 0.0
-            for text in texts:
-                ids = torch.tensor([smol.tokenizer(text)["input_ids"]])
-                logits = model(ids).logits[0, :-1].float()
-                nats += float(torch.nn.functional.cross_entropy(logits, ids[0, 1:], reduction="sum"))
-                tokens += ids.shape[1] - 1
-        return nats / tokens
+            # one right-padded batch: under the causal mask no real token reads the padding after it, and
+            # the padded positions are left out of the sum (label -100)
+            rows = [smol.tokenizer(text)["input_ids"] for text in texts]
+            T = max(map(len, rows))
+            ids = torch.tensor([r + [0] * (T - len(r)) for r in rows])  # (N, T)
+            labels = torch.tensor([r[1:] + [-100] * (T - len(r)) for r in rows])  # (N, T - 1)
+            logits = model(ids).logits[:, :-1].float()  # (N, T - 1, V)
+            nats = float(torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="sum"))
+        return nats / int((labels != -100).sum())
 
     def mqa(att, G):
         pooled(att.k_proj, G), pooled(att.v_proj, G)
