@@ -132,7 +132,16 @@ def test_invalid_collapse_arguments_raise():
     with pytest.raises(ValueError, match="per head"):
         collapse.shared_module(MultiHeadAttention(32, 4, (1, 1, 1)))
     with pytest.raises(ValueError, match="per head"):
-        collapse.interpolate(MultiHeadAttention(32, 4, (4, 1, 1)), 0.5)  # already multi-query: nothing to start from
+        collapse.interpolate(MultiHeadAttention(32, 4, (1, 4, 4)), 0.5)  # Q already shared: nothing to start from
+    with pytest.raises(ValueError, match="per head"):
+        collapse.interpolate(MultiHeadAttention(32, 4, (4, 1, 4)), 0.5)  # K and V split apart: no model's structure
+    # multi-query is a model's own structure (Gemma 3 270M): the path starts there, and shared Q, K, V at the end
+    # is one map for every head
+    mqa = MultiHeadAttention(32, 4, (4, 1, 1))
+    shared = collapse.shared_module(mqa, "mean")
+    assert shared.role_heads == (1, 1, 1)
+    w = shared(torch.randn(1, 6, 32))[1][0]  # (H, T, T)
+    assert all(torch.equal(w[0], w[h]) for h in range(4))
     with pytest.raises(ValueError, match="alpha"):
         CollapsePath(1.5)
     with pytest.raises(ValueError, match="roles"):

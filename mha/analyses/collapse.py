@@ -145,9 +145,10 @@ def _scale(proj: torch.nn.Linear, n: int, source: Source) -> float:
 
 
 def _check(m: MultiHeadAttention) -> None:
-    """The path starts from a model's own structure: distinct Q (every head its own W^Q) and K/V
-    either distinct or in groups (grouped-query attention), never from one already shared."""
-    if m.role_heads[0] != m.n_heads or (m.n_heads > 1 and 1 in m.role_heads[1:]):
+    """The path starts from a model's own structure: distinct Q (every head its own W^Q) and K and V
+    alike, distinct or in groups (grouped-query attention, or one K/V head: multi-query attention, as
+    Gemma 3 270M has), never from a module whose Q is already shared."""
+    if m.role_heads[0] != m.n_heads or m.role_heads[1] != m.role_heads[2]:
         raise ValueError("start from a module whose W^Q is per head and whose K/V are per head or in groups")
 
 

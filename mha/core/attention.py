@@ -9,7 +9,12 @@ References:
   `scaled_dot_product_attention(..., enable_gqa=True)`: the references this module matches to
   float precision (tests/test_bert.py and tests/test_attention.py).
 
-Shapes: B batch, T tokens, C = d_model, H heads, D = d_k = C / H.
+Shapes: B batch, T tokens, C = d_model, H heads, D = d_k (C / H unless the model says otherwise, as
+Gemma 3's 256 beside C = 640 and H = 4); the heads' concatenation is H D wide and W^O maps it to C.
+
+What 2025 decoders add, each an argument (Gemma 3): `d_head` other than C / H; `scale` other than
+1 / sqrt(d_k); `qk_norm`, a per-head query/key norm (mha/core/norms.py); `window`, a sliding window
+(mha/core/masks.py).
 
 What the heads share has one spelling, `heads=(q, k, v)`: how many distinct projections each
 role has, each dividing H. (H, H, H) is plain multi-head attention (the default), (1, 1, 1) one
@@ -35,6 +40,12 @@ import torch
 from torch import nn
 
 from mha.core import rotary
+from mha.core.fastpath import SOFTMAX_INTO as _SOFTMAX_INTO
+from mha.core.fastpath import affine as _affine
+from mha.core.fastpath import block as _block
+from mha.core.fastpath import scaled_scores as _scaled_scores
+from mha.core.masks import attention_mask_for
+from mha.core.norms import HeadNorm
 
 ROLES = ("q", "k", "v")
 
@@ -64,29 +75,6 @@ def scaled_dot_product_attention(
     return weights @ v, weights  # (..., T, Dv), (..., T, S)
 
 
-def attention_mask_for(
-    attention_mask: torch.Tensor | None, T: int, causal: bool, device: torch.device | None = None
-) -> torch.Tensor | None:
-    """Which keys each query may read, as a bool mask broadcastable to (B, H, T, T), or None.
-
-    attention_mask: (B, T), 1 = real token, 0 = padding (a padded key is never read).
-    causal: query t reads keys 0..t only (a decoder); otherwise every key (an encoder such as BERT).
-    device: where the causal mask is made (the input's device).
-    """
-    mask = None
-    if attention_mask is not None:
-        if attention_mask.dim() != 2:
-            raise ValueError(
-                f"attention_mask must have shape (B, T) with 1 for tokens and 0 for padding, "
-                f"got shape {tuple(attention_mask.shape)}"
-            )
-        mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
-    if causal:
-        lower = torch.ones(T, T, dtype=torch.bool, device=device).tril()  # (T, T): key <= query
-        mask = lower if mask is None else mask & lower  # (B, 1, T, T)
-    return mask
-
-
 @dataclass
 class AttentionTrace:
     """Every intermediate of one multi-head attention pass (batch size B).
@@ -95,11 +83,12 @@ class AttentionTrace:
     q, k, v: (B, H, T, D) per-head queries, keys and values (head i owns columns i*D:(i+1)*D of
       a role with H projections; with n < H it reads projection i // (H / n)).
     scores: (B, H, T, T) raw Q_i K_i^T.
-    scaled: (B, H, T, T) scores / sqrt(D) (or the raw scores if scaling was turned off).
+    scaled: (B, H, T, T) scores times the scale, 1 / sqrt(D) unless the model sets another (or the raw
+      scores if scaling was turned off).
     weights: (B, H, T, T) softmax over the keys a query may read; every row sums to 1, except a
       query with no key to read (all padding), whose row is all zeros.
     heads: (B, H, T, D) head outputs weights @ V_i.
-    concat: (B, T, C) head outputs side by side.
+    concat: (B, T, H D) head outputs side by side (C wide when D = C / H).
     output: (B, T, C) concat @ W^O^T + b^O.
     """
 
@@ -132,38 +121,6 @@ def role_heads(n_heads: int, heads: tuple[int, int, int] | None = None) -> tuple
     return tuple(heads)
 
 
-def _block(parts: list[torch.Tensor | None]) -> torch.Tensor | None:
-    """The tensors `parts` (each (rows, ...) and contiguous) as one tensor of all their rows, when
-    they lie one after another in one storage (a view, no copy, not tracked by autograd); else None."""
-    if any(t is None or not t.is_contiguous() for t in parts):
-        return None
-    first = parts[0]
-    end = first.data_ptr()
-    for t in parts:
-        if t.data_ptr() != end or t.dtype != first.dtype or t.device != first.device:
-            return None
-        end += t.numel() * t.element_size()
-    if any(t.untyped_storage().data_ptr() != first.untyped_storage().data_ptr() for t in parts):
-        return None
-    rows = sum(t.shape[0] for t in parts)
-    with torch.no_grad():
-        return first.as_strided((rows, *first.shape[1:]), first.stride())  # (rows, ...)
-
-
-_SOFTMAX_INTO = torch.ops.aten._softmax.out  # looked up once: torch.ops resolves an op by attribute on each use
-
-
-def _affine(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """(N, C_in) rows -> (N, C_out) x W^T + b, as nn.Linear computes it, in one call on 2-D rows."""
-    return x @ weight.t() if bias is None else torch.addmm(bias, x, weight.t())
-
-
-def _scaled_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """(N, Tq, D) queries and (N, Tk, D) keys -> (N, Tq, Tk) q . k / sqrt(D), the division done by
-    the product itself (baddbmm's alpha), not by another pass over q or the scores."""
-    return torch.baddbmm(q.new_empty(()), q, k.transpose(1, 2), beta=0, alpha=1.0 / math.sqrt(q.shape[-1]))
-
-
 def _repeat_heads(t: torch.Tensor, n_heads: int) -> torch.Tensor:
     """(B, n, ...) per-group tensors -> (B, n_heads, ...): group g serves heads g*r .. g*r + r - 1."""
     n = t.shape[1]
@@ -179,7 +136,9 @@ class MultiHeadAttention(nn.Module):
     causal=True: query t reads keys 0..t only (a decoder). rope_theta: rotary position embeddings
     with that base (mha/core/rotary.py): queries and keys are rotated by their position before the
     scores, as in Llama-class decoders; None = no positions inside attention (BERT adds them to
-    the tokens before layer 0). W^O is always C x C.
+    the tokens before layer 0). d_head: D (None = C / H); W^O is C x H D. scale: the factor on
+    Q K^T (None = 1 / sqrt(D)). qk_norm: the eps of a per-head RMS norm of queries and keys (HeadNorm,
+    q_norm and k_norm), None = none. window: a sliding window of that many keys (causal only).
     """
 
     def __init__(
@@ -190,25 +149,39 @@ class MultiHeadAttention(nn.Module):
         bias: bool = True,
         causal: bool = False,
         rope_theta: float | None = None,
+        d_head: int | None = None,
+        scale: float | None = None,
+        qk_norm: float | None = None,
+        window: int | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(n_heads, int) or n_heads < 1:
             raise ValueError(f"n_heads must be a positive integer, got {n_heads!r}")
         if not isinstance(d_model, int) or d_model < 1:
             raise ValueError(f"d_model must be a positive integer, got {d_model!r}")
-        if d_model % n_heads != 0:
+        if d_head is not None and (not isinstance(d_head, int) or d_head < 1):
+            raise ValueError(f"d_head must be a positive integer, got {d_head!r}")
+        if d_head is None and d_model % n_heads != 0:
             raise ValueError(
                 f"d_model={d_model} is not divisible by n_heads={n_heads}; "
                 f"valid head counts for d_model={d_model} are {valid_head_counts(d_model)}"
             )
         self.role_heads = role_heads(n_heads, heads)
         self.d_model, self.n_heads, self.causal, self.rope_theta = d_model, n_heads, causal, rope_theta
-        self.d_head = d_model // n_heads
+        self.d_head = d_model // n_heads if d_head is None else d_head
+        self.own_d_head = d_head is not None  # set by the model (kept by with_heads), not C / H
+        self.scale = 1.0 / math.sqrt(self.d_head) if scale is None else float(scale)
+        self.own_scale = scale is not None
+        attention_mask_for(None, 1, causal, window=window)  # checks the window
+        self.window = window
         q_width, k_width, v_width = (g * self.d_head for g in self.role_heads)
         self.q_proj = nn.Linear(d_model, q_width, bias=bias)
         self.k_proj = nn.Linear(d_model, k_width, bias=bias)
         self.v_proj = nn.Linear(d_model, v_width, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(n_heads * self.d_head, d_model, bias=bias)
+        self.qk_norm = qk_norm
+        if qk_norm is not None:
+            self.q_norm, self.k_norm = HeadNorm(self.d_head, qk_norm), HeadNorm(self.d_head, qk_norm)
         self._one_block()
 
     def _one_block(self) -> None:
@@ -244,17 +217,42 @@ class MultiHeadAttention(nn.Module):
     ) -> MultiHeadAttention:
         """A new module (new weights) with this one's width, bias, mask and positions, and the split
         `heads` of `n_heads` heads (this module's count by default). empty=True: its weights are not
-        allocated (built on torch's meta device); the caller sets every projection (set_projection)."""
+        allocated (built on torch's meta device); the caller sets every projection (set_projection), and
+        the query/key norms, when the head size is kept, are this module's own tensors."""
         bias = self.q_proj.bias is not None
         n = self.n_heads if n_heads is None else n_heads
         with torch.device("meta") if empty else contextlib.nullcontext():
-            return MultiHeadAttention(self.d_model, n, heads, bias=bias, causal=self.causal, rope_theta=self.rope_theta)
+            own = dict(d_head=self.d_head if self.own_d_head else None, scale=self.scale if self.own_scale else None)
+            m = MultiHeadAttention(
+                self.d_model,
+                n,
+                heads,
+                bias,
+                self.causal,
+                self.rope_theta,
+                **own,
+                qk_norm=self.qk_norm,
+                window=self.window,
+            )
+        if empty:  # the query/key norms act per head, whatever the split: the new module reads this one's
+            for role in self.norm_roles:
+                mine = getattr(self, role).weight
+                if mine.shape == getattr(m, role).weight.shape:
+                    m.set_projection(role, mine)
+        return m
 
     def set_projection(self, role: str, weight: torch.Tensor, bias: torch.Tensor | None = None) -> None:
-        """Point projection `role` ("q", "k", "v" or "o" for W^O) at these tensors, not at copies of
-        them: a module made from another's weights shares them, and one that changes a projection
-        gives it new tensors, so the other module never sees the change. A module with biases
-        given none gets zeros (a model without biases)."""
+        """Point projection `role` ("q", "k", "v" or "o" for W^O; "q_norm", "k_norm" for the norms'
+        weights, no bias) at these tensors, not at copies of them: a module made from another's
+        weights shares them, and one that changes a projection gives it new tensors, so the other
+        module never sees the change. A module with biases given none gets zeros (a model without
+        biases)."""
+        if role in ("q_norm", "k_norm"):
+            norm = getattr(self, role)
+            if tuple(weight.shape) != tuple(norm.weight.shape):
+                raise ValueError(f"{role}: weight of shape {tuple(weight.shape)}, expected {tuple(norm.weight.shape)}")
+            norm.weight = weight if isinstance(weight, nn.Parameter) else nn.Parameter(weight, requires_grad=False)
+            return
         proj = self.out_proj if role == "o" else getattr(self, f"{role}_proj")
         if tuple(weight.shape) != tuple(proj.weight.shape):
             raise ValueError(f"{role}: weight of shape {tuple(weight.shape)}, expected {tuple(proj.weight.shape)}")
@@ -273,7 +271,14 @@ class MultiHeadAttention(nn.Module):
         for role in (*ROLES, "o"):
             proj = self.out_proj if role == "o" else getattr(self, f"{role}_proj")
             m.set_projection(role, proj.weight, proj.bias)
+        for role in self.norm_roles:
+            m.set_projection(role, getattr(self, role).weight)
         return m.train(self.training).requires_grad_(False)
+
+    @property
+    def norm_roles(self) -> tuple[str, ...]:
+        """("q_norm", "k_norm") with a per-head query/key norm, else ()."""
+        return ("q_norm", "k_norm") if self.qk_norm is not None else ()
 
     def shares_weights_with(self, other: MultiHeadAttention) -> bool:
         """Whether `other` has this module's structure and reads the very same tensors (borrowing,
@@ -300,12 +305,19 @@ class MultiHeadAttention(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     @staticmethod
-    def parameter_count(
-        d_model: int, n_heads: int, heads: tuple[int, int, int] | None = None, bias: bool = True
+    def parameter_count(  # noqa: PLR0913
+        d_model: int,
+        n_heads: int,
+        heads: tuple[int, int, int] | None = None,
+        bias: bool = True,
+        d_head=None,
+        qk_norm=False,
     ) -> int:
-        """Parameters of MultiHeadAttention(d_model, n_heads, heads, bias), without building it."""
-        widths = sum(role_heads(n_heads, heads)) * (d_model // n_heads) + d_model  # W^Q, W^K, W^V, W^O
-        return d_model * widths + bias * widths
+        """Parameters of MultiHeadAttention(d_model, n_heads, heads, bias, d_head, qk_norm), without
+        building it: C x (q + k + v) D for W^Q, W^K, W^V, H D x C for W^O, biases, two D-vectors of norms."""
+        D = d_model // n_heads if d_head is None else d_head
+        qkv = sum(role_heads(n_heads, heads)) * D
+        return d_model * qkv + n_heads * D * d_model + bias * (qkv + d_model) + 2 * D * qk_norm
 
     # ---- the reference ------------------------------------------------------------------------
 
@@ -314,7 +326,7 @@ class MultiHeadAttention(nn.Module):
 
         scale=False skips the division by sqrt(d_k), to show how the softmax saturates.
         """
-        B, T, C = x.shape
+        B, T, _ = x.shape
         H, D = self.n_heads, self.d_head
 
         def per_head(t: torch.Tensor) -> torch.Tensor:
@@ -324,17 +336,20 @@ class MultiHeadAttention(nn.Module):
         # 1. project: head i gets columns i*D:(i+1)*D of X W^Q (and of X W^K, X W^V); a role with
         #    n < H projections gives head i its group g = i // (H / n), columns g*D:(g+1)*D
         q, k, v = per_head(self.q_proj(x)), per_head(self.k_proj(x)), per_head(self.v_proj(x))
-        # 2. positions: rotary embeddings rotate q and k by their position (BERT added them to x instead)
+        # 2. a per-head RMS norm of every query and key, when the model has one (Gemma 3)
+        if self.qk_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        # 3. positions: rotary embeddings rotate q and k by their position (BERT added them to x instead)
         if self.rope_theta is not None:
             q, k = rotary.rotate(q, self.rope_theta), rotary.rotate(k, self.rope_theta)
-        # 3. which keys each query may read: padding, and the future when causal
-        mask = attention_mask_for(attention_mask, T, self.causal, x.device)
-        # 4. scaled dot-product attention in every head at once
-        factor = 1.0 / math.sqrt(D) if scale else 1.0
+        # 4. which keys each query may read: padding, the future when causal, and beyond the window
+        mask = attention_mask_for(attention_mask, T, self.causal, x.device, self.window)
+        # 5. scaled dot-product attention in every head at once
+        factor = self.scale if scale else 1.0
         heads, weights = scaled_dot_product_attention(q, k, v, mask, factor)  # (B, H, T, D), (B, H, T, T)
         scores = q @ k.transpose(-2, -1)  # (B, H, T, T): the raw scores, for the page
-        # 5. concatenate the heads and project back with W^O
-        concat = heads.transpose(1, 2).reshape(B, T, C)  # (B, H, T, D) -> (B, T, C)
+        # 6. concatenate the heads and project back with W^O
+        concat = heads.transpose(1, 2).reshape(B, T, H * D)  # (B, H, T, D) -> (B, T, H D)
         output = self.out_proj(concat)  # (B, T, C)
         return AttentionTrace(x, q, k, v, scores, scores * factor, weights, heads, concat, output)
 
@@ -354,9 +369,11 @@ class MultiHeadAttention(nn.Module):
         if C != self.d_model:
             raise ValueError(f"input width {C} does not match d_model={self.d_model}")
         q, k, v = self._project(x)  # (B, q, T, D), (B, k, T, D), (B, v, T, D)
+        if self.qk_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         if self.rope_theta is not None:
             q, k = rotary.rotate(q, self.rope_theta), rotary.rotate(k, self.rope_theta)
-        mask = attention_mask_for(attention_mask, T, self.causal, x.device)
+        mask = attention_mask_for(attention_mask, T, self.causal, x.device, self.window)
         hq, hk, hv = self.role_heads
         grouped = hq == self.n_heads and hk == hv  # distinct, grouped-query or multi-query
         heads, weights = (self._grouped if grouped else self._by_role)(q, k, v, mask)
@@ -417,7 +434,9 @@ class MultiHeadAttention(nn.Module):
         G = k.shape[1]
         r = H // G
         q3 = q.reshape(B * G, r * T, D)  # (B G, r T, D): a group's r query heads one after another
-        scores = _scaled_scores(q3, k.reshape(B * G, T, D)).view(B, H, T, T)  # (B G, r T, T) -> (B, H, T, T)
+        scores = _scaled_scores(q3, k.reshape(B * G, T, D), self.scale).view(
+            B, H, T, T
+        )  # (B G, r T, T) -> (B, H, T, T)
         weights = self._softmax(scores, mask)  # (B, H, T, T)
         heads = torch.bmm(weights.view(B * G, r * T, T), v.reshape(B * G, T, D)).view(B, H, T, D)  # (B, H, T, D)
         return heads, weights
@@ -433,7 +452,9 @@ class MultiHeadAttention(nn.Module):
         H = self.n_heads
         A = math.lcm(*self.role_heads[:2])
         q3 = _repeat_heads(q, A).reshape(B * A, T, D)  # (B A, T, D): views for one batch, copies for several
-        scores = _scaled_scores(q3, _repeat_heads(k, A).reshape(B * A, T, D)).view(B, A, T, T)  # (B, A, T, T)
+        scores = _scaled_scores(q3, _repeat_heads(k, A).reshape(B * A, T, D), self.scale).view(
+            B, A, T, T
+        )  # (B, A, T, T)
         weights = self._softmax(scores, mask)  # (B, A, T, T)
         r = H // A  # head i reads attention group i // r
         v = _repeat_heads(v, H).reshape(B, A, r, T, D)  # (B, A, r, T, D)
@@ -463,6 +484,6 @@ class MultiHeadAttention(nn.Module):
         B, H, T, D = heads.shape
         if head_mask is not None:
             heads = heads * head_mask.to(heads.dtype).reshape(-1, H, 1, 1)  # (B or 1, H, 1, 1)
-        concat = heads.transpose(1, 2).reshape(B * T, H * D)  # (B, H, T, D) -> (B T, C)
+        concat = heads.transpose(1, 2).reshape(B * T, H * D)  # (B, H, T, D) -> (B T, H D)
         o = self._modules["out_proj"]._parameters  # W^O and its bias, without nn.Module's slow attribute lookup
-        return _affine(concat, o["weight"], o.get("bias")).view(B, T, H * D)  # (B, T, C)
+        return _affine(concat, o["weight"], o.get("bias")).view(B, T, self.d_model)  # (B, T, C)

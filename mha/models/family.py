@@ -163,6 +163,10 @@ class LoadedModel(abc.ABC):
         """The model's own (weight, bias) of W^Q, W^K, W^V and W^O of `layer`, in nn.Linear's
         orientation (out, in): the tensors themselves or views of them, never copies."""
 
+    def _norms(self, layer: int) -> tuple[torch.Tensor, ...]:
+        """The weights of layer `layer`'s per-head query and key norms (Traits.qk_norm), () without."""
+        return ()
+
     @abc.abstractmethod
     def _attention_modules(self) -> list[nn.Module]:
         """The model's own attention modules, layer by layer; each forward returns (output, weights)."""
@@ -233,12 +237,24 @@ class LoadedModel(abc.ABC):
         ids, lengths = self.encode_batch(texts)  # (N, T), (N,)
         return ids, None, (torch.arange(ids.shape[1])[None] < lengths[:, None]).long()
 
-    def _new_layer(self) -> MultiHeadAttention:
-        """A from-scratch layer of this model's structure (weights not set): H query heads, G K/V
-        projections (a K/V group is one projection), its mask and positions, all from the traits."""
+    def _new_layer(self, layer: int) -> MultiHeadAttention:
+        """Layer `layer`'s from-scratch attention of this model's structure (weights not set): H query
+        heads, G K/V projections (a K/V group is one projection), its head size and score scale, its
+        query/key norm, its mask and window, its rotary base, all from the traits."""
         t = self.traits
         heads = (t.n_heads, t.kv_groups, t.kv_groups)
-        return MultiHeadAttention(t.d_model, t.n_heads, heads, bias=t.bias, causal=t.causal, rope_theta=t.rope_theta)
+        return MultiHeadAttention(
+            t.d_model,
+            t.n_heads,
+            heads,
+            bias=t.bias,
+            causal=t.causal,
+            rope_theta=t.theta(layer),
+            d_head=t.head_dim,
+            scale=t.score_scale,
+            qk_norm=t.qk_norm,
+            window=t.window(layer),
+        )
 
     @contextlib.contextmanager
     def attentions_into(self, out: np.ndarray) -> Iterator[list[bool]]:
@@ -346,11 +362,13 @@ class LoadedModel(abc.ABC):
         template = self._templates.get(layer)
         if template is None:
             with torch.inference_mode(False), torch.device("meta"):  # the structure, no weights of its own
-                template = self._new_layer()
+                template = self._new_layer(layer)
             for role, (weight, bias) in zip((*ROLES, "o"), self._projections(layer)):
                 if weight.dtype != torch.float32:
                     raise TypeError(f"layer {layer}'s {role} is {weight.dtype}: load the model in float32")
                 template.set_projection(role, weight, bias)  # the model's tensors (or views), not copies
+            for role, weight in zip(template.norm_roles, self._norms(layer)):
+                template.set_projection(role, weight)
             template.eval().requires_grad_(False)
             self._templates[layer] = template
         return template

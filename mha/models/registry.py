@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from mha.models.bert import LoadedBert
 from mha.models.family import LoadedModel
+from mha.models.gemma3 import LoadedGemma3
 from mha.models.gpt2 import LoadedGPT2
 from mha.models.llama import LoadedLlama
 
-FAMILIES: dict[str, type[LoadedModel]] = {f.MODEL_TYPE: f for f in (LoadedBert, LoadedLlama, LoadedGPT2)}
+FAMILIES: dict[str, type[LoadedModel]] = {f.MODEL_TYPE: f for f in (LoadedBert, LoadedLlama, LoadedGPT2, LoadedGemma3)}
 
 
 def family_of(model_type: str) -> type[LoadedModel]:

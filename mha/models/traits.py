@@ -35,6 +35,11 @@ class Traits:
     parking: where heads park attention ("special": the tokenizer's special_tokens; "first": the
         first token, an attention sink). rope_theta: the rotary base (None without rotary).
     bias: whether Q, K, V and O have biases. max_length: the most tokens a run reads.
+    head_dim: d_k when the model sets it (None: C / H); the heads' concatenation is H d_k wide.
+    score_scale: the factor on Q K^T (None: 1 / sqrt(d_k)). qk_norm: the eps of a per-head RMS norm
+    of queries and keys before the scores (None: none). windows: per layer, the sliding window in
+    keys (None: the layer reads every earlier key), None for no window anywhere. rope_thetas: per
+    layer, the rotary base (None: rope_theta in every layer).
     """
 
     name: str
@@ -56,17 +61,55 @@ class Traits:
     rope_theta: float | None = None
     bias: bool = True
     max_length: int = 512
+    head_dim: int | None = None
+    score_scale: float | None = None
+    qk_norm: float | None = None
+    windows: tuple[int | None, ...] | None = None
+    rope_thetas: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
-        if self.n_heads % self.kv_groups or self.d_model % self.n_heads:
+        if self.n_heads % self.kv_groups or (self.head_dim is None and self.d_model % self.n_heads):
             raise ValueError(f"{self.name}: {self.kv_groups} K/V groups, {self.n_heads} heads, width {self.d_model}")
         if (self.positions == "rotary") != (self.rope_theta is not None):
             raise ValueError(f"{self.name}: rotary positions and rope_theta go together")
+        for name, per in (("windows", self.windows), ("rope_thetas", self.rope_thetas)):
+            if per is not None and len(per) != self.n_layers:
+                raise ValueError(f"{self.name}: {name} has {len(per)} entries for {self.n_layers} layers")
+        if self.windows is not None and not self.causal and any(w is not None for w in self.windows):
+            raise ValueError(f"{self.name}: a sliding window needs a causal model")
 
     @property
     def d_head(self) -> int:
-        """d_k = C / H."""
-        return self.d_model // self.n_heads
+        """d_k: the model's head size, C / H unless it sets another."""
+        return self.d_model // self.n_heads if self.head_dim is None else self.head_dim
+
+    @property
+    def heads_width(self) -> int:
+        """H d_k: the width of the heads side by side, what W^O reads (C when d_k = C / H)."""
+        return self.n_heads * self.d_head
+
+    @property
+    def scale(self) -> float:
+        """The factor on Q K^T: 1 / sqrt(d_k) unless the model sets another."""
+        return self.d_head**-0.5 if self.score_scale is None else self.score_scale
+
+    @property
+    def scale_is_standard(self) -> bool:
+        """Whether the scale is 1 / sqrt(d_k) (to float precision)."""
+        return abs(self.scale * self.d_head**0.5 - 1) < 1e-6
+
+    def window(self, layer: int) -> int | None:
+        """Layer `layer`'s sliding window in keys, or None (it reads every key its mask allows)."""
+        return None if self.windows is None else self.windows[layer]
+
+    @property
+    def sliding_layers(self) -> tuple[int, ...]:
+        """The layers with a sliding window."""
+        return tuple(i for i in range(self.n_layers) if self.window(i) is not None)
+
+    def theta(self, layer: int) -> float | None:
+        """Layer `layer`'s rotary base (None without rotary positions)."""
+        return self.rope_theta if self.rope_thetas is None else self.rope_thetas[layer]
 
     @property
     def grouped(self) -> bool:
