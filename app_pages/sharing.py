@@ -195,8 +195,8 @@ if 1 < G < H:
     )
 
 st.header("K/V cache per token, as real models are built")
-built = [(f"{inp.model} (on screen)", model.n_layers, H, G, D)]
-built += [(s.name, s.n_layers, s.n_heads, s.kv_heads, s.d_head) for s in structures.references() if s.name != inp.model]
+own = structures.Structure(f"{inp.model} (on screen)", model.n_layers, H, G, D, model.traits.windows)
+built = [own, *(s for s in structures.references() if s.name != inp.model)]
 st.dataframe(
     ladder.built_cache_table(built),
     hide_index=True,
@@ -210,18 +210,7 @@ st.dataframe(
         ),
     },
 )
-st.caption(
-    "Generation reads the whole K/V cache again for every token it writes: the last two columns are what that "
-    "read is at those context lengths. On real structures (GPT-2 small from Transformers' GPT2Config, Radford et al. "
-    "2019; SmolLM2-135M from its config.json, once fetched): "
-    + "; ".join(
-        f"{name} keeps {kv} K/V heads for its {heads} query heads"
-        + (f", 1/{heads // kv} of the cache a K and V per head would need" if kv < heads else ", one per head")
-        for name, _, heads, kv, _ in built
-    )
-    + (". That saving is the point of grouped-query attention" if any(kv < h for _, _, h, kv, _ in built) else "")
-    + ". Layers x (K heads + V heads) x $d_k$ values, 2 bytes each (fp16)."
-)
+st.caption(ladder.built_cache_words(built))
 
 st.header("K/V cache per token, if these were decoders")
 shapes = {f"{inp.model} ({model.n_layers} x {H} x {D})": (model.n_layers, H, D), **ladder.REFERENCE_MODELS}

@@ -129,6 +129,10 @@ def test_the_real_gemma_reproduced_on_all_18_layers(gemma):
     are text, and a sliding layer's last query reads exactly 512 keys where a full layer reads all."""
     t = gemma.traits
     assert (t.n_layers, t.n_heads, t.kv_groups, t.d_model, t.d_head) == (18, 4, 1, 640, 256)
+    from mha.models import structures
+
+    s = structures.gemma3()  # the K/V cache table's row, read from the same config.json
+    assert (s.n_layers, s.n_heads, s.kv_heads, s.d_head, s.windows) == (18, 4, 1, 256, t.windows)
     assert t.sliding_layers == tuple(i for i in range(18) if i % 6 != 5) and set(t.windows) == {512, None}
     assert {t.theta(i) for i in t.sliding_layers} == {1e4} and t.theta(5) == 1e6 and t.scale == 256**-0.5
     text = "Die Bäckerei verkauft jeden Morgen frisches Brot. 虽然外面下雨，我们还是去了公园。"

@@ -12,6 +12,7 @@ from conftest import SENTENCES, weights_digest
 
 from mha import MultiHeadAttention
 from mha.analyses import ladder, uptrain
+from mha.models.structures import Structure
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +103,48 @@ def test_ladder_measures_on_the_real_layer(bert, run):
         assert 0 <= r.drift <= np.log(2) + 1e-9 and -1 <= r.sentence_cosine <= 1 + 1e-6, name
 
 
+def test_kv_cache_from_real_configs():
+    """Bytes per token and at 4k and 32k tokens, each against the formula written here: layers x (K + V
+    heads) x d_k x 2 bytes per token, a sliding layer's tokens capped at its window, MLA's latent
+    (kv_lora_rank + qk_rope_head_dim) per layer in place of K and V."""
+    from mha.models import structures
+
+    s = {x.name: x for x in structures.public()}
+    llama, mistral, deepseek = s["Llama-3-8B"], s["Mistral-7B-v0.1"], s["DeepSeek-V3"]
+    assert llama.per_token() == 32 * 2 * 8 * 128 * 2 == 128 * 1024
+    assert llama.cache_bytes(32768) == 32 * 2 * 8 * 128 * 2 * 32768  # 4 GiB: no window
+    assert mistral.cache_bytes(4096) == llama.cache_bytes(4096) and mistral.cache_bytes(32768) == 32 * 2048 * 2 * 4096
+    assert deepseek.per_token() == 61 * (512 + 64) * 2 and deepseek.cache_bytes(32768) == 61 * 576 * 2 * 32768
+    gemma = structures.from_config(
+        "Gemma 3 270M",  # its config.json's fields (mha/models/fetch_gemma.py converts it)
+        {
+            "num_hidden_layers": 18,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 1,
+            "head_dim": 256,
+            "hidden_size": 640,
+            "sliding_window": 512,
+            "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 3,
+        },
+    )
+    assert gemma.per_token() == 18 * 2 * 1 * 256 * 2 and gemma.sliding == 15
+    assert gemma.cache_bytes(32768) == 3 * 1024 * 32768 + 15 * 1024 * 512  # 103.5 MiB, not 576 MiB
+    assert gemma.cache_bytes(300) == gemma.per_token() * 300  # shorter than the window: no cap
+    rows = {r["model"]: r for r in ladder.built_cache_table([gemma, deepseek, mistral])}
+    assert rows["Gemma 3 270M"]["at 32,768 tokens"] == ladder.size(3 * 1024 * 32768 + 15 * 1024 * 512) == "104 MiB"
+    assert rows["Gemma 3 270M"]["K/V cache per token, as built"] == "18 KiB"
+    assert rows["Gemma 3 270M"]["with a K and V per head"] == ladder.size(18 * 2 * 4 * 256 * 2) == "72 KiB"
+    assert rows["DeepSeek-V3"]["K/V heads per layer"] == "none: a latent of 576 values"
+    assert rows["Mistral-7B-v0.1"]["at 32,768 tokens"] == "512 MiB"
+    said = ladder.built_cache_words([gemma, deepseek, mistral])
+    assert "Gemma 3 270M keeps 1 K/V head for its 4 query heads, 1/4 of the cache" in said
+    assert (
+        "its 15 sliding-window layers keep only their last 512 tokens, so at 32,768 tokens its cache is 104 MiB, "
+        "not 576 MiB" in said
+    )
+    assert "DeepSeek-V3 caches no head's K or V but one latent of 576 values per layer" in said
+
+
 def test_kv_cache_of_reference_decoders():
     assert ladder.kv_cache_bytes(32, 32, 128) == 512 * 1024  # a 7B model with MHA, fp16
     assert ladder.kv_cache_bytes(32, 8, 128) == 128 * 1024  # with GQA-8
@@ -117,7 +160,7 @@ def test_kv_cache_of_reference_decoders():
         "2 GiB",
         "300 bytes",
     ]
-    built = ladder.built_cache_table([("SmolLM2", 30, 9, 3, 64)])[0]  # K and V of 3 heads, 30 layers, fp16
+    built = ladder.built_cache_table([Structure("SmolLM2", 30, 9, 3, 64)])[0]  # K and V of 3 heads, 30 layers, fp16
     assert built["K/V cache per token, as built"] == "22.5 KiB" and built["at 4,096 tokens"] == "90 MiB"
     assert built["at 32,768 tokens"] == "720 MiB"  # 30 x 2 x 3 x 64 x 2 bytes x 32,768
     for heads in range(2, 65):

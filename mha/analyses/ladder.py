@@ -29,6 +29,7 @@ from mha.core.attention import ROLES, MultiHeadAttention, role_heads
 if TYPE_CHECKING:
     from mha.models.family import LoadedModel
     from mha.models.run import Run
+    from mha.models.structures import Structure
 
 
 def group_kv(module: MultiHeadAttention, kv_heads: int) -> MultiHeadAttention:
@@ -156,25 +157,60 @@ def cache_table(shapes: dict[str, tuple[int, int, int]]) -> list[dict[str, str]]
     return rows
 
 
-def built_cache_table(models: list[tuple[str, int, int, int, int]]) -> list[dict[str, str]]:
-    """K/V cache (fp16) of models as they are built {(name, layers, query heads, K/V heads, d_head)}:
-    per token with their own K/V heads, beside what a K and V per query head would need, and the
-    whole cache at each of CONTEXTS tokens (what generation reads for every new token)."""
+def built_cache_table(models: list[Structure]) -> list[dict[str, str]]:
+    """K/V cache (fp16) of models as they are built (mha.models.structures.Structure): per token with
+    their own K/V heads (or MLA's latent), beside what a K and V per query head would need, and the
+    whole cache at each of CONTEXTS tokens, each sliding-window layer capped at its window (what
+    generation reads for every new token)."""
     rows = []
-    for name, layers, heads, kv, d_head in models:
-        per_token = kv_cache_bytes(layers, kv, d_head)
+    for s in models:
+        mla = s.latent is not None
         rows.append(
             {
-                "model": name,
-                "layers": str(layers),
-                "query heads": str(heads),
-                "K/V heads per layer": str(kv),
-                "K/V cache per token, as built": size(per_token),
-                "with a K and V per head": size(kv_cache_bytes(layers, heads, d_head)),
-                **{f"at {n:,} tokens": size(per_token * n) for n in CONTEXTS},
+                "model": s.name,
+                "layers": str(s.n_layers)
+                + (f" ({s.sliding} with a window of {max(w or 0 for w in s.windows):,})" if s.sliding else ""),
+                "query heads": str(s.n_heads),
+                "K/V heads per layer": f"none: a latent of {s.latent} values" if mla else str(s.kv_heads),
+                "K/V cache per token, as built": size(s.per_token()),
+                "with a K and V per head": "—" if mla else size(kv_cache_bytes(s.n_layers, s.n_heads, s.d_head)),
+                **{f"at {n:,} tokens": size(s.cache_bytes(n)) for n in CONTEXTS},
             }
         )
     return rows
+
+
+def built_cache_words(models: list[Structure]) -> str:
+    """What built_cache_table shows, in words made from each structure: its K/V heads beside its query
+    heads, the window's cap where it has one, MLA's latent."""
+    parts = []
+    for s in models:
+        if s.latent is not None:
+            parts.append(
+                f"{s.name} caches no head's K or V but one latent of {s.latent} values per layer (multi-head "
+                "latent attention, DeepSeek-AI 2024)"
+            )
+            continue
+        part = f"{s.name} keeps {s.kv_heads} K/V head{'s' * (s.kv_heads != 1)} for its {s.n_heads} query heads" + (
+            f", 1/{s.n_heads // s.kv_heads} of the cache a K and V per head would need"
+            if s.kv_heads < s.n_heads
+            else ", one per head"
+        )
+        if s.sliding:
+            n = CONTEXTS[-1]
+            part += (
+                f"; its {s.sliding} sliding-window layers keep only their last {max(w or 0 for w in s.windows):,} "
+                f"tokens, so at {n:,} tokens its cache is {size(s.cache_bytes(n))}, not {size(s.per_token() * n)}"
+            )
+        parts.append(part)
+    return (
+        "Generation reads the whole K/V cache again for every token it writes: the last two columns are what that "
+        "read is at those context lengths. GPT-2 small from Transformers' GPT2Config (Radford et al. 2019); SmolLM2 "
+        "and Gemma 3 from their config.json once fetched; Llama-3-8B, Mistral-7B and DeepSeek-V3 from their public "
+        "config.json (mha/models/structures.py). "
+        + "; ".join(parts)
+        + ". Layers x (K heads + V heads) x $d_k$ values, 2 bytes each (fp16)."
+    )
 
 
 REFERENCE_MODELS = {  # (layers, heads, d_head) of decoders for the cache comparison
