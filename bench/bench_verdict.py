@@ -30,8 +30,9 @@ def parts(name: str, runs: int) -> None:
     H, G, L = model.n_heads, model.traits.kv_groups, model.n_layers
     mqa = next(r for r in ladder.rungs(H, False, G) if r.name == "MQA")
     every = {i: mqa.module(model.scratch_layer(i)) for i in range(L)}
+    own = {0: ladder.rungs(H, False, G)[0].module(model.scratch_layer(0))}  # the model's own structure, recomputed
     verdict._values(model)  # the held-out set's kept states, once
-    plain = median_seconds(lambda: verdict._values(model), runs)
+    plain = median_seconds(lambda: verdict._values(model, replace=own), runs)  # every layer run: the reference
     whole = median_seconds(lambda: verdict._values(model, replace=every), runs)
     alone = median_seconds(lambda: verdict._values(model, replace={L // 2: every[L // 2]}), runs)
     texts = generated_sentences(verdict.VERDICT["sentences"], verdict.VERDICT["seed"])
@@ -44,6 +45,7 @@ def parts(name: str, runs: int) -> None:
         original = model.scratch_layer(0)
         fits.append(uptrain(original, mqa.module(original), inputs, steps).seconds)
     fit = statistics.median(fits)
+    shipped = verdict.shipped_verdict(model)
     n = len(ladder.rungs(H, False, G)) - 1  # rungs converted
     runs_every, runs_alone = 2 + 4 * n + n, L * (1 + 2 * n)
     total = runs_every * whole + runs_alone * alone + n * L * fit + n * L * stream / max(L, 1)
@@ -52,7 +54,8 @@ def parts(name: str, runs: int) -> None:
         f"{plain:.2f} s; every layer converted {whole:.2f} s ({whole / plain:.2f}x); one layer alone {alone:.2f} s "
         f"({alone / plain:.2f}x); one layer's uptraining, {steps} steps, {fit:.1f} s ({fit / plain:.1f}x); the first "
         f"layer's inputs for {len(texts)} sentences {stream:.2f} s. The whole verdict: {runs_every} runs with every "
-        f"layer changed, {runs_alone} with one, {n * L} layer fits: about {total / 60:.1f} min."
+        f"layer changed, {runs_alone} with one, {n * L} layer fits: about {total / 60:.1f} min"
+        + (f" (the shipped one took {shipped.seconds / 60:.1f} min)." if shipped is not None else ".")
     )
 
 
