@@ -6,6 +6,7 @@ import ui
 from mha import plots
 from mha.analyses import map_views, sinks
 from mha.analyses.groups import group_ranges
+from mha.lesson import structure_words
 
 st.title("Attention heads")
 inp, run, model = ui.page_start()
@@ -16,13 +17,21 @@ st.caption(
     f"{run.model_name}: {run.n_layers} layers x {run.n_heads} heads, {run.n_tokens} tokens. "
     "Row = the token that attends (query), column = the token it reads (key); each row sums to 1."
     + (
-        " A decoder is causal: a token reads only itself and the tokens before it, so every map is a lower "
-        "triangle (the first token can read only itself)."
+        f" A decoder is causal: {structure_words.reads(traits, run.n_tokens)}, so every map is a lower "
+        "triangle (the first token can read only itself)"
+        + (
+            f"; in a sliding-window layer the triangle stops {max(w for w in traits.windows if w):,} keys left of "
+            "the diagonal."
+            if traits.sliding_layers and run.n_tokens > max(w for w in traits.windows if w)
+            else "."
+        )
         if causal
         else ""
     )
     + (
-        f" Its {run.n_heads} query heads share {groups} keys and values (grouped-query attention, Ainslie et al. "
+        f" All {run.n_heads} query heads read one K and one V (multi-query attention, Shazeer 2019)."
+        if groups == 1
+        else f" Its {run.n_heads} query heads share {groups} keys and values (grouped-query attention, Ainslie et al. "
         f"2023): heads {group_ranges(run.n_heads, groups)} "
         "each read one K/V group, named beside each head."
         if groups

@@ -63,7 +63,7 @@ st.caption(
     "Shared Q/K/V: every head uses one $W^Q, W^K, W^V$, the mean of the heads' slices rescaled to a slice's length "
     "(as on the collapse page). Shuffle: the input tokens in another order (no position information)."
 )
-D = C // H
+D = traits.d_head if H == H_model else C // H  # the model's own head size, or C / H for another split
 
 s = build_stages(model, run, layer, H, SOURCES[source], seed, shared, scale, shuffle)
 tr, tokens = s.trace, s.tokens
@@ -106,8 +106,9 @@ ui.chart(plots.build.matrix_heatmap(tr.x[0, :MAX_SHOWN], shown, "X"))
 m1, m2, m3 = st.columns(3)  # under the first picture: it stays on a projector's first screen
 m1.metric(r"$d_{model}$ / heads $h$ / $d_k$", f"{C} / {H} / {D}")
 bias = model.scratch_layer(layer).q_proj.bias is not None
-n_dist = MultiHeadAttention.parameter_count(C, H, (H, G, G) if grouped else None, bias)
-n_shared = MultiHeadAttention.parameter_count(C, H, (1, 1, 1), bias)
+own = dict(d_head=D, qk_norm=traits.qk_norm is not None) if H == H_model else {}  # Gemma's head size and norms
+n_dist = MultiHeadAttention.parameter_count(C, H, (H, G, G) if grouped else None, bias, **own)
+n_shared = MultiHeadAttention.parameter_count(C, H, (1, 1, 1), bias, **own)
 m2.metric(f"Parameters, {G} K/V groups" if grouped else "Parameters, distinct", f"{n_dist:,}")
 m3.metric("Parameters, shared", f"{n_shared:,}", delta=f"{n_shared - n_dist:,}", delta_color="off")
 
@@ -233,14 +234,14 @@ st.page_link(
     icon=":material/call_merge:",
 )
 
-st.header(f"4. Head outputs ({T} x {D}) -> concatenation ({T} x {C})")
+st.header(f"4. Head outputs ({T} x {D}) -> concatenation ({T} x {H * D})")
 ui.chart(
     plots.build.matrix_heatmap(
         tr.concat[0, :MAX_SHOWN], shown, "Concat(head_1, ..., head_H)", boundaries=[h * D for h in range(1, H)]
     ),
 )
 
-st.header(f"5. Mix with $W^O$ ({C} x {C}) -> output ({T} x {C})")
+st.header(f"5. Mix with $W^O$ ({H * D} x {C}) -> output ({T} x {C})")
 ui.chart(
     plots.build.matrix_heatmap(
         tr.output[0, :MAX_SHOWN], shown, "Output = Concat W<sup>O</sup>" + (" + b" if bias else "")

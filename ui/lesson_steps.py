@@ -12,7 +12,7 @@ import streamlit as st
 
 from mha import plots
 from mha.analyses import atlas, build, collapse, metrics, subspaces
-from mha.lesson import answers, check_question, steps
+from mha.lesson import answers, check_question, steps, structure_words
 from mha.lesson import verdict as verdict_words
 from mha.lesson.diagram import stages_dot, stages_text
 from mha.models.family import LoadedModel
@@ -126,7 +126,11 @@ def follow_one_token(c: StepContext) -> None:
         "words that "
         f"get more than half of some head's weight. Many heads park this token's weight on "
         f"{answers.parking_words(c.run).replace(' and ', ' or ')} instead, or spread it."
-        + (" The model is causal: a token reads only itself and the words before it." if c.run.traits.causal else ""),
+        + (
+            f" The model is causal: {structure_words.reads(c.run.traits, c.run.n_tokens)}."
+            if c.run.traits.causal
+            else ""
+        ),
         variant=str(query),
         version=f"following “{word}” ({query})",
     )
@@ -159,7 +163,11 @@ def stages(c: StepContext) -> None:
         _hidden("Answer first: the diagram with every shape follows.")
     else:
         G, causal = c.model.traits.kv_groups, c.model.traits.causal  # K/V groups and a causal mask, drawn
-        diagram(stages_dot(T, C, H, groups=G, causal=causal), stages_text(T, C, H, groups=G, causal=causal))
+        shape = structure_words.diagram_args(c.model.traits)
+        diagram(
+            stages_dot(T, C, H, groups=G, causal=causal, **shape),
+            stages_text(T, C, H, groups=G, causal=causal, **shape),
+        )
     c.tool("app_pages/build.py", "See every stage on your sentence: Build it from scratch")
 
 

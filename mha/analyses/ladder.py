@@ -82,9 +82,9 @@ class Rung:
         et al. 2023 do for K and V)."""
         return layer if layer.role_heads == self.heads else group_heads(layer, self.heads, self.rescale)
 
-    def parameter_count(self, d_model: int, bias: bool = True) -> int:
-        """Parameters of a layer of this structure."""
-        return MultiHeadAttention.parameter_count(d_model, self.n_heads, heads=self.heads, bias=bias)
+    def parameter_count(self, d_model: int, bias: bool = True, d_head: int | None = None, qk_norm: bool = False) -> int:
+        """Parameters of a layer of this structure (d_head, qk_norm: the model's, Traits.head_dim and qk_norm)."""
+        return MultiHeadAttention.parameter_count(d_model, self.n_heads, self.heads, bias, d_head, qk_norm)
 
 
 def rungs(n_heads: int, rescale: bool = False, kv_heads: int | None = None) -> list[Rung]:
@@ -264,7 +264,7 @@ def ladder_measures(
     `layer` on every changed module (ladder_finals), otherwise it is None (not measured)."""
     original = bert.scratch_layer(layer)
     x = run.layer_input(layer)  # (1, T, C)
-    D = bert.d_model // bert.n_heads
+    D = bert.traits.d_head
     finals = ladder_finals(bert, run, layer, [m for _, m in modules]) if whole else [None] * len(modules)
     out = []
     with torch.inference_mode():

@@ -296,7 +296,7 @@ def stage_shapes(run: Run, bert: LoadedModel) -> dict[str, tuple[int, int]]:
     """Steps 2 and 4: the shapes of X, one head's Q_i, one head's attention, the concatenation
     and the output, for this sentence."""
     T, C, H = run.n_tokens, bert.d_model, bert.n_heads
-    D = C // H
+    D = bert.traits.d_head
     return {"X": (T, C), "Q_i": (T, D), "A_i": (T, T), "head_i": (T, D), "concat": (T, H * D), "output": (T, C)}
 
 
@@ -311,6 +311,8 @@ def other_split(n_heads: int, d_model: int) -> tuple[int, int]:
 
 def key_of(traits: Traits, head: int) -> str:
     """The W^K a head reads, in LaTeX: its own W_i^K, or its K/V group's shared one."""
+    if traits.kv_groups == 1 < traits.n_heads:
+        return "the one $W^K$ every head reads"
     if traits.grouped:
         return f"the $W^K$ of K/V group {head // traits.group_size}"
     return f"$W_{{{head}}}^K$"
@@ -318,6 +320,8 @@ def key_of(traits: Traits, head: int) -> str:
 
 def qk_words(traits: Traits) -> str:
     """Whose W^Q and W^K a head reads, in words (a hint's)."""
+    if traits.kv_groups == 1 < traits.n_heads:
+        return "its own $W_i^Q$ and the one $W^K$ every head reads"
     return "its own $W_i^Q$ and its group's shared $W^K$" if traits.grouped else "its own $W_i^Q$ and $W_i^K$"
 
 
@@ -341,8 +345,9 @@ def subspace_question(bert: LoadedModel, run: Run, layer: int, a: int, b: int) -
         )
         return Choice(options, 0, why)
     if t.grouped and a // t.group_size == b // t.group_size:
+        which = "the model's only one" if t.kv_groups == 1 else f"K/V group {a // t.group_size}"
         matrices = (
-            f"heads {a} and {b} read one $W^K$ (K/V group {a // t.group_size}): their keys are the same points, but "
+            f"heads {a} and {b} read one $W^K$ ({which}): their keys are the same points, but "
             f"$W_{{{a}}}^Q$ and $W_{{{b}}}^Q$ put the query in different places"
         )
     else:

@@ -100,8 +100,10 @@ TERMS = (
     ),
     Term(
         "Head width, $d_k$",
-        "The width of one head: $d_k = d_{model} / h$. Each head projects a token to $d_k$ numbers for its query, "
-        "key and value; the scores are divided by $\\sqrt{d_k}$ (Vaswani et al. 2017).",
+        "The width of one head: $d_k = d_{model} / h$ in Vaswani et al. (2017); some models set their own, so that "
+        "the $h$ heads side by side are $h\\,d_k$ wide, not $d_{model}$, and $W^O$ maps them back. Each head projects "
+        "a token to $d_k$ numbers for its query, key and value; the scores are divided by $\\sqrt{d_k}$ (or multiplied "
+        "by a scale the model sets).",
     ),
     Term(
         "Representation subspace",

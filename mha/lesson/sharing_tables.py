@@ -17,10 +17,13 @@ MEASURES = ("head diversity (JS)", "random maps as sharp (JS)", "attention drift
 SHORT = dict(zip(MEASURES, ("diversity", "random maps", "drift", "layer cosine")))  # the tables' headings
 
 
-def structure(rungs: list[ladder.Rung], n_layers: int, d_model: int, bias: bool) -> list[dict]:
+def structure(
+    rungs: list[ladder.Rung], n_layers: int, d_model: int, bias: bool, d_head: int | None = None, qk_norm: bool = False
+) -> list[dict]:
     """Each rung's structure, counted from it: what it shares, its projections of Q, K, V, its
-    parameters, its K/V cache per token and at the first of ladder.CONTEXTS tokens."""
-    D = d_model // rungs[0].n_heads
+    parameters, its K/V cache per token and at the first of ladder.CONTEXTS tokens (d_head, qk_norm:
+    the model's own head size and query/key norm, Traits.head_dim and qk_norm)."""
+    D = d_model // rungs[0].n_heads if d_head is None else d_head
     n = ladder.CONTEXTS[0]
     rows = []
     for r in rungs:
@@ -30,7 +33,7 @@ def structure(rungs: list[ladder.Rung], n_layers: int, d_model: int, bias: bool)
                 "rung": r.name,
                 "shared across heads": r.shares,
                 "projections of Q, K, V": " / ".join(str(g) for g in r.heads),
-                "parameters (layer)": r.parameter_count(d_model, bias),
+                "parameters (layer)": r.parameter_count(d_model, bias, d_head, qk_norm),
                 KV: ladder.size(per_token),
                 f"at {n:,} tokens": ladder.size(per_token * n),
             }
