@@ -133,10 +133,11 @@ def build_stages(
             shuffle_error = _shuffle_error(m, x, perm, scale)
             if m.causal or m.rope_theta is not None:
                 order_errors = {"as the model has it": shuffle_error}
-                variants = [("without the causal mask", {"causal": False})] if m.causal else []
+                mask = "the causal mask and its window" if m.window is not None else "the causal mask"
+                variants = [(f"without {mask}", {"causal": False, "window": None})] if m.causal else []
                 if m.rope_theta is not None:  # last: the layer with every order-aware part removed
                     name = "without the mask and the rotary positions" if m.causal else "without the rotary positions"
-                    variants.append((name, {"causal": False, "rope_theta": None}))
+                    variants.append((name, {"causal": False, "window": None, "rope_theta": None}))
                 for name, changes in variants:
                     variant = copy.copy(m)
                     variant.__dict__.update(changes)
