@@ -470,8 +470,10 @@ def shuffle_question(bert: LoadedModel, run: Run, layer: int, seed: int = 1) -> 
     if s.order_errors is not None:
         e, t = s.order_errors, run.traits
         plain = list(e)[-1]  # every order-aware part removed
+        masked = next((k for k in e if k.startswith("without the causal mask")), "")  # and its window, if any
         sees = [
             *(["its causal mask lets a token read only the tokens before it"] if t.causal else []),
+            *([f"its window lets it read only the last {t.window(layer):,} of them"] if t.window(layer) else []),
             *(
                 ["its rotary positions turn q and k by their place before they meet (Su et al. 2021)"]
                 * (t.positions == "rotary")
@@ -480,7 +482,12 @@ def shuffle_question(bert: LoadedModel, run: Run, layer: int, seed: int = 1) -> 
         why = (
             f"Largest difference after undoing the shuffle: {small(e['as the model has it'])}. This layer sees the "
             f"order: {', and '.join(sees)}."
-            + (f" Without the mask it still differs by {small(e['without the causal mask'])};" if len(e) == 3 else "")
+            + (
+                f" Without the mask{' and its window' if masked.endswith('window') else ''} it still differs by "
+                f"{small(e[masked])};"
+                if len(e) == 3
+                else ""
+            )
             + f" {plain.replace('the mask and the rotary positions', 'the mask and the rotation')} the same weights "
             f"only reorder (largest difference {small(e[plain])}): the dot product itself knows no positions. "
             + (
