@@ -92,13 +92,32 @@ STEPS = (
         "stages",
         "Three stages, real shapes",
         lambda s: (
-            r"Multi-head attention runs $h$ heads side by side in three stages. **Project**: each head $i$ has its own "
-            r"$W_i^Q, W_i^K, W_i^V$ of size $d_{model} \times d_k$, with "
-            + f"${structure_words.d_k_tex(s.traits)}$: "
-            + r"$Q_i = X W_i^Q,\ K_i = X W_i^K,\ V_i = X W_i^V$. **Attend**: every head at once, "
-            + r"$\mathrm{head}_i = \mathrm{softmax}\big(Q_i K_i^\top "
+            r"Multi-head attention runs $h$ heads side by side in three stages. **Project**: "
+            + (
+                r"each head $i$ has its own $W_i^Q, W_i^K, W_i^V$ of size $d_{model} \times d_k$, with "
+                + f"${structure_words.d_k_tex(s.traits)}$: "
+                + r"$Q_i = X W_i^Q,\ K_i = X W_i^K,\ V_i = X W_i^V$. "
+                if not s.traits.grouped
+                else r"each head $i$ has its own $W_i^Q$ of size $d_{model} \times d_k$, with "
+                + f"${structure_words.d_k_tex(s.traits)}$, and reads its K/V projections $W^K, W^V$ "
+                + ("(one for every head)" if s.G == 1 else "(one per group of heads)")
+                + r": $Q_i = X W_i^Q,\ K = X W^K,\ V = X W^V$. "
+            )
+            + r"**Attend**: every head at once, "
+            + (
+                r"$\mathrm{head}_i = \mathrm{softmax}\big(Q_i K_i^\top "
+                if not s.traits.grouped
+                else r"$\mathrm{head}_i = \mathrm{softmax}\big(Q_i K^\top "
+            )
             + structure_words.scale_tex(s.traits)
-            + r"\big) V_i$. **Concatenate and mix**: "
+            + (
+                r"\big) V_i$. "
+                if not s.traits.grouped
+                else r"\big) V$ (with the one $K$ and $V$). "
+                if s.G == 1
+                else r"\big) V$ (with its group's $K$ and $V$). "
+            )
+            + r"**Concatenate and mix**: "
             r"$\mathrm{MultiHead}(X) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\, W^O$. "
             f"Here $d_{{model}} = {s.C}$, $h = {s.H}$ and your sentence has $T = {s.T}$ tokens."
             + (
