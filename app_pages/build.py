@@ -131,9 +131,14 @@ ui.chart(
     ),
 )
 
-if grouped and not shared:
+if grouped and not shared and G == 1:
     st.markdown(
-        f"$K$ and $V$ have only {G} projections of width {D} ({G * D} columns, not {C}): heads "
+        f"$K$ and $V$ have one projection each, of width {D} ({D} columns, not {H * D}): all {H} heads read it "
+        "(multi-query attention, Shazeer 2019), and only their $W_i^Q$ set them apart."
+    )
+elif grouped and not shared:
+    st.markdown(
+        f"$K$ and $V$ have only {G} projections of width {D} ({G * D} columns, not {H * D}): heads "
         f"{group_ranges(H, G)} each read one of them (grouped-query attention, Ainslie et al. 2023). Head {head} "
         f"reads K/V group {head // (H // G)}."
     )
