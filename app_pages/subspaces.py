@@ -166,13 +166,22 @@ ui.chart(
     ),
 )
 C, D = model.d_model, model.traits.d_head
-key = "W^K_{g(i)}" if traits.grouped else "W_i^K"  # a grouped head reads its group g(i)'s W^K
+key = "W^K" if traits.kv_groups == 1 else "W^K_{g(i)}" if traits.grouped else "W_i^K"  # whose W^K a head reads
+normed = (  # a per-head norm sits between the projections and the score: its weights are counted in
+    " (with the query and key norms' weights $1 + w$ between them; each token's own RMS also scales its scores, "
+    "which no spectrum shows)"
+    if traits.qk_norm is not None
+    else ""
+)
 st.caption(
-    f"Left: each head's $W_i^Q {{{key}}}^\\top$ ({C} x {C}) has at most $d_k$ = {D} directions. Right: stacked side by "
+    f"Left: each head's $W_i^Q {{{key}}}^\\top$ ({C} x {C}){normed} has at most $d_k$ = {D} directions. Right: "
+    "stacked side by "
     f"side, the {H} heads' $W^Q$ need {spectra.energy_rank('query')} of {C} directions for 90 % of their "
     f"energy, $W^K$ {spectra.energy_rank('key')}"
     + (
-        f" (its {model.traits.kv_groups} K/V groups' projections: {model.traits.kv_groups * D} rows)"
+        f" (its one K/V projection: {D} rows)"
+        if traits.kv_groups == 1
+        else f" (its {model.traits.kv_groups} K/V groups' projections: {model.traits.kv_groups * D} rows)"
         if traits.grouped
         else ""
     )

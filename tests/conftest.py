@@ -141,7 +141,7 @@ def false_claims(text: str, t) -> list[str]:
     if t.heads_width != t.d_model:  # d_k set by the model: d_model / h is not a head's width, W^O is not C x C
         C = t.d_model
         wrong += re.findall(
-            rf"[^.]*(?:d_k = d_{{model}} ?/ ?h\$ = |\b{C} x {C}\b|\bd_k = {C // t.n_heads}\b)[^.]*", text
+            rf"[^.]*(?:d_k = d_{{model}} ?/ ?h\$ = |W\^O\$? \(?{C} x {C}\b|\bd_k = {C // t.n_heads}\b)[^.]*", text
         )
     if not t.scale_is_standard:
         wrong += re.findall(r"[^.]*Q_i K_i\^\\top / \\sqrt\{d_k\}[^.]*", text)
