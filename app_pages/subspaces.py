@@ -7,12 +7,12 @@ import ui
 from mha import plots
 from mha.analyses import collapse, subspaces
 from mha.analyses.groups import group_ranges
-from mha.lesson import answers
+from mha.lesson import answers, structure_words
 
 st.title("Subspaces: each head's own view of your sentence")
 inp, run, model = ui.page_start()
 st.markdown(
-    f"Each head $i$ projects the token vectors with {answers.qk_words(model.traits)} into a small "
+    f"Each head $i$ projects the token vectors with {structure_words.qk_words(model.traits)} into a small "
     "$d_k$-dimensional space: its **representation subspace**. There a query meets the keys: the larger their dot "
     "product (it grows "
     "with both points' length, not only with their direction), the more of the token's weight goes to that key. "

@@ -122,7 +122,7 @@ def follow_one_token(c: StepContext) -> None:
         q.options,
         q.answer,
         q.why,
-        hint=f"Each head has {answers.qk_words(c.run.traits)}, so each scores the keys its own way; count the "
+        hint=f"Each head has {structure_words.qk_words(c.run.traits)}, so each scores the keys its own way; count the "
         "words that "
         f"get more than half of some head's weight. Many heads park this token's weight on "
         f"{answers.parking_words(c.run).replace(' and ', ' or ')} instead, or spread it."
@@ -191,7 +191,7 @@ def two_heads(c: StepContext) -> None:
         q.answer,
         q.why,
         hint=f"A head's weights come from $q \\cdot k$ in its own subspace, made by its "
-        f"{answers.qk_words(c.run.traits)[4:]}. Two heads compute them with their own matrices.",
+        f"{structure_words.qk_words(c.run.traits)[4:]}. Two heads compute them with their own matrices.",
         variant=f"{layer}-{a}-{b}",
         version=f"layer {layer}, heads {a} and {b}, “{word}”",
     )

@@ -15,6 +15,7 @@ import numpy as np
 
 from mha.analyses import atlas, build, collapse, metrics, subspaces
 from mha.lesson import check_question
+from mha.lesson.structure_words import key_of
 from mha.plots.common import token_label, token_text
 
 if TYPE_CHECKING:
@@ -307,22 +308,6 @@ def other_split(n_heads: int, d_model: int) -> tuple[int, int]:
         if h >= 1 and h != n_heads and d_model % h == 0:
             return h, d_model // h
     raise ValueError(f"no other split of {d_model} for {n_heads} heads")
-
-
-def key_of(traits: Traits, head: int) -> str:
-    """The W^K a head reads, in LaTeX: its own W_i^K, or its K/V group's shared one."""
-    if traits.kv_groups == 1 < traits.n_heads:
-        return "the one $W^K$ every head reads"
-    if traits.grouped:
-        return f"the $W^K$ of K/V group {head // traits.group_size}"
-    return f"$W_{{{head}}}^K$"
-
-
-def qk_words(traits: Traits) -> str:
-    """Whose W^Q and W^K a head reads, in words (a hint's)."""
-    if traits.kv_groups == 1 < traits.n_heads:
-        return "its own $W_i^Q$ and the one $W^K$ every head reads"
-    return "its own $W_i^Q$ and its group's shared $W^K$" if traits.grouped else "its own $W_i^Q$ and $W_i^K$"
 
 
 def subspace_question(bert: LoadedModel, run: Run, layer: int, a: int, b: int) -> Choice:

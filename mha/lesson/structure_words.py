@@ -52,3 +52,19 @@ def diagram_args(t: Traits) -> dict:
     own head size, its sliding window (the largest, if any layer has one) and its score scale."""
     windows = [w for w in (t.windows or ()) if w is not None]
     return {"d_head": t.head_dim, "window": max(windows) if windows else None, "scale": t.score_scale}
+
+
+def key_of(traits: Traits, head: int) -> str:
+    """The W^K a head reads, in LaTeX: its own W_i^K, or its K/V group's shared one."""
+    if traits.kv_groups == 1 < traits.n_heads:
+        return "the one $W^K$ every head reads"
+    if traits.grouped:
+        return f"the $W^K$ of K/V group {head // traits.group_size}"
+    return f"$W_{{{head}}}^K$"
+
+
+def qk_words(traits: Traits) -> str:
+    """Whose W^Q and W^K a head reads, in words (a hint's)."""
+    if traits.kv_groups == 1 < traits.n_heads:
+        return "its own $W_i^Q$ and the one $W^K$ every head reads"
+    return "its own $W_i^Q$ and its group's shared $W^K$" if traits.grouped else "its own $W_i^Q$ and $W_i^K$"
