@@ -1,0 +1,47 @@
+"""A model's structure in the words and formulas the pages show, made from its traits
+(mha/models/traits.py), so that no sentence written for one structure reaches another: who shares
+K and V with whom, d_k, the scale on the scores, and what a causal (or sliding-window) token reads."""
+
+from __future__ import annotations
+
+from mha.models.traits import Traits
+
+
+def kv_sharing(t: Traits) -> str:
+    """Whose W^K and W^V the query heads read, in words ("" when every head has its own)."""
+    if not t.grouped:
+        return ""
+    if t.kv_groups == 1:
+        return f"all {t.n_heads} query heads read one $W^K$ and one $W^V$ (multi-query attention, Shazeer 2019)"
+    return (
+        f"its {t.n_heads} query heads share $W^K$ and $W^V$ within {t.kv_groups} groups of {t.group_size} heads "
+        "(grouped-query attention, Ainslie et al. 2023)"
+    )
+
+
+def d_k_tex(t: Traits) -> str:
+    """How d_k is set, in LaTeX: d_k = d_model / h, or the model's own head size beside it."""
+    if t.head_dim is None or t.head_dim * t.n_heads == t.d_model:
+        return r"d_k = d_{model}/h"
+    return rf"d_k = {t.d_head}\ (\text{{set by the model: }} h\,d_k = {t.heads_width} \ne d_{{model}} = {t.d_model})"
+
+
+def scale_tex(t: Traits) -> str:
+    r"""What multiplies Q K^T, in LaTeX, after the product: "/ \sqrt{d_k}", or the model's own factor."""
+    return r"/ \sqrt{d_k}" if t.scale_is_standard else rf"\cdot {t.scale:.4g}"
+
+
+def reads(t: Traits, n_tokens: int) -> str:
+    """What a token reads, in words ("" for an encoder): itself and the tokens before it, and, on a
+    sentence longer than a sliding window, only the last W of them in the sliding layers."""
+    if not t.causal:
+        return ""
+    said = "a token reads only itself and the tokens before it (a causal mask)"
+    windows = sorted({w for w in (t.windows or ()) if w is not None and w < n_tokens})
+    if windows:
+        W = ", ".join(f"{w:,}" for w in windows)
+        said += (
+            f"; in its {len(t.sliding_layers)} sliding-window layers, only the last {W} of them (itself included), "
+            f"and your sentence has {n_tokens:,} tokens"
+        )
+    return said
