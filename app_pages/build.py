@@ -63,7 +63,7 @@ st.caption(
     "Shared Q/K/V: every head uses one $W^Q, W^K, W^V$, the mean of the heads' slices rescaled to a slice's length "
     "(as on the collapse page). Shuffle: the input tokens in another order (no position information)."
 )
-D = C // H
+D = traits.d_head if H == H_model else C // H  # the model's own head size, or C / H for another split
 
 s = build_stages(model, run, layer, H, SOURCES[source], seed, shared, scale, shuffle)
 tr, tokens = s.trace, s.tokens

@@ -21,7 +21,7 @@ st.markdown(
 inp, run, model = ui.page_start()
 C, H, T = model.d_model, model.n_heads, run.n_tokens
 who, stick = model.traits.who, yardstick.of(model.traits)
-D = C // H
+D = model.traits.d_head
 layer, _ = ui.layer_head(run, head=False)
 
 path = ui.path_controls(H, "collapse")
@@ -126,7 +126,7 @@ if model.traits.kv_groups < H:  # a K/V group is one projection: its heads' over
     st.caption(
         f"{who}'s heads of one K/V group read one $W^K$ and one $W^V$, so their overlap is 1 by construction and "
         f"counts in the means above; across groups alone, at alpha = {alpha:.2f}: $W^K$ {across['k']:.2f}, $W^V$ "
-        f"{across['v']:.2f}, against {metrics.random_overlap(model.d_model // H, model.d_model):.2f} for two random "
+        f"{across['v']:.2f}, against {metrics.random_overlap(D, model.d_model):.2f} for two random "
         "subspaces of the same size."
     )
 

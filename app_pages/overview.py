@@ -11,7 +11,7 @@ inp = ui.inputs()
 model = ui.model(inp)
 run = ui.current_run(inp)
 C, H, G = model.d_model, model.n_heads, model.traits.kv_groups
-D = C // H
+D = model.traits.d_head
 traits = model.traits
 causal = traits.causal
 T = run.n_tokens if run is not None else 16
@@ -30,7 +30,10 @@ st.markdown(
     )
     + (f" Its {H} query heads share {G} keys and values (grouped-query attention)." if traits.grouped else "")
 )
-ui.diagram(diagram.stages_dot(T, C, H, groups=G, causal=causal), diagram.stages_text(T, C, H, groups=G, causal=causal))
+ui.diagram(
+    diagram.stages_dot(T, C, H, groups=G, causal=causal, d_head=D),
+    diagram.stages_text(T, C, H, groups=G, causal=causal, d_head=D),
+)
 STAGES = [
     (
         "1. Project, per head",

@@ -27,7 +27,7 @@ st.markdown(
 )
 inp, run, model = ui.page_start()
 H, C, G, who = model.n_heads, model.d_model, model.traits.kv_groups, model.traits.who
-D = C // H
+D = model.traits.d_head
 emb = collapse.final_key(model.traits).replace(" embedding", "")  # collapse.final_cosine
 if G < H:
     st.info(
@@ -42,7 +42,7 @@ st.header("The structures")
 rungs = ladder.rungs(H, False, G)
 bias = model.scratch_layer(layer).q_proj.bias is not None
 st.dataframe(  # each rung's structure, counted from it (the same as its built module's: tests/test_ladder.py)
-    sharing_tables.structure(rungs, model.n_layers, C, bias),
+    sharing_tables.structure(rungs, model.n_layers, C, bias, D),
     hide_index=True,
     height="content",
     column_config={

@@ -165,7 +165,7 @@ ui.chart(
         spectra.reference,
     ),
 )
-C, D = model.d_model, model.d_model // H
+C, D = model.d_model, model.traits.d_head
 key = "W^K_{g(i)}" if traits.grouped else "W_i^K"  # a grouped head reads its group g(i)'s W^K
 st.caption(
     f"Left: each head's $W_i^Q {{{key}}}^\\top$ ({C} x {C}) has at most $d_k$ = {D} directions. Right: stacked side by "

@@ -149,3 +149,17 @@ def test_the_real_gemma_reproduced_on_all_18_layers(gemma):
     assert T >= 600 and out < 1e-5 and weights < 1e-5 and logits < 1e-4, (T, out, weights, logits)
     read = (run.attentions[:, :, -1] > 0).sum(-1)  # (L, H): keys the last query reads
     assert np.all(read[list(t.sliding_layers)] == 512) and np.all(read[[5, 11, 17]] == T)
+
+
+def test_the_work_estimate_counts_the_models_own_head_size(small):
+    """cost.layer_macs reads H d_k (64 here, beside C = 48) for W^Q, W^O and the scores: PyTorch's own
+    FLOP counter on one whole layer agrees (2 FLOPs per multiply-add)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from mha.models import cost
+
+    T = 12
+    h = small.embed(torch.randint(1000, 2000, (1, T)))
+    with torch.inference_mode(), FlopCounterMode(display=False) as counter:
+        small.run_layers(h, start=small.n_layers - 1, keep=False)
+    assert cost.layer_macs(small, T) == pytest.approx(counter.get_total_flops() / 2, rel=0.02)

@@ -41,7 +41,7 @@ def recap_step(c: StepContext) -> None:
         bert = c.collapse_at(layer, collapse.CollapsePath().at(0.0))
         group = groups.groups_of(t.n_heads, t.kv_groups)
         across = {r: groups.pair_means(bert.overlap[r], group)[1] for r in "kv"}
-    floor = metrics.random_overlap(c.model.d_model // t.n_heads, c.model.d_model)
+    floor = metrics.random_overlap(t.d_head, c.model.d_model)
     st.markdown(recap.sharing(ans, layer, t.who, across, floor))
     verdict = shipped_or_kept(c.inp.model)
     task = verdict_words.recap_words(verdict, t.who) if verdict is not None else ""
@@ -89,7 +89,7 @@ def _production(c: StepContext, layer: int, task: str) -> None:
 def grouped_words(c: StepContext, layer: int) -> str:
     """recap.grouped for this sentence and layer: within- and across-group diversity, the pool's, the caches."""
     m, H, G = c.model, c.model.n_heads, c.model.traits.kv_groups
-    D = m.d_model // H
+    D = m.traits.d_head
     caches = tuple(ladder.kv_cache_bytes(m.n_layers, g, D) for g in (G, H, 1))
     pool = cache.cached_group_diversity(c.inp.model)
     return recap.grouped(m.traits.who, H, G, layer, groups.within_across(c.run.attentions, layer, H, G), pool, caches)

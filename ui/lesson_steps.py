@@ -159,7 +159,11 @@ def stages(c: StepContext) -> None:
         _hidden("Answer first: the diagram with every shape follows.")
     else:
         G, causal = c.model.traits.kv_groups, c.model.traits.causal  # K/V groups and a causal mask, drawn
-        diagram(stages_dot(T, C, H, groups=G, causal=causal), stages_text(T, C, H, groups=G, causal=causal))
+        D = c.model.traits.d_head
+        diagram(
+            stages_dot(T, C, H, groups=G, causal=causal, d_head=D),
+            stages_text(T, C, H, groups=G, causal=causal, d_head=D),
+        )
     c.tool("app_pages/build.py", "See every stage on your sentence: Build it from scratch")
 
 

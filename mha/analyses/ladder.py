@@ -264,7 +264,7 @@ def ladder_measures(
     `layer` on every changed module (ladder_finals), otherwise it is None (not measured)."""
     original = bert.scratch_layer(layer)
     x = run.layer_input(layer)  # (1, T, C)
-    D = bert.d_model // bert.n_heads
+    D = bert.traits.d_head
     finals = ladder_finals(bert, run, layer, [m for _, m in modules]) if whole else [None] * len(modules)
     out = []
     with torch.inference_mode():

@@ -296,7 +296,7 @@ def stage_shapes(run: Run, bert: LoadedModel) -> dict[str, tuple[int, int]]:
     """Steps 2 and 4: the shapes of X, one head's Q_i, one head's attention, the concatenation
     and the output, for this sentence."""
     T, C, H = run.n_tokens, bert.d_model, bert.n_heads
-    D = C // H
+    D = bert.traits.d_head
     return {"X": (T, C), "Q_i": (T, D), "A_i": (T, T), "head_i": (T, D), "concat": (T, H * D), "output": (T, C)}
 
 

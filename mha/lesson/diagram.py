@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 
-def stages_dot(T: int, C: int, H: int, shared: bool = False, groups: int | None = None, causal: bool = False) -> str:
+def stages_dot(
+    T: int,
+    C: int,
+    H: int,
+    shared: bool = False,
+    groups: int | None = None,
+    causal: bool = False,
+    d_head: int | None = None,
+) -> str:
     """DOT source: X (T x C) -> per-head Q_i, K_i, V_i (T x D) -> attention per head -> concat -> W^O.
 
     Shows head 0 and an ellipsis for the others (narrow enough for a phone); D = C / H. `shared`
     draws one W^Q, W^K, W^V for all; `groups` (fewer than H) draws K and V shared by groups of heads
     (grouped-query attention); `causal` draws a causal mask.
     """
-    if H < 1 or C % H:
+    if H < 1 or (d_head is None and C % H):
         raise ValueError(f"C={C} must be divisible by H={H}")
-    D = C // H
+    D = C // H if d_head is None else d_head  # the model's own head size when it sets one
     mask = " + causal mask" if causal else ""
     shown = [0]  # one head and an ellipsis: a phone shows 14 pt text at 12 px or more
     lines = [
@@ -63,9 +71,11 @@ def stages_dot(T: int, C: int, H: int, shared: bool = False, groups: int | None 
     return "\n".join(lines)
 
 
-def stages_text(T: int, C: int, H: int, groups: int | None = None, causal: bool = False) -> str:
-    """The diagram in words (its text alternative), with the same shapes (`groups`, `causal`: as stages_dot)."""
-    D = C // H
+def stages_text(
+    T: int, C: int, H: int, groups: int | None = None, causal: bool = False, d_head: int | None = None
+) -> str:
+    """The diagram in words (its text alternative), with the same shapes (arguments as stages_dot)."""
+    D = C // H if d_head is None else d_head
     grouped = groups is not None and groups < H
     own = (
         f"own W_i^Q and its group's W^K and W^V (one of {groups}, each shared by {H // groups} heads; {C} x {D} each)"

@@ -17,10 +17,10 @@ MEASURES = ("head diversity (JS)", "random maps as sharp (JS)", "attention drift
 SHORT = dict(zip(MEASURES, ("diversity", "random maps", "drift", "layer cosine")))  # the tables' headings
 
 
-def structure(rungs: list[ladder.Rung], n_layers: int, d_model: int, bias: bool) -> list[dict]:
+def structure(rungs: list[ladder.Rung], n_layers: int, d_model: int, bias: bool, d_head: int) -> list[dict]:
     """Each rung's structure, counted from it: what it shares, its projections of Q, K, V, its
     parameters, its K/V cache per token and at the first of ladder.CONTEXTS tokens."""
-    D = d_model // rungs[0].n_heads
+    D = d_head  # the model's own (Traits.d_head)
     n = ladder.CONTEXTS[0]
     rows = []
     for r in rungs:
