@@ -42,7 +42,7 @@ st.header("The structures")
 rungs = ladder.rungs(H, False, G)
 bias = model.scratch_layer(layer).q_proj.bias is not None
 st.dataframe(  # each rung's structure, counted from it (the same as its built module's: tests/test_ladder.py)
-    sharing_tables.structure(rungs, model.n_layers, C, bias, model.traits.head_dim, model.traits.qk_norm is not None),
+    sharing_tables.structure(rungs, model.n_layers, C, bias, model.traits.d_head, model.traits.qk_norm is not None),
     hide_index=True,
     height="content",
     column_config={

@@ -169,3 +169,17 @@ def test_weight_spectra_count_the_norm_between_query_and_key(small):
         np.testing.assert_allclose(spectra.per_head[h], want, rtol=1e-6, atol=1e-9)
     plain = np.linalg.svd((wq[:D].T @ wk[:D]).numpy(), compute_uv=False)[:D]
     assert not np.allclose(spectra.per_head[0], plain, rtol=1e-2)  # the norm changes the spectrum
+
+
+def test_the_work_estimate_counts_the_models_own_head_size(small):
+    """cost.layer_macs reads H d_k (64 here, beside C = 48) for W^Q, W^O and the scores: PyTorch's own
+    FLOP counter on one whole layer agrees (2 FLOPs per multiply-add)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from mha.models import cost
+
+    T = 12
+    h = small.embed(torch.randint(1000, 2000, (1, T)))
+    with torch.inference_mode(), FlopCounterMode(display=False) as counter:
+        small.run_layers(h, start=small.n_layers - 1, keep=False)
+    assert cost.layer_macs(small, T) == pytest.approx(counter.get_total_flops() / 2, rel=0.02)

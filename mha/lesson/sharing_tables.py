@@ -18,12 +18,12 @@ SHORT = dict(zip(MEASURES, ("diversity", "random maps", "drift", "layer cosine")
 
 
 def structure(
-    rungs: list[ladder.Rung], n_layers: int, d_model: int, bias: bool, d_head: int | None = None, qk_norm: bool = False
+    rungs: list[ladder.Rung], n_layers: int, d_model: int, bias: bool, d_head: int, qk_norm: bool = False
 ) -> list[dict]:
     """Each rung's structure, counted from it: what it shares, its projections of Q, K, V, its
     parameters, its K/V cache per token and at the first of ladder.CONTEXTS tokens (d_head, qk_norm:
-    the model's own head size and query/key norm, Traits.head_dim and qk_norm)."""
-    D = d_model // rungs[0].n_heads if d_head is None else d_head
+    the model's own head size and whether it has a query/key norm, Traits.d_head and qk_norm)."""
+    D = d_head  # the model's own (Traits.d_head)
     n = ladder.CONTEXTS[0]
     rows = []
     for r in rungs:

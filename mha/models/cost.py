@@ -29,11 +29,11 @@ MEASURES_AT_ONCE = 3.0  # forward passes of the model: measures beyond this (and
 def layer_macs(model: LoadedModel, n_tokens: int, heads: bool = True) -> float:
     """Multiply-adds of one layer of `model` on n_tokens tokens (one sentence); heads=False: a
     layer whose every head is removed, which runs its feed-forward only (LoadedModel.run_layers)."""
-    C, H = model.d_model, model.n_heads
-    kv = model.traits.kv_groups * (C // H)  # width of K (and of V)
+    C, HD = model.d_model, model.traits.heads_width  # HD: every query head side by side (C unless d_k is set)
+    kv = model.traits.kv_groups * model.traits.d_head  # width of K (and of V)
     ffn = model.traits.mlp_width
     gated = 3 if model.traits.gated_mlp else 2
-    attention = 2 * C * C + 2 * C * kv + 2 * n_tokens * C if heads else 0
+    attention = 2 * C * HD + 2 * C * kv + 2 * n_tokens * HD if heads else 0  # W^Q, W^O; W^K, W^V; scores, sums
     return float(n_tokens * (attention + gated * C * ffn))
 
 

@@ -16,17 +16,21 @@ from __future__ import annotations
 import torch
 
 from mha.core.masks import attention_mask_for
-from mha.models.family import CausalLM
+from mha.models.llama import LoadedLlama
 from mha.models.traits import Traits
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 MAX_TOKENS = 768  # beyond one 512-key window, so a page can show where a sliding layer stops looking
 
 
-class LoadedGemma3(CausalLM):
-    """A Transformers Gemma3ForCausalLM (eager attention, eval mode) with its tokenizer. Read-only."""
+class LoadedGemma3(LoadedLlama):
+    """A Transformers Gemma3ForCausalLM (eager attention, eval mode) with its tokenizer. Read-only.
+    Its stack is laid out as Llama's (embed_tokens, layers[i].self_attn with q/k/v/o_proj,
+    input_layernorm, norm, lm_head): it differs in its traits, its layer's extra norms, its
+    query/key norms and its per-layer reference."""
 
     MODEL_TYPE = "gemma3_text"
+    HUB: dict[str, tuple[str, str]] = {}
 
     def _traits(self) -> Traits:
         cfg = self.model.config
@@ -65,32 +69,12 @@ class LoadedGemma3(CausalLM):
             rope_thetas=tuple(float(rope[t]["rope_theta"]) for t in types),
         )
 
-    def embed(self, ids: torch.Tensor, segments: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, T, C) token vectors times sqrt(C) (Gemma's scaled embedding); positions act inside each layer."""
-        return self.model.model.embed_tokens(ids)
-
-    def attention_input(self, layer: int, h: torch.Tensor) -> torch.Tensor:
-        return self.model.model.layers[layer].input_layernorm(h)
-
     def _layer(self, i, h, attn, mask, gate) -> tuple[torch.Tensor, torch.Tensor]:
         """h + RMSNorm(attention(RMSNorm(h))), then + RMSNorm(MLP(RMSNorm(.))): a norm on both sides."""
         layer = self.model.model.layers[i]
         out, weights = attn(layer.input_layernorm(h), mask, gate)  # (B, T, C), (B, H, T, T)
         a = h + layer.post_attention_layernorm(out)
         return a + layer.post_feedforward_layernorm(layer.mlp(layer.pre_feedforward_layernorm(a))), weights
-
-    def _base(self):
-        return self.model.model
-
-    def _final(self, h: torch.Tensor) -> torch.Tensor:
-        return self.model.lm_head(self.model.model.norm(h))  # (B, T, V)
-
-    def _attention_modules(self) -> list:
-        return [layer.self_attn for layer in self.model.model.layers]
-
-    def _projections(self, layer: int) -> tuple:
-        att = self.model.model.layers[layer].self_attn
-        return tuple((p.weight, p.bias) for p in (att.q_proj, att.k_proj, att.v_proj, att.o_proj))
 
     def _norms(self, layer: int) -> tuple[torch.Tensor, ...]:
         att = self.model.model.layers[layer].self_attn
