@@ -29,7 +29,14 @@ inp, run, model = ui.page_start()
 H, C, G, who = model.n_heads, model.d_model, model.traits.kv_groups, model.traits.who
 D = model.traits.d_head
 emb = collapse.final_key(model.traits).replace(" embedding", "")  # collapse.final_cosine
-if G < H:
+if G == 1 < H:
+    st.info(
+        f"{who} is already a multi-query model: its {H} query heads share one K/V projection (MQA, Shazeer 2019). "
+        "Mean-pooling cannot split it again, so its ladder starts at MQA, and one rung lies below: shared Q/K/V, "
+        "the only projection left to share being $W^Q$.",
+        icon=":material/share:",
+    )
+elif G < H:
     st.info(
         f"{who} is already a grouped-query model: its {H} query heads share {G} K/V projections (GQA-{G}, heads "
         f"{group_ranges(H, G)}). Mean-pooling cannot split a group again, so its ladder starts at GQA-{G} and goes "
@@ -42,7 +49,7 @@ st.header("The structures")
 rungs = ladder.rungs(H, False, G)
 bias = model.scratch_layer(layer).q_proj.bias is not None
 st.dataframe(  # each rung's structure, counted from it (the same as its built module's: tests/test_ladder.py)
-    sharing_tables.structure(rungs, model.n_layers, C, bias, model.traits.d_head, model.traits.qk_norm is not None),
+    sharing_tables.structure(rungs, model.n_layers, C, bias, D, model.traits.qk_norm is not None, model.traits.windows),
     hide_index=True,
     height="content",
     column_config={
@@ -53,7 +60,13 @@ st.dataframe(  # each rung's structure, counted from it (the same as its built m
 st.caption(
     "A decoder keeps every past token's K and V of every layer, and generation reads the whole cache again for "
     f"every new token: at {ladder.CONTEXTS[0]:,} tokens of context, that is the last column, read once per token "
-    "it writes. Layers x (K heads + V heads) x $d_k$ values, 2 bytes each (fp16)."
+    "it writes. Layers x (K heads + V heads) x $d_k$ values, 2 bytes each (fp16)"
+    + (
+        f"; each of the {len(model.traits.sliding_layers)} sliding-window layers keeps at most its "
+        f"{max(w for w in model.traits.windows if w):,} tokens."
+        if model.traits.sliding_layers
+        else "."
+    )
 )
 
 st.header("The verdict: what sharing costs the model's own task")

@@ -92,19 +92,20 @@ def rungs(n_heads: int, rescale: bool = False, kv_heads: int | None = None) -> l
     kv_heads groups (pooling cannot split a group again, so the ladder starts there); then GQA
     with every proper divisor g of G (largest first), MQA, shared Q/K/V; and, as contrasts, Q and
     K shared with V as the model has it, and Q alone shared (pooled projections rescaled to their
-    groups' norm if `rescale`)."""
+    groups' norm if `rescale`). A multi-query model (G = 1) is its own MQA rung, and only shared
+    Q/K/V lies below it: with one K and one V, the two contrasts are that same structure."""
     H = n_heads
     G = H if kv_heads is None else kv_heads
     groups = [g for g in range(G - 1, 1, -1) if G % g == 0]
-    rungs = [Rung("MHA", (H, H, H), H) if G == H else Rung(f"GQA-{G}", (H, G, G), H)]
+    own = "MHA" if G == H else "MQA" if G == 1 else f"GQA-{G}"
+    rungs = [Rung(own, (H, G, G), H)]
     rungs += [Rung(f"GQA-{g}", (H, g, g), H, rescale) for g in groups]
     if H > 1:
         rungs += [Rung("MQA", (H, 1, 1), H, rescale)] if G > 1 else []
-        rungs += [
-            Rung("shared Q/K/V", (1, 1, 1), H, rescale),
-            Rung("shared Q, K", (1, 1, G), H, rescale),
-            Rung("shared Q", (1, G, G), H, rescale),
-        ]
+        rungs += [Rung("shared Q/K/V", (1, 1, 1), H, rescale)]
+        rungs += (  # with one K and one V already, sharing Q, K or Q alone is the same structure as Q/K/V
+            [Rung("shared Q, K", (1, 1, G), H, rescale), Rung("shared Q", (1, G, G), H, rescale)] if G > 1 else []
+        )
     return rungs
 
 
