@@ -4,9 +4,9 @@ import streamlit as st
 
 import ui
 from mha import plots
-from mha.analyses import collapse, export, groups, ladder, subspaces, uptrain
+from mha.analyses import collapse, export, groups, ladder, side_by_side, subspaces, uptrain
 from mha.analyses.groups import group_ranges
-from mha.lesson import answers, recap, sharing_tables
+from mha.lesson import answers, recap, sharing_tables, side_by_side_words
 from mha.lesson import verdict as words
 from mha.models import structures
 
@@ -107,6 +107,17 @@ if verdict is not None:
     st.subheader(f"Layer {layer} alone")
     st.markdown(words.alone_words(verdict, layer))
     st.dataframe(words.alone_table(verdict, layer), hide_index=True, height="content")
+
+three = side_by_side.shipped()
+if three:
+    st.header("Three real models side by side")
+    st.markdown(
+        "One model with a K and V per head, one with K/V groups, one with a single K/V head, each measured beside "
+        f"its own baselines on the bundled {three[0].texts} pool sentences, with its own verdict (as above)."
+    )
+    st.table(side_by_side_words.table(three), hide_index=True)
+    for line in side_by_side_words.words(three):
+        st.markdown(line)
 
 st.header(f"Inside layer {layer}, on your sentence")
 inside = ui.ladder_inside(inp, run, layer, "sharing_inside")

@@ -102,7 +102,8 @@ def kv_overlap(model: LoadedModel, role: str) -> float | None:
 def measure(model: LoadedModel, runs: list[Run], verdict: Verdict) -> ModelRow:
     """The module doc's measures of `model` on `runs` (the pool's sentences) and its verdict."""
     from mha.lesson import verdict as words
-    from mha.studies.verdict import CONVERTED, PLAIN, UPTRAINED
+    from mha.lesson.verdict import PLAIN
+    from mha.studies.verdict import CONVERTED, UPTRAINED
 
     t = model.traits
     H, G = model.n_heads, t.kv_groups
@@ -113,8 +114,11 @@ def measure(model: LoadedModel, runs: list[Run], verdict: Verdict) -> ModelRow:
         [metrics.shuffled_diversity(r.attentions[layer], t.causal, SEEDS) for r in runs for layer in range(t.n_layers)]
     )
     kept = [
-        Kept(e.rung, words.kept(verdict, e), None if (up := verdict.find(UPTRAINED, e.rung, PLAIN)) is None else
-             words.kept(verdict, up))
+        Kept(
+            e.rung,
+            words.kept(verdict, e),
+            None if (up := verdict.find(UPTRAINED, e.rung, PLAIN)) is None else words.kept(verdict, up),
+        )
         for e in verdict.entries
         if e.kind == CONVERTED and e.pooling == PLAIN
     ]
