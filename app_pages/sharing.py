@@ -4,11 +4,12 @@ import streamlit as st
 
 import ui
 from mha import plots
-from mha.analyses import collapse, export, groups, ladder, side_by_side, subspaces, uptrain
+from mha.analyses import collapse, export, groups, ladder, subspaces, uptrain
 from mha.analyses.groups import group_ranges
 from mha.lesson import answers, recap, sharing_tables, side_by_side_words
 from mha.lesson import verdict as words
 from mha.models import structures
+from mha.studies import side_by_side
 
 POOLINGS = ("mean-pooled", "scale restored")  # a rung to uptrain starts from the plain mean, or rescaled
 

@@ -1,5 +1,5 @@
 """Write mha/data/side_by_side.json: the bundled BERT, SmolLM2 and Gemma 3 measured side by side
-(mha.analyses.side_by_side), one model loaded at a time, each with its shipped sharing verdict
+(mha.studies.side_by_side), one model loaded at a time, each with its shipped sharing verdict
 (scripts/sharing_verdict.py first). tests/test_side_by_side.py recomputes part of it independently.
 
     python scripts/side_by_side.py
@@ -17,9 +17,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from mha.analyses import side_by_side  # noqa: E402
 from mha.models.catalog import DECODER_MODEL, DEFAULT_MODEL, GEMMA_MODEL, load_model  # noqa: E402
-from mha.studies import verdict  # noqa: E402
+from mha.studies import (
+    side_by_side,  # noqa: E402
+    verdict,  # noqa: E402
+)
 
 OUT = Path(__file__).resolve().parents[1] / "mha" / side_by_side.FILE
 

@@ -10,9 +10,10 @@ import scipy.linalg
 import torch
 from scipy.spatial.distance import jensenshannon
 
-from mha.analyses import groups, metrics, side_by_side, subspaces
+from mha.analyses import groups, metrics, subspaces
 from mha.lesson import side_by_side_words
 from mha.models.catalog import DECODER_MODEL, DEFAULT_MODEL, GEMMA_MODEL
+from mha.studies import side_by_side
 
 
 @pytest.fixture(scope="module")

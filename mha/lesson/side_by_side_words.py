@@ -3,7 +3,7 @@ sentence made from the rows' numbers and structures, never from a model's name."
 
 from __future__ import annotations
 
-from mha.analyses.side_by_side import ModelRow
+from mha.studies.side_by_side import ModelRow
 
 SHARED = "shared Q/K/V"  # the one rung below every model's own, on every ladder
 FLAT = 1e-3  # nats: random maps as sharp as the heads' own differ by less only when the maps are nearly flat

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mha.analyses import groups, metrics, subspaces
+from mha.analyses import groups, ladder, metrics, subspaces
 
 if TYPE_CHECKING:
     from mha.models.family import LoadedModel
@@ -101,8 +101,6 @@ def kv_overlap(model: LoadedModel, role: str) -> float | None:
 
 def measure(model: LoadedModel, runs: list[Run], verdict: Verdict) -> ModelRow:
     """The module doc's measures of `model` on `runs` (the pool's sentences) and its verdict."""
-    from mha.lesson import verdict as words
-    from mha.lesson.verdict import PLAIN
     from mha.studies.verdict import CONVERTED, UPTRAINED
 
     t = model.traits
@@ -113,14 +111,16 @@ def measure(model: LoadedModel, runs: list[Run], verdict: Verdict) -> ModelRow:
     random_maps = np.mean(
         [metrics.shuffled_diversity(r.attentions[layer], t.causal, SEEDS) for r in runs for layer in range(t.n_layers)]
     )
+    plain = ladder.rungs(H, False, G)[0].pooling  # the plain mean's name (Rung.pooling)
+    model_score, removed = verdict.score(verdict.model_entry), verdict.score(verdict.removed_entry)
+
+    def kept_of(e) -> float:  # the share of what attention adds that e keeps (mha.lesson.verdict.kept)
+        return (verdict.score(e) - removed) / (model_score - removed)
+
     kept = [
-        Kept(
-            e.rung,
-            words.kept(verdict, e),
-            None if (up := verdict.find(UPTRAINED, e.rung, PLAIN)) is None else words.kept(verdict, up),
-        )
+        Kept(e.rung, kept_of(e), None if (up := verdict.find(UPTRAINED, e.rung, plain)) is None else kept_of(up))
         for e in verdict.entries
-        if e.kind == CONVERTED and e.pooling == PLAIN
+        if e.kind == CONVERTED and e.pooling == plain
     ]
     return ModelRow(
         name=model.name,
@@ -138,9 +138,9 @@ def measure(model: LoadedModel, runs: list[Run], verdict: Verdict) -> ModelRow:
         k_overlap=kv_overlap(model, "k"),
         v_overlap=kv_overlap(model, "v"),
         random_overlap=metrics.random_overlap(t.d_head, model.d_model),
-        score_name=words.score_name(verdict),
-        model_score=verdict.score(verdict.model_entry),
-        removed_score=verdict.score(verdict.removed_entry),
+        score_name="Spearman (STS dev)" if verdict.task == "similarity" else "loss (nats)",
+        model_score=model_score,
+        removed_score=removed,
         kept=kept,
     )
 
