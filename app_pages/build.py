@@ -149,9 +149,9 @@ n_shared = MultiHeadAttention.parameter_count(C, H, (1, 1, 1), bias, **own)
 m2.metric(f"Parameters, {G} K/V groups" if grouped else "Parameters, distinct", f"{n_dist:,}")
 m3.metric("Parameters, shared", f"{n_shared:,}", delta=f"{n_shared - n_dist:,}", delta_color="off")
 
-st.header(f"1. Project: $Q_i, K_i, V_i$ ({T} x {D} per head)")
+st.header(f"1. Project: $Q_i, {'K, V' if G == 1 < H else 'K_i, V_i'}$ ({T} x {D} per head)")
 st.markdown(
-    f"$X W^Q$ is one {T} x {C} product; head {head} owns columns {lo}..{hi - 1} of it "
+    f"$X W^Q$ is one {T} x {H * D} product; head {head} owns columns {lo}..{hi - 1} of it "
     + (
         "(with **shared** projections every head reads the same $d_{model} \\times d_k$ matrix; the lines mark "
         "where each head's slice starts)."
@@ -163,7 +163,10 @@ ui.chart(
     plots.build.matrix_heatmap(
         s.q_heads_side_by_side[:MAX_SHOWN],
         shown,
-        "Q = X W<sup>Q</sup>, split into heads",
+        "Q = X W<sup>Q</sup>"
+        + (", normed" if traits.qk_norm is not None else "")
+        + (", rotated" if s.unrotated is not None else "")
+        + ", split into heads",
         boundaries=[h * D for h in range(1, H)],
     ),
 )

@@ -42,12 +42,18 @@ ui.diagram(
     diagram.stages_dot(T, C, H, groups=G, causal=causal, **shape),
     diagram.stages_text(T, C, H, groups=G, causal=causal, **shape),
 )
+value = "V" if G == 1 < H else "V_{g(i)}" if G < H else "V_i"  # the values a head reads
 STAGES = [
     (
         "1. Project, per head",
         (
-            f"Each head i has its own $W_i^Q$ ({C} x {D}); $W^K$ and $W^V$ come in {G} projections, one per group of "
-            f"{H // G} heads. Each head still maps the {C}-dimensional token vectors into its own {D}-dimensional "
+            f"Each head i has its own $W_i^Q$ ({C} x {D}); "
+            + (
+                f"one $W^K$ and one $W^V$ ({C} x {D}) serve all {H} heads."
+                if G == 1
+                else f"$W^K$ and $W^V$ come in {G} projections, one per group of {H // G} heads."
+            )
+            + f" Each head still maps the {C}-dimensional token vectors into its own {D}-dimensional "
             f"query subspace. In practice one {C} x {HD} matrix makes every query and one {C} x {G * D} matrix every "
             "key, their outputs split into slices."
             if G < H
@@ -61,7 +67,7 @@ STAGES = [
     ),
     (
         "2. Attend, in parallel",
-        f"Every head computes $\\mathrm{{softmax}}(Q_i K_i^\\top {structure_words.scale_tex(traits)})\\, V_i$ "
+        f"Every head computes ${structure_words.map_tex(traits)}\\, {value}$ "
         f"(here $d_k$ = {D}) at the same time: "
         f"a {T} x {T} map of where each token reads, and a {T} x {D} output. Different heads learn different "
         f"relations: the previous word, {traits.sink_name}, a verb's object.",

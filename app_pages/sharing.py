@@ -6,7 +6,7 @@ import ui
 from mha import plots
 from mha.analyses import collapse, export, groups, ladder, subspaces, uptrain
 from mha.analyses.groups import group_ranges
-from mha.lesson import answers, recap, sharing_tables, side_by_side_words
+from mha.lesson import answers, recap, sharing_tables, side_by_side_words, structure_words
 from mha.lesson import verdict as words
 from mha.models import structures
 from mha.studies import side_by_side
@@ -93,6 +93,11 @@ if verdict is not None:
         f"Rescaled: {words.chain(verdict, words.order_rows(verdict, pooling=words.SCALED))}."
     )
     st.caption(words.chain_key(verdict))
+    if G == 1 < H and model.traits.qk_norm is not None:  # only W^Q is pooled, and its norm undoes a rescaling
+        st.markdown(
+            f"The two poolings score alike on {who}: with one K and one V already, only $W^Q$ is pooled, and the "
+            "RMS norm on every query divides out any rescaling of it."
+        )
     st.markdown(words.against_removal(verdict))
     st.markdown(words.uptrained_words(verdict) + " " + words.contrast(verdict))
     st.markdown(words.kept_words(verdict))
@@ -173,7 +178,7 @@ elif H > 1:
     by_heads = {m.rung.heads: m for m in measured}
     by_heads_scaled = {m.rung.heads: m for m in rescaled}
     mqa_s, qk_s = by_heads_scaled[(H, 1, 1)], by_heads_scaled[(1, 1, G)]
-    st.markdown(recap.which_differ(measured, rescaled, base, who, layer))
+    st.markdown(recap.which_differ(measured, rescaled, base, who, layer, structure_words.map_tex(model.traits)))
     q_alone = (by_heads_scaled[(1, G, G)], by_heads[(1, G, G)])
     st.markdown(recap.q_only(q_alone[0], measured[0], who) or recap.q_only(q_alone[1], measured[0], who))
     st.markdown(recap.further(verdict, by_heads, by_heads_scaled, H, who, G))
@@ -251,7 +256,11 @@ converted = [m.layer_cosine for m in measured[1:]]
 st.markdown(
     (
         f"Mean-pooling alone moves the layer: on your sentence its output's cosine to {who}'s own is "
-        f"{min(converted):.2f} to {max(converted):.2f} across the rungs above. "
+        + (
+            f"{min(converted):.2f} to {max(converted):.2f} across the rungs above. "
+            if len(converted) > 1
+            else f"{converted[0]:.2f} for {measured[1].rung.name}, the one rung below it. "
+        )
         if converted
         else ""
     )

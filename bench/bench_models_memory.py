@@ -9,7 +9,7 @@ the bar (2.0 GB; Community Cloud gives about 2.7 GB). Then the converted Gemma 3
 cache in a fresh process, --runs times, beside SmolLM2 in the same run (the ratio), against its
 bar (30 s).
 
-    python bench/bench_models_memory.py [--runs 3] [--skip-server]
+    python bench/bench_models_memory.py [--runs 3] [--skip-server] [--models NAME ...]
 Needs Debian's chromium, the playwright package (requirements-dev.txt) and both decoders fetched
 (python -m mha.models.fetch).
 """
@@ -33,25 +33,32 @@ SKIP = {"classroom.py", "glossary.py"}  # no model at work
 LONG = 10_000  # characters: the most a text box takes (catalog.MAX_CHARS)
 
 
+def split_mb(pid: int) -> tuple[float, float]:
+    """(anonymous, file-backed) resident MB of a process: the weights read through safetensors' memory
+    map are file pages (the kernel can drop and reread them), the rest is the process's own."""
+    fields = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status").read().splitlines())
+    return int(fields["RssAnon"].split()[0]) / 1024, int(fields["RssFile"].split()[0]) / 1024
+
+
 def long_text() -> str:
     """10,000 characters of words (each model reads at most its own token limit of them)."""
     text = sentence(3000, 7)
     return text[:LONG]
 
 
-def server_peak() -> float:
-    """Visit every page on every model; print RSS after each model; return the peak in bytes."""
+def server_peak(models: list[str]) -> float:
+    """Visit every page on each model in turn; print RSS after each model, and each page that raised the
+    peak by more than 100 MB; return the peak in bytes."""
     from playwright.sync_api import sync_playwright
 
-    from mha.models.catalog import DECODER_MODEL, DEFAULT_MODEL, GEMMA_MODEL
     from ui.pages import PAGES
 
     pages = [p for p in PAGES if p.file not in SKIP]
     with streamlit_server(env={"MHA_WARM": "0"}, timeout=180) as server, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
-        pid = server.process.pid
-        for model in (DEFAULT_MODEL, DECODER_MODEL, GEMMA_MODEL):
-            t0 = time.perf_counter()
+        pid, last_peak = server.process.pid, 0.0
+        for model in models:
+            t0, anon_max = time.perf_counter(), 0.0
             for text in (sentence(512, 3), long_text()):
                 for pg in pages:
                     page, _ = fresh_page(browser)
@@ -60,10 +67,17 @@ def server_peak() -> float:
                     page.wait_for_timeout(300)  # the script run starts
                     page.wait_for_selector(IDLE, timeout=900_000)
                     page.context.close()
+                    anon_max = max(anon_max, split_mb(pid)[0])
+                    now = memory_mb(pid)[1]
+                    if now > last_peak + 100:  # which page raised the peak, and by how much
+                        print(f"  {pg.url_path} ({len(text):,} characters): peak {last_peak:,.0f} -> {now:,.0f} MB")
+                    last_peak = max(last_peak, now)
             rss, peak = memory_mb(pid)
+            anon, file = split_mb(pid)
             print(
                 f"{model}: every page, 512 tokens and {LONG:,} characters, in {time.perf_counter() - t0:.0f} s: "
-                f"RSS {rss:,.0f} MB, peak so far {peak:,.0f} MB",
+                f"RSS {rss:,.0f} MB ({anon:,.0f} anonymous, {file:,.0f} file-backed), peak so far {peak:,.0f} MB; "
+                f"largest anonymous RSS after a page {anon_max:,.0f} MB",
                 flush=True,
             )
         browser.close()
@@ -88,11 +102,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--skip-server", action="store_true")
+    parser.add_argument("--models", nargs="+", help="default: the bundled BERT, SmolLM2, Gemma 3")
     args = parser.parse_args()
-    from mha.models.catalog import DECODER_MODEL, GEMMA_MODEL
+    from mha.models.catalog import DECODER_MODEL, DEFAULT_MODEL, GEMMA_MODEL
 
     if not args.skip_server:
-        peak = server_peak()
+        peak = server_peak(args.models or [DEFAULT_MODEL, DECODER_MODEL, GEMMA_MODEL])
         verdict = "OK" if peak <= BAR_BYTES else "OVER"
         print(f"peak RSS of the server: {peak / 1e9:.2f} GB, bar {BAR_BYTES / 1e9:.1f} GB: {verdict}")
     gemma = [load_seconds(GEMMA_MODEL) for _ in range(args.runs)]

@@ -132,3 +132,20 @@ def test_a_window_the_learner_can_see():
     z = plotly_array(step2["data"][0]["z"])  # the first 64 tokens, window 8: a band of 8 keys
     assert len(step2["layout"]["shapes"]) == 1
     assert all(z[i, : i - 7].max() == 0 and z[i, i - 7] > 0 for i in range(8, z.shape[0]))
+
+
+def test_one_decoder_is_resident_at_a_time():
+    """Asking the shared cache for the other decoder drops the first: once nothing else holds it, it is
+    collected (a weak reference dies), and the encoder stays cached beside the one decoder."""
+    import gc
+    import weakref
+
+    from mha.models.catalog import DECODER_MODEL, DEFAULT_MODEL
+    from ui import cache
+
+    bert = cache.load_model(DEFAULT_MODEL)
+    smol = weakref.ref(cache.load_model(DECODER_MODEL))
+    gemma = cache.load_model(GEMMA_MODEL)
+    gc.collect()
+    assert smol() is None, gc.get_referrers(smol())
+    assert cache.load_model(GEMMA_MODEL) is gemma and cache.load_model(DEFAULT_MODEL) is bert

@@ -232,10 +232,12 @@ def concat(c: StepContext) -> None:
         f"{D}. What shape would its output have for your sentence? (rows x columns)",
         ["rows", "columns"],
         answers.stage_shapes(c.run, c.model)["output"],
-        f"The concatenation is $T \\times (h \\cdot d_k)$: {h2} x {d2} = {C} columns, as {H} x {D} = {C}, and "
-        "$W^O$ keeps that width. The output is $T \\times d_{model}$ whatever the number of heads, the width the "
-        "layer started with, so layers can be stacked.",
-        hint=r"Each head gives $T \times d_k$; $h$ of them side by side, then $W^O$ is $d_{model} \times d_{model}$.",
+        f"The concatenation is $T \\times (h \\cdot d_k)$: {h2} x {d2} = {h2 * d2} columns"
+        + (f", as {H} x {D} = {H * D}" if H * D == h2 * d2 else f" (yours: {H} x {D} = {H * D})")
+        + f", and $W^O$ ($h d_k \\times d_{{model}}$) maps them to $d_{{model}}$ = {C}. The output is "
+        "$T \\times d_{model}$ whatever the number of heads, the width the layer started with, so layers can be "
+        "stacked.",
+        hint=r"Each head gives $T \times d_k$; $h$ of them side by side, then $W^O$ is $h d_k \times d_{model}$.",
     )
     if answered is None:
         _hidden("Answer first: the layer's concatenation and output follow.")
@@ -357,7 +359,7 @@ def _shared_layer(c: StepContext, layer: int, prediction: int) -> None:
         q.options,
         q.answer,
         q.why,
-        hint=r"The map is $\mathrm{softmax}(Q_i K_i^\top / \sqrt{d_k})$: which projections does it read?",
+        hint=f"The map is ${structure_words.map_tex(c.model.traits)}$: which projections does it read?",
         variant=str(layer),
         version=f"layer {layer}",
     )

@@ -354,6 +354,7 @@ def baselines(bert: LoadedModel, run: Run, layer: int, whole: bool = True) -> Ba
     with torch.inference_mode():
         out = original.silent_output(x)  # every head's output zeroed before W^O
         ref_out, ref_w = original(x)  # (1, T, C), (1, H, T, T)
+        added = bert.residual_added(layer, ref_out)  # (1, T, C): what joins the residual stream
     residual = np.linalg.norm(run.hidden_states[layer], axis=-1)  # (T,): the states entering the layer
     silent = not bool(out.any())  # no W^O bias: nothing is left to compare, the cosine is undefined
     return Baselines(
@@ -361,7 +362,7 @@ def baselines(bert: LoadedModel, run: Run, layer: int, whole: bool = True) -> Ba
         sentence_cosine=collapse.removal_effect(bert, run, [layer])[key] if whole else None,
         sentence_cosine_no_heads=collapse.removal_effect(bert, run, range(bert.n_layers))[key] if whole else None,
         random_diversity=metrics.shuffled_diversity(ref_w[0].numpy(), original.causal, RANDOM_SEEDS),
-        residual_ratio=float(np.mean(np.linalg.norm(ref_out[0].numpy(), axis=-1) / residual)),
+        residual_ratio=float(np.mean(np.linalg.norm(added[0].numpy(), axis=-1) / residual)),
     )
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mha.analyses import atlas, build, collapse, metrics, subspaces
-from mha.lesson import check_question
+from mha.lesson import check_question, structure_words
 from mha.lesson.structure_words import key_of
 from mha.plots.common import token_label, token_text
 
@@ -436,7 +436,7 @@ def which_roles_question(
             f"(least: {least}, {div[least]:.1e})"
         )
     why = (
-        r"Attention is $\mathrm{softmax}(Q_i K_i^\top / \sqrt{d_k})$: it depends on Q and K only. Measured on this "
+        f"Attention is ${structure_words.map_tex(bert.traits)}$: it depends on Q and K only. Measured on this "
         "layer, the mean "
         "divergence between heads is "
         + ", ".join(f"{small(d)} sharing {n}" for n, d in div.items())

@@ -105,10 +105,12 @@ def stages_text(
     mask = " with a causal mask (a token reads only itself and the tokens before it" if causal else ""
     if causal:
         mask += f"; on a sliding-window layer, only the last {window} of them)" if window else ")"
+    k, v = ("K", "V") if grouped and groups == 1 else ("K_g(i)", "V_g(i)") if grouped else ("K_i", "V_i")
+    got = f"Q_i, {k} and {v}" + (" (the K and V every head reads)" if grouped and groups == 1 else "")
     return (
         f"X, the token vectors ({T} x {C}), goes to each of the {H} heads. 1. Project: head i multiplies X by its "
-        f"{own} to get Q_i, K_i and V_i ({T} x {D} each). 2. Attend: every "
-        f"head computes softmax(Q_i K_i^T {_scaled(D, scale)}){mask}, a {T} x {T} grid of weights, times V_i: an "
+        f"{own} to get {got} ({T} x {D} each). 2. Attend: every "
+        f"head computes softmax(Q_i {k}^T {_scaled(D, scale)}){mask}, a {T} x {T} grid of weights, times {v}: an "
         f"output of {T} x {D}. 3. Concatenate the {H} outputs side by side ({T} x ({H} x {D}) = {T} x {H * D}) and "
         f"multiply by W^O ({H * D} x {C}): the output, {T} x {C}."
     )

@@ -166,13 +166,26 @@ STEPS = (
     Step(
         "concat",
         "Concatenate, then mix",
-        (
-            r"Each head returns a $T \times d_k$ matrix. The $h$ of them are joined side by side and multiplied by "
-            r"$W^O$ ($d_{model} \times d_{model}$): every output dimension is a weighted sum over **every** head's "
-            "dimensions, so the next layer gets one representation informed by all heads."
+        lambda s: (
+            r"Each head returns a $T \times d_k$ matrix. The $h$ of them are joined side by side ($T \times h d_k$"
+            + (
+                ""
+                if s.traits.heads_width == s.traits.d_model
+                else f", here {s.H} x {s.traits.d_head} = {s.traits.heads_width} columns, not $d_{{model}}$ = "
+                f"{s.traits.d_model}"
+            )
+            + r") and multiplied by $W^O$ ($h d_k \times d_{model}$): every output dimension is a weighted sum over "
+            "**every** head's dimensions, so the next layer gets one representation informed by all heads."
         ),
-        "Concatenating gives $T \\times h d_k = T \\times d_{model}$, and $W^O$ mixes every head into every "
-        "output dimension.",
+        lambda s: (
+            "Concatenating gives $T \\times h d_k$"
+            + (
+                " $= T \\times d_{model}$"
+                if s.traits.heads_width == s.traits.d_model
+                else f" ({s.traits.heads_width} columns, not $d_{{model}}$ = {s.traits.d_model})"
+            )
+            + ", and $W^O$ maps it to $d_{model}$, mixing every head into every output dimension."
+        ),
         {"out": "the output's shape with another number of heads"},
     ),
     Step(

@@ -31,6 +31,18 @@ def scale_tex(t: Traits) -> str:
     return r"/ \sqrt{d_k}" if t.scale_is_standard else rf"\cdot {t.scale:.4g}"
 
 
+def scores_tex(t: Traits) -> str:
+    r"""A head's scaled scores in LaTeX, with the key it reads and the model's scale: Q_i K_i^T / \sqrt{d_k},
+    Q_i K_{g(i)}^T for K/V groups, Q_i K^T for one K/V head."""
+    key = "K" if t.kv_groups == 1 < t.n_heads else "K_{g(i)}" if t.grouped else "K_i"
+    return rf"Q_i {key}^\top {scale_tex(t)}"
+
+
+def map_tex(t: Traits) -> str:
+    """A head's map in LaTeX: the softmax of scores_tex."""
+    return rf"\mathrm{{softmax}}({scores_tex(t)})"
+
+
 def reads(t: Traits, n_tokens: int) -> str:
     """What a token reads, in words ("" for an encoder): itself and the tokens before it, and, on a
     sentence longer than a sliding window, only the last W of them in the sliding layers."""
