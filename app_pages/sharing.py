@@ -115,15 +115,16 @@ if verdict is not None:
     st.dataframe(words.alone_table(verdict, layer), hide_index=True, height="content")
 
 three = side_by_side.shipped()
-if three:
-    st.header("Three real models side by side")
-    st.markdown(
+if three:  # about three named models, whichever is picked (the other pages speak of the picked one only)
+    box = st.container(key="three_models")
+    box.header("Three real models side by side")
+    box.markdown(
         "One model with a K and V per head, one with K/V groups, one with a single K/V head, each measured beside "
         f"its own baselines on the bundled {three[0].texts} pool sentences, with its own verdict (as above)."
     )
-    st.table(side_by_side_words.table(three), hide_index=True)
+    box.table(side_by_side_words.table(three), hide_index=True)
     for line in side_by_side_words.words(three):
-        st.markdown(line)
+        box.markdown(line)
 
 st.header(f"Inside layer {layer}, on your sentence")
 inside = ui.ladder_inside(inp, run, layer, "sharing_inside")
