@@ -146,8 +146,10 @@ st.caption(
     + (
         " In a causal model a token reads only the tokens before it, and rollout drifts to the first token through "
         f"the layers whatever the heads do: with every head spreading its weight evenly, {run.n_layers} layers would "
-        f"already give the first token {atlas.even_rollout_share(run.n_layers, run.n_tokens, tok):.0%} of this "
-        "token's rollout. Read that column as the structure, not as something the heads learned."
+        f"already give the first token "
+        f"{atlas.even_rollout_share(run.n_layers, run.n_tokens, tok, run.traits.windows):.0%} of this token's rollout"
+        + (" (each layer over the keys its window leaves)" if run.traits.sliding_layers else "")
+        + ". Read that column as the structure, not as something the heads learned."
         if run.traits.causal
         else ""
     )

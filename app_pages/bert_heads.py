@@ -6,6 +6,7 @@ import ui
 from mha import plots
 from mha.analyses import map_views, sinks
 from mha.analyses.groups import group_ranges
+from mha.lesson import structure_words
 
 st.title("Attention heads")
 inp, run, model = ui.page_start()
@@ -16,13 +17,21 @@ st.caption(
     f"{run.model_name}: {run.n_layers} layers x {run.n_heads} heads, {run.n_tokens} tokens. "
     "Row = the token that attends (query), column = the token it reads (key); each row sums to 1."
     + (
-        " A decoder is causal: a token reads only itself and the tokens before it, so every map is a lower "
-        "triangle (the first token can read only itself)."
+        f" A decoder is causal: {structure_words.reads(traits, run.n_tokens)}, so every map is a lower "
+        "triangle (the first token can read only itself)"
+        + (
+            f"; in a sliding-window layer the triangle stops {max(w for w in traits.windows if w):,} keys left of "
+            "the diagonal."
+            if traits.sliding_layers and run.n_tokens > max(w for w in traits.windows if w)
+            else "."
+        )
         if causal
         else ""
     )
     + (
-        f" Its {run.n_heads} query heads share {groups} keys and values (grouped-query attention, Ainslie et al. "
+        f" All {run.n_heads} query heads read one K and one V (multi-query attention, Shazeer 2019)."
+        if groups == 1
+        else f" Its {run.n_heads} query heads share {groups} keys and values (grouped-query attention, Ainslie et al. "
         f"2023): heads {group_ranges(run.n_heads, groups)} "
         "each read one K/V group, named beside each head."
         if groups
@@ -93,8 +102,30 @@ if pair and block:
         f"{block}: queries in sentence {block[0]}, keys in sentence {block[-1]}; rows no "
         "longer sum to 1 (the rest of each row falls outside the block)."
     )
+W = traits.window(layer)  # this layer's sliding window, if it has one
+edge = W if W is not None and not merge and not (pair and block) else None  # drawn on the token map only
 c1, c2 = st.columns([3, 2])
-ui.chart(plots.heads.attention_heatmap(one, q_labels, f"Layer {layer}, head {head}", key_tokens=k_labels), container=c1)
+ui.chart(
+    plots.heads.attention_heatmap(one, q_labels, f"Layer {layer}, head {head}", key_tokens=k_labels, window=edge),
+    container=c1,
+)
+if W is not None:
+    st.caption(
+        f"Layer {layer} is a sliding-window layer: each token reads only itself and the {W - 1:,} tokens before it "
+        f"({W:,} keys; Beltagy et al. 2020, *Longformer*). "
+        + (
+            f"Your text has {run.n_tokens:,} tokens: below the first {W:,} rows, the dashed line marks where the layer "
+            "stops looking, and every weight left of it is exactly 0."
+            if run.n_tokens > W and edge is not None
+            else f"Your text has {run.n_tokens:,} tokens, more than the window: the edge is drawn on the token map "
+            "(turn off merging and the sentence-pair block to see it)."
+            if run.n_tokens > W
+            else f"Your text has {run.n_tokens:,} tokens, no more than the window, so here the layer reads every "
+            "earlier token, as a full layer does."
+        )
+        + f" What the window saves: generating, this layer's K/V cache needs at most {W:,} tokens' keys and values, "
+        "however long the text grows."
+    )
 with c2:
     others = ui.setting_widget(
         "multiselect",

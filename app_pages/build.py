@@ -4,13 +4,14 @@ import streamlit as st
 
 import ui
 from mha import MultiHeadAttention, plots
-from mha.analyses import collapse
-from mha.analyses.build import PERMUTED, build_stages, output_stripe
+from mha.analyses import collapse, ladder
+from mha.analyses.build import PERMUTED, build_stages, output_stripe, outside_window
 from mha.analyses.groups import group_ranges
 from mha.core.attention import valid_head_counts
 from mha.lesson import answers
 
 MAX_SHOWN = 64  # token rows drawn per matrix; the computation always uses all tokens
+WINDOWS = (4, 8, 16, 32)  # the sliding windows a learner may try
 
 st.title("Build multi-head attention from scratch")
 inp, run, model = ui.page_start()
@@ -63,9 +64,23 @@ st.caption(
     "Shared Q/K/V: every head uses one $W^Q, W^K, W^V$, the mean of the heads' slices rescaled to a slice's length "
     "(as on the collapse page). Shuffle: the input tokens in another order (no position information)."
 )
+own_window = traits.window(layer)
+window = 0
+if traits.causal:  # a sliding window narrows a causal mask; an encoder's token reads every key
+    windows = {0: f"the layer's own ({own_window:,} keys)" if own_window else "none (the layer's own)"}
+    windows |= {w: f"{w} keys" for w in WINDOWS if w != own_window}
+    window = ui.setting_widget(
+        "selectbox",
+        "Sliding window",
+        "build_window",
+        options=windows,
+        format_func=windows.__getitem__,
+        help="A query reads only itself and the W - 1 tokens before it (Beltagy et al. 2020, *Longformer*; "
+        "Jiang et al. 2023, *Mistral 7B*). Another window than the layer's own is a change: no parity check.",
+    )
 D = traits.d_head if H == H_model else C // H  # the model's own head size, or C / H for another split
 
-s = build_stages(model, run, layer, H, SOURCES[source], seed, shared, scale, shuffle)
+s = build_stages(model, run, layer, H, SOURCES[source], seed, shared, scale, shuffle, window or None)
 tr, tokens = s.trace, s.tokens
 T = len(tokens)
 shown = tokens[:MAX_SHOWN]
@@ -83,7 +98,9 @@ if s.parity is not None:
     )
 else:
     st.info(
-        f"Parity with {who} is checked with {who}'s own weights, H = {H_model}, its own projections and scaling on"
+        f"Parity with {who} is checked with {who}'s own weights, H = {H_model}, its own projections"
+        + (" and window" if traits.causal else "")
+        + " and scaling on"
         + (
             ", in the sentence's own order (shuffled, a layer with a causal mask or rotary positions does more "
             "than reorder its weights)."
@@ -93,6 +110,26 @@ else:
         icon=":material/info:",
     )
 
+
+if s.window_changed:
+    hidden = outside_window(run.attentions[layer], s.window)  # the model's own weights beyond the new window
+    per_token = ladder.kv_cache_bytes(1, G if grouped else H, D)  # one layer's K and V for one token, fp16
+    cached = min(T, own_window) if own_window else T  # the tokens the layer's own cache holds
+    st.warning(
+        f"**Changed**: layer {layer} runs with a sliding window of {s.window} keys in place of "
+        + (f"its own {own_window:,}" if own_window else "none (every earlier token)")
+        + f", so no parity check. Each token reads only itself and the {s.window - 1} tokens before it. "
+        + (
+            f"On your {T} tokens, {who}'s own weights put {answers.share(hidden)} of their weight on keys this "
+            f"window hides (averaged over its {H_model} heads and the {T - s.window} queries past the window); the "
+            f"window spreads it over the keys left. What it saves: this layer's K/V cache holds at most {s.window} "
+            f"tokens, {ladder.size(per_token * s.window)} in fp16 instead of {ladder.size(per_token * cached)} for "
+            f"{cached} tokens."
+            if T > s.window
+            else f"Your sentence has {T} tokens, no more than the window: nothing is hidden yet. Type a longer one."
+        ),
+        icon=":material/crop:",
+    )
 
 lo, hi = head * D, (head + 1) * D
 
@@ -106,14 +143,15 @@ ui.chart(plots.build.matrix_heatmap(tr.x[0, :MAX_SHOWN], shown, "X"))
 m1, m2, m3 = st.columns(3)  # under the first picture: it stays on a projector's first screen
 m1.metric(r"$d_{model}$ / heads $h$ / $d_k$", f"{C} / {H} / {D}")
 bias = model.scratch_layer(layer).q_proj.bias is not None
-n_dist = MultiHeadAttention.parameter_count(C, H, (H, G, G) if grouped else None, bias)
-n_shared = MultiHeadAttention.parameter_count(C, H, (1, 1, 1), bias)
+own = dict(d_head=D, qk_norm=traits.qk_norm is not None) if H == H_model else {}  # Gemma's head size and norms
+n_dist = MultiHeadAttention.parameter_count(C, H, (H, G, G) if grouped else None, bias, **own)
+n_shared = MultiHeadAttention.parameter_count(C, H, (1, 1, 1), bias, **own)
 m2.metric(f"Parameters, {G} K/V groups" if grouped else "Parameters, distinct", f"{n_dist:,}")
 m3.metric("Parameters, shared", f"{n_shared:,}", delta=f"{n_shared - n_dist:,}", delta_color="off")
 
-st.header(f"1. Project: $Q_i, K_i, V_i$ ({T} x {D} per head)")
+st.header(f"1. Project: $Q_i, {'K, V' if G == 1 < H else 'K_i, V_i'}$ ({T} x {D} per head)")
 st.markdown(
-    f"$X W^Q$ is one {T} x {C} product; head {head} owns columns {lo}..{hi - 1} of it "
+    f"$X W^Q$ is one {T} x {H * D} product; head {head} owns columns {lo}..{hi - 1} of it "
     + (
         "(with **shared** projections every head reads the same $d_{model} \\times d_k$ matrix; the lines mark "
         "where each head's slice starts)."
@@ -125,14 +163,22 @@ ui.chart(
     plots.build.matrix_heatmap(
         s.q_heads_side_by_side[:MAX_SHOWN],
         shown,
-        "Q = X W<sup>Q</sup>, split into heads",
+        "Q = X W<sup>Q</sup>"
+        + (", normed" if traits.qk_norm is not None else "")
+        + (", rotated" if s.unrotated is not None else "")
+        + ", split into heads",
         boundaries=[h * D for h in range(1, H)],
     ),
 )
 
-if grouped and not shared:
+if grouped and not shared and G == 1:
     st.markdown(
-        f"$K$ and $V$ have only {G} projections of width {D} ({G * D} columns, not {C}): heads "
+        f"$K$ and $V$ have one projection each, of width {D} ({D} columns, not {H * D}): all {H} heads read it "
+        "(multi-query attention, Shazeer 2019), and only their $W_i^Q$ set them apart."
+    )
+elif grouped and not shared:
+    st.markdown(
+        f"$K$ and $V$ have only {G} projections of width {D} ({G * D} columns, not {H * D}): heads "
         f"{group_ranges(H, G)} each read one of them (grouped-query attention, Ainslie et al. 2023). Head {head} "
         f"reads K/V group {head // (H // G)}."
     )
@@ -182,6 +228,15 @@ st.markdown(
     + (
         " The causal mask sets every score of a later key to $-\\infty$ before the softmax: each row spreads its "
         "weight over itself and the tokens before it, and the map is a lower triangle."
+        if traits.causal and (s.window is None or T <= s.window)
+        else f" The causal mask and the sliding window set every score of a later key, and of a key {s.window} or "
+        "more tokens back, to $-\\infty$ before the softmax: each row spreads its weight over itself and the "
+        f"{s.window - 1} tokens before it"
+        + (
+            ", and the dashed line marks where the band stops."
+            if len(shown) > s.window
+            else f" (the map shows the first {len(shown)} tokens, which the window does not reach)."
+        )
         if traits.causal
         else ""
     )
@@ -191,6 +246,7 @@ ui.chart(
         tr.weights[0, head, :MAX_SHOWN, :MAX_SHOWN],
         shown,
         f"Head {head}: softmax(QK<sup>T</sup>{' / √d<sub>k</sub>' if scale else ''})",
+        window=s.window,
     ),
 )
 
@@ -233,14 +289,14 @@ st.page_link(
     icon=":material/call_merge:",
 )
 
-st.header(f"4. Head outputs ({T} x {D}) -> concatenation ({T} x {C})")
+st.header(f"4. Head outputs ({T} x {D}) -> concatenation ({T} x {H * D})")
 ui.chart(
     plots.build.matrix_heatmap(
         tr.concat[0, :MAX_SHOWN], shown, "Concat(head_1, ..., head_H)", boundaries=[h * D for h in range(1, H)]
     ),
 )
 
-st.header(f"5. Mix with $W^O$ ({C} x {C}) -> output ({T} x {C})")
+st.header(f"5. Mix with $W^O$ ({H * D} x {C}) -> output ({T} x {C})")
 ui.chart(
     plots.build.matrix_heatmap(
         tr.output[0, :MAX_SHOWN], shown, "Output = Concat W<sup>O</sup>" + (" + b" if bias else "")

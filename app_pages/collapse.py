@@ -121,12 +121,17 @@ st.caption(
     "entropy of the normalised singular values (Roy & Vetterli 2007) of the heads' outputs, one unit vector per head."
 )
 
-if model.traits.kv_groups < H:  # a K/V group is one projection: its heads' overlap is 1 by construction
+if model.traits.kv_groups == 1 < H:  # one K and one V for every head (multi-query): nothing to compare across
+    st.caption(
+        f"All of {who}'s {H} heads read one $W^K$ and one $W^V$ (multi-query attention), so their $W^K$ and $W^V$ "
+        "overlaps are 1 by construction at every alpha: only $W^Q$ can set the heads apart."
+    )
+elif model.traits.kv_groups < H:  # a K/V group is one projection: its heads' overlap is 1 by construction
     across = {r: groups.pair_means(now.overlap[r], groups.groups_of(H, model.traits.kv_groups))[1] for r in "kv"}
     st.caption(
         f"{who}'s heads of one K/V group read one $W^K$ and one $W^V$, so their overlap is 1 by construction and "
         f"counts in the means above; across groups alone, at alpha = {alpha:.2f}: $W^K$ {across['k']:.2f}, $W^V$ "
-        f"{across['v']:.2f}, against {metrics.random_overlap(D, model.d_model):.2f} for two random "
+        f"{across['v']:.2f}, against {metrics.random_overlap(model.traits.d_head, model.d_model):.2f} for two random "
         "subspaces of the same size."
     )
 
@@ -291,8 +296,8 @@ st.markdown(
     "saved), "
     + (
         f"but what remains is one head computed {H} times: a single head of width {D} would need a "
-        f"{D} x {C} $W^O$ instead of {C} x {C} ({C * C - D * C:,} fewer parameters) and one attention map instead "
-        f"of {H}. "
+        f"{D} x {C} $W^O$ instead of {H * D} x {C} ({(H - 1) * D * C:,} fewer parameters) and one attention map "
+        f"instead of {H}. "
         if ans.one_head and ans.maps_shared == 1
         else "and the heads attend alike but still write different values. "
         if ans.maps_shared == 1

@@ -6,9 +6,10 @@ import ui
 from mha import plots
 from mha.analyses import collapse, export, groups, ladder, subspaces, uptrain
 from mha.analyses.groups import group_ranges
-from mha.lesson import answers, recap, sharing_tables
+from mha.lesson import answers, recap, sharing_tables, side_by_side_words, structure_words
 from mha.lesson import verdict as words
 from mha.models import structures
+from mha.studies import side_by_side
 
 POOLINGS = ("mean-pooled", "scale restored")  # a rung to uptrain starts from the plain mean, or rescaled
 
@@ -29,7 +30,14 @@ inp, run, model = ui.page_start()
 H, C, G, who = model.n_heads, model.d_model, model.traits.kv_groups, model.traits.who
 D = model.traits.d_head
 emb = collapse.final_key(model.traits).replace(" embedding", "")  # collapse.final_cosine
-if G < H:
+if G == 1 < H:
+    st.info(
+        f"{who} is already a multi-query model: its {H} query heads share one K/V projection (MQA, Shazeer 2019). "
+        "Mean-pooling cannot split it again, so its ladder starts at MQA, and one rung lies below: shared Q/K/V, "
+        "the only projection left to share being $W^Q$.",
+        icon=":material/share:",
+    )
+elif G < H:
     st.info(
         f"{who} is already a grouped-query model: its {H} query heads share {G} K/V projections (GQA-{G}, heads "
         f"{group_ranges(H, G)}). Mean-pooling cannot split a group again, so its ladder starts at GQA-{G} and goes "
@@ -42,7 +50,7 @@ st.header("The structures")
 rungs = ladder.rungs(H, False, G)
 bias = model.scratch_layer(layer).q_proj.bias is not None
 st.dataframe(  # each rung's structure, counted from it (the same as its built module's: tests/test_ladder.py)
-    sharing_tables.structure(rungs, model.n_layers, C, bias, D),
+    sharing_tables.structure(rungs, model.n_layers, C, bias, D, model.traits.qk_norm is not None, model.traits.windows),
     hide_index=True,
     height="content",
     column_config={
@@ -53,7 +61,13 @@ st.dataframe(  # each rung's structure, counted from it (the same as its built m
 st.caption(
     "A decoder keeps every past token's K and V of every layer, and generation reads the whole cache again for "
     f"every new token: at {ladder.CONTEXTS[0]:,} tokens of context, that is the last column, read once per token "
-    "it writes. Layers x (K heads + V heads) x $d_k$ values, 2 bytes each (fp16)."
+    "it writes. Layers x (K heads + V heads) x $d_k$ values, 2 bytes each (fp16)"
+    + (
+        f"; each of the {len(model.traits.sliding_layers)} sliding-window layers keeps at most its "
+        f"{max(w for w in model.traits.windows if w):,} tokens."
+        if model.traits.sliding_layers
+        else "."
+    )
 )
 
 st.header("The verdict: what sharing costs the model's own task")
@@ -79,6 +93,11 @@ if verdict is not None:
         f"Rescaled: {words.chain(verdict, words.order_rows(verdict, pooling=words.SCALED))}."
     )
     st.caption(words.chain_key(verdict))
+    if G == 1 < H and model.traits.qk_norm is not None:  # only W^Q is pooled, and its norm undoes a rescaling
+        st.markdown(
+            f"The two poolings score alike on {who}: with one K and one V already, only $W^Q$ is pooled, and the "
+            "RMS norm on every query divides out any rescaling of it."
+        )
     st.markdown(words.against_removal(verdict))
     st.markdown(words.uptrained_words(verdict) + " " + words.contrast(verdict))
     st.markdown(words.kept_words(verdict))
@@ -94,6 +113,18 @@ if verdict is not None:
     st.subheader(f"Layer {layer} alone")
     st.markdown(words.alone_words(verdict, layer))
     st.dataframe(words.alone_table(verdict, layer), hide_index=True, height="content")
+
+three = side_by_side.shipped()
+if three:  # about three named models, whichever is picked (the other pages speak of the picked one only)
+    box = st.container(key="three_models")
+    box.header("Three real models side by side")
+    box.markdown(
+        "One model with a K and V per head, one with K/V groups, one with a single K/V head, each measured beside "
+        f"its own baselines on the bundled {three[0].texts} pool sentences, with its own verdict (as above)."
+    )
+    box.table(side_by_side_words.table(three), hide_index=True)
+    for line in side_by_side_words.words(three):
+        box.markdown(line)
 
 st.header(f"Inside layer {layer}, on your sentence")
 inside = ui.ladder_inside(inp, run, layer, "sharing_inside")
@@ -148,7 +179,7 @@ elif H > 1:
     by_heads = {m.rung.heads: m for m in measured}
     by_heads_scaled = {m.rung.heads: m for m in rescaled}
     mqa_s, qk_s = by_heads_scaled[(H, 1, 1)], by_heads_scaled[(1, 1, G)]
-    st.markdown(recap.which_differ(measured, rescaled, base, who, layer))
+    st.markdown(recap.which_differ(measured, rescaled, base, who, layer, structure_words.map_tex(model.traits)))
     q_alone = (by_heads_scaled[(1, G, G)], by_heads[(1, G, G)])
     st.markdown(recap.q_only(q_alone[0], measured[0], who) or recap.q_only(q_alone[1], measured[0], who))
     st.markdown(recap.further(verdict, by_heads, by_heads_scaled, H, who, G))
@@ -226,7 +257,11 @@ converted = [m.layer_cosine for m in measured[1:]]
 st.markdown(
     (
         f"Mean-pooling alone moves the layer: on your sentence its output's cosine to {who}'s own is "
-        f"{min(converted):.2f} to {max(converted):.2f} across the rungs above. "
+        + (
+            f"{min(converted):.2f} to {max(converted):.2f} across the rungs above. "
+            if len(converted) > 1
+            else f"{converted[0]:.2f} for {measured[1].rung.name}, the one rung below it. "
+        )
         if converted
         else ""
     )

@@ -7,17 +7,19 @@ import ui
 from mha import plots
 from mha.analyses import collapse, subspaces
 from mha.analyses.groups import group_ranges
-from mha.lesson import answers
+from mha.lesson import answers, structure_words
 
 st.title("Subspaces: each head's own view of your sentence")
 inp, run, model = ui.page_start()
 st.markdown(
-    f"Each head $i$ projects the token vectors with {answers.qk_words(model.traits)} into a small "
+    f"Each head $i$ projects the token vectors with {structure_words.qk_words(model.traits)} into a small "
     "$d_k$-dimensional space: its **representation subspace**. There a query meets the keys: the larger their dot "
     "product (it grows "
     "with both points' length, not only with their direction), the more of the token's weight goes to that key. "
     "Below, every head's space is drawn in 2-D: the "
-    r"picture keeps as much of the head's scaled scores $Q_i K_i^\top / \sqrt{d_k}$ as two dimensions can."
+    "picture keeps as much of the head's scaled scores "
+    f"${structure_words.scores_tex(model.traits)}$ "
+    "as two dimensions can."
 )
 traits = model.traits
 H, who, causal, first = model.n_heads, traits.who, traits.causal, traits.parking == "first"
@@ -163,26 +165,43 @@ ui.chart(
             "W^K: its heads' spectra, random directions": spectra.key_rotated,
         },
         spectra.reference,
+        key="W<sup>K</sup>" if traits.kv_groups == 1 else "W<sup>K</sup><sub>g(i)</sub>" if traits.grouped else None,
     ),
 )
 C, D = model.d_model, model.traits.d_head
-key = "W^K_{g(i)}" if traits.grouped else "W_i^K"  # a grouped head reads its group g(i)'s W^K
+key = "W^K" if traits.kv_groups == 1 else "W^K_{g(i)}" if traits.grouped else "W_i^K"  # whose W^K a head reads
+normed = (  # a per-head norm sits between the projections and the score: its weights are counted in
+    " (with the query and key norms' weights $1 + w$ between them; each token's own RMS also scales its scores, "
+    "which no spectrum shows)"
+    if traits.qk_norm is not None
+    else ""
+)
 st.caption(
-    f"Left: each head's $W_i^Q {{{key}}}^\\top$ ({C} x {C}) has at most $d_k$ = {D} directions. Right: stacked side by "
-    f"side, the {H} heads' $W^Q$ need {spectra.energy_rank('query')} of {C} directions for 90 % of their "
+    f"Left: each head's $W_i^Q {{{key}}}^\\top$ ({C} x {C}){normed} has at most $d_k$ = {D} directions. Right: "
+    "stacked side by "
+    f"side, the {H} heads' $W^Q${' (norm weights included, as on the left)' if normed else ''} need "
+    f"{spectra.energy_rank('query')} of {C} directions for 90 % of their "
     f"energy, $W^K$ {spectra.energy_rank('key')}"
     + (
-        f" (its {model.traits.kv_groups} K/V groups' projections: {model.traits.kv_groups * D} rows)"
+        f" (its one K/V projection: {D} rows)"
+        if traits.kv_groups == 1
+        else f" (its {model.traits.kv_groups} K/V groups' projections: {model.traits.kv_groups * D} rows)"
         if traits.grouped
         else ""
     )
     + f" (a random {H * D} x {C} matrix: {spectra.energy_rank('reference')}). The fair "
     "comparison keeps each head's own singular values and points them in random directions: "
-    f"{spectra.energy_rank('query_rotated')} for $W^Q$, {spectra.energy_rank('key_rotated')} for $W^K$. "
+    f"{spectra.energy_rank('query_rotated')} for $W^Q$"
     + (
-        "The real stacks need fewer: beyond their uneven spectra, the heads share directions "
+        f", {spectra.energy_rank('key_rotated')} for $W^K$. "
+        if traits.kv_groups > 1
+        else " ($W^K$ is one projection: rotating it keeps its spectrum, so it has nothing to compare). "
+    )
+    + (
+        ("The real stack needs fewer" if traits.kv_groups == 1 else "The real stacks need fewer")
+        + ": beyond their uneven spectra, the heads share directions "
         if spectra.energy_rank("query") < spectra.energy_rank("query_rotated")
-        and spectra.energy_rank("key") < spectra.energy_rank("key_rotated")
+        and (traits.kv_groups == 1 or spectra.energy_rank("key") < spectra.energy_rank("key_rotated"))
         else "The real stacks need no fewer: no sign here that the heads share directions beyond their uneven spectra "
     )
     + "(Cordonnier et al. 2020, *Multi-Head Attention: Collaborate Instead of Concatenate*, found them shared)."

@@ -136,6 +136,15 @@ def false_claims(text: str, t) -> list[str]:
         wrong += re.findall(r"[^.]*\[(?:CLS|SEP)\][^.]*", text)
     if t.grouped:
         wrong += re.findall(r"[^.]*W_\{?(?:i|\d+)\}?\^K[^.]*", text)
+    if t.kv_groups == 1:  # multi-query: one K/V head, so no groups of heads to speak of
+        wrong += re.findall(r"(?i)[^.]*(?:within \d+ groups|groups of \d+ heads|K/V group \d)[^.]*", text)
+    if t.heads_width != t.d_model:  # d_k set by the model: d_model / h is not a head's width, W^O is not C x C
+        C = t.d_model
+        wrong += re.findall(
+            rf"[^.]*(?:d_k = d_{{model}} ?/ ?h\$ = |W\^O\$? \(?{C} x {C}\b|\bd_k = {C // t.n_heads}\b)[^.]*", text
+        )
+    if not t.scale_is_standard:
+        wrong += re.findall(r"[^.]*Q_i K_i\^\\top / \\sqrt\{d_k\}[^.]*", text)
     return wrong
 
 

@@ -36,9 +36,14 @@ def app() -> AppTest:
 
 
 def page_text(at: AppTest) -> str:
+    """The page's words, without What may be shared's section on three named models (BERT among them)."""
+    from mha.lesson import side_by_side_words
+    from mha.studies import side_by_side
+
+    three = set(side_by_side_words.words(side_by_side.shipped()))
     parts = []
     for kind in ("markdown", "caption", "info", "warning", "success", "error", "title", "subheader", "header"):
-        parts += [str(getattr(e, "value", "")) for e in at.get(kind)]
+        parts += [str(getattr(e, "value", "")) for e in at.get(kind) if str(getattr(e, "value", "")) not in three]
     parts += [f"{m.label} {m.value} {m.proto.delta} {m.proto.help}" for m in at.get("metric")]
     parts += [e.label for e in at.expander]
     return "\n".join(parts)

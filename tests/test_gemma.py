@@ -151,6 +151,26 @@ def test_the_real_gemma_reproduced_on_all_18_layers(gemma):
     assert np.all(read[list(t.sliding_layers)] == 512) and np.all(read[[5, 11, 17]] == T)
 
 
+def test_weight_spectra_count_the_norm_between_query_and_key(small):
+    """With a query/key norm, a head's match is (diag(1 + w_q) W_i^Q)^T (diag(1 + w_k) W^K): its
+    singular values, computed here from the C x C product itself, are what weight_spectra reports; with
+    one K/V head every head reads the same W^K."""
+    from mha.analyses import subspaces
+
+    m = small.scratch_layer(0)
+    spectra = subspaces.weight_spectra(m)
+    D, r = m.d_head, m.n_heads // m.role_heads[1]
+    wq, wk = m.q_proj.weight.detach().double(), m.k_proj.weight.detach().double()
+    nq, nk = 1 + m.q_norm.weight.detach().double(), 1 + m.k_norm.weight.detach().double()
+    for h in range(m.n_heads):
+        q = nq[:, None] * wq[h * D : (h + 1) * D]  # (D, C)
+        k = nk[:, None] * wk[(h // r) * D : (h // r + 1) * D]  # (D, C)
+        want = torch.linalg.svdvals(q.T @ k)[:D].numpy()  # (C, C) of rank D
+        np.testing.assert_allclose(spectra.per_head[h], want, rtol=1e-6, atol=1e-9)
+    plain = np.linalg.svd((wq[:D].T @ wk[:D]).numpy(), compute_uv=False)[:D]
+    assert not np.allclose(spectra.per_head[0], plain, rtol=1e-2)  # the norm changes the spectrum
+
+
 def test_the_work_estimate_counts_the_models_own_head_size(small):
     """cost.layer_macs reads H d_k (64 here, beside C = 48) for W^Q, W^O and the scores: PyTorch's own
     FLOP counter on one whole layer agrees (2 FLOPs per multiply-add)."""

@@ -303,3 +303,24 @@ def test_the_recap_names_the_conversion_and_its_baselines(bert, run):
     assert f"against {plain['MHA'].diversity:.3f} in BERT's layer and {base.random_diversity:.3f} for random" in said
     assert f"drifts {mqa.drift:.3f} from its own map in BERT, {mqa.drift / plain['MHA'].diversity:.0%} of" in said
     assert "trains back" not in said and not re.search(r"keeps? \d+%", said)  # no share of diversity "kept"
+
+
+@pytest.mark.parametrize("heads", [(12, 12), (9, 3), (4, 1), (8, 2)])
+def test_the_ladder_starts_at_the_models_own_rung_and_repeats_no_structure(heads):
+    """The first rung is the model as built (MHA, GQA-G, or MQA for one K/V head); no two rungs are
+    one structure (with one K and one V, sharing Q, K or Q alone is shared Q/K/V); the structure
+    table's cache at 4,096 tokens caps each sliding layer at its window (the formula written here)."""
+    from mha.lesson import sharing_tables
+
+    H, G = heads
+    rungs = ladder.rungs(H, False, G)
+    assert rungs[0].name == ("MHA" if G == H else "MQA" if G == 1 else f"GQA-{G}") and rungs[0].heads == (H, G, G)
+    assert len({r.heads for r in rungs}) == len(rungs), [r.name for r in rungs]
+    if G == 1:
+        assert [r.name for r in rungs] == ["MQA", "shared Q/K/V"]
+    windows = (512, 512, None)  # two sliding layers, one full: 4,096 tokens are cached only by the full one
+    rows = sharing_tables.structure(rungs, 3, 64 * H, False, 64, windows=windows)
+    for r, row in zip(rungs, rows):
+        per_layer_token = (r.heads[1] + r.heads[2]) * 64 * 2  # K and V heads x d_k x 2 bytes (fp16)
+        assert row["at 4,096 tokens"] == ladder.size(per_layer_token * (512 + 512 + 4096))
+        assert row[sharing_tables.KV] == ladder.size(per_layer_token * 3)

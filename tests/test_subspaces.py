@@ -242,5 +242,5 @@ def test_what_a_module_shares_is_read_from_its_structure():
     assert MultiHeadAttention(32, 1).projection == "distinct"
     with pytest.raises(ValueError, match="W\\^Q per head"):
         subspaces.weight_spectra(MultiHeadAttention(32, 4, heads=(1, 1, 4)))
-    with pytest.raises(ValueError, match="W\\^Q per head"):
-        subspaces.weight_spectra(MultiHeadAttention(32, 4, heads=(4, 1, 1)))  # one K for every head: shared
+    mqa = subspaces.weight_spectra(MultiHeadAttention(32, 4, heads=(4, 1, 1)))  # one K for every head: multi-query
+    assert mqa.per_head.shape == (4, 8) and mqa.key.shape == (8,)  # each head its W_i^Q with the one W^K (8 rows)

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import gc
 import inspect
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -34,12 +36,40 @@ from .state import Inputs
 from .store import SharedStore
 
 
-@st.cache_resource(show_spinner=False, max_entries=2)
 def load_model(name: str, _progress: catalog.Progress | None = None) -> LoadedModel:
     """The shared, read-only model (one per process and name); _progress(fraction, message) hears
-    how a first fetch goes (not part of the key)."""
+    how a first fetch goes (not part of the key). One decoder is resident at a time
+    (_resident_decoder): SmolLM2 and Gemma 3 side by side would pass Community Cloud's memory."""
+    if catalog.spec_of(name).source == "decoder":
+        return _resident_decoder(name, _progress)
+    return _encoder(name, _progress)
+
+
+@st.cache_resource(show_spinner=False, max_entries=2)
+def _encoder(name: str, _progress: catalog.Progress | None = None) -> LoadedModel:
+    """An encoder (or a saved model of any family, "local"), cached by Streamlit."""
+    return _load(name, _progress)
+
+
+_DECODER: dict[str, LoadedModel] = {}  # at most one: the decoder the last session asked for
+_DECODER_LOCK = threading.Lock()
+
+
+def _resident_decoder(name: str, progress: catalog.Progress | None) -> LoadedModel:
+    """The decoder `name`, loaded once; asking for another drops this one first (and collects it), so
+    that the process never holds two (a session still running on the old one keeps it until it ends)."""
+    with _DECODER_LOCK:
+        if name not in _DECODER:
+            _DECODER.clear()
+            gc.unfreeze()  # the old decoder was frozen with the modules at its load
+            gc.collect()
+            _DECODER[name] = _load(name, progress)
+        return _DECODER[name]
+
+
+def _load(name: str, progress: catalog.Progress | None) -> LoadedModel:
     t0 = time.perf_counter()
-    model = catalog.load_model(name, _progress)
+    model = catalog.load_model(name, progress)
     print(f"mha: loaded {name} in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     server.freeze_startup()  # the model and every module: never garbage, never scanned again
     return model
@@ -55,7 +85,9 @@ STUDIES = SharedStore(8)  # per model: its heads study and its sharing verdict
 
 def clear() -> None:
     """Forget every model and result (tests that put another model behind the name "local")."""
-    load_model.clear()
+    _encoder.clear()
+    with _DECODER_LOCK:
+        _DECODER.clear()
     for store in (RESULTS, MODEL, EXPERIMENTS, UPTRAINS, STUDIES):
         store.clear()
 

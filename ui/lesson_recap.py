@@ -37,7 +37,7 @@ def recap_step(c: StepContext) -> None:
         hide_index=True,
     )
     t, across = c.model.traits, None
-    if t.grouped:  # K and V across groups, beside random subspaces: within a group the overlap is 1 by construction
+    if 1 < t.kv_groups < t.n_heads:  # K and V across groups, beside random subspaces: 1 within a group by construction
         bert = c.collapse_at(layer, collapse.CollapsePath().at(0.0))
         group = groups.groups_of(t.n_heads, t.kv_groups)
         across = {r: groups.pair_means(bert.overlap[r], group)[1] for r in "kv"}
@@ -91,5 +91,16 @@ def grouped_words(c: StepContext, layer: int) -> str:
     m, H, G = c.model, c.model.n_heads, c.model.traits.kv_groups
     D = m.traits.d_head
     caches = tuple(ladder.kv_cache_bytes(m.n_layers, g, D) for g in (G, H, 1))
+    if G == 1:  # multi-query: no groups to compare, the heads against random maps as sharp as theirs
+        w = c.run.attentions[layer]  # (H, T, T)
+        causal = m.traits.causal
+        mine = metrics.mean_off_diagonal(metrics.head_diversity(metrics.Rows.of(w).causal(causal)))
+        t = m.traits
+        window = None
+        if t.sliding_layers:  # past the window only the full layers' caches grow
+            full = m.n_layers - len(t.sliding_layers)
+            window = (max(w for w in t.windows if w), len(t.sliding_layers), ladder.kv_cache_bytes(full, G, D))
+        random = metrics.shuffled_diversity(w, causal)
+        return recap.multi_query(t.who, H, layer, mine, random, caches[:2], window)
     pool = cache.cached_group_diversity(c.inp.model)
     return recap.grouped(m.traits.who, H, G, layer, groups.within_across(c.run.attentions, layer, H, G), pool, caches)

@@ -12,7 +12,7 @@ import streamlit as st
 
 from mha import plots
 from mha.analyses import atlas, build, collapse, metrics, subspaces
-from mha.lesson import answers, check_question, steps
+from mha.lesson import answers, check_question, steps, structure_words
 from mha.lesson import verdict as verdict_words
 from mha.lesson.diagram import stages_dot, stages_text
 from mha.models.family import LoadedModel
@@ -122,11 +122,15 @@ def follow_one_token(c: StepContext) -> None:
         q.options,
         q.answer,
         q.why,
-        hint=f"Each head has {answers.qk_words(c.run.traits)}, so each scores the keys its own way; count the "
+        hint=f"Each head has {structure_words.qk_words(c.run.traits)}, so each scores the keys its own way; count the "
         "words that "
         f"get more than half of some head's weight. Many heads park this token's weight on "
         f"{answers.parking_words(c.run).replace(' and ', ' or ')} instead, or spread it."
-        + (" The model is causal: a token reads only itself and the words before it." if c.run.traits.causal else ""),
+        + (
+            f" The model is causal: {structure_words.reads(c.run.traits, c.run.n_tokens)}."
+            if c.run.traits.causal
+            else ""
+        ),
         variant=str(query),
         version=f"following “{word}” ({query})",
     )
@@ -159,10 +163,10 @@ def stages(c: StepContext) -> None:
         _hidden("Answer first: the diagram with every shape follows.")
     else:
         G, causal = c.model.traits.kv_groups, c.model.traits.causal  # K/V groups and a causal mask, drawn
-        D = c.model.traits.d_head
+        shape = structure_words.diagram_args(c.model.traits)
         diagram(
-            stages_dot(T, C, H, groups=G, causal=causal, d_head=D),
-            stages_text(T, C, H, groups=G, causal=causal, d_head=D),
+            stages_dot(T, C, H, groups=G, causal=causal, **shape),
+            stages_text(T, C, H, groups=G, causal=causal, **shape),
         )
     c.tool("app_pages/build.py", "See every stage on your sentence: Build it from scratch")
 
@@ -187,7 +191,7 @@ def two_heads(c: StepContext) -> None:
         q.answer,
         q.why,
         hint=f"A head's weights come from $q \\cdot k$ in its own subspace, made by its "
-        f"{answers.qk_words(c.run.traits)[4:]}. Two heads compute them with their own matrices.",
+        f"{structure_words.qk_words(c.run.traits)[4:]}. Two heads compute them with their own matrices.",
         variant=f"{layer}-{a}-{b}",
         version=f"layer {layer}, heads {a} and {b}, “{word}”",
     )
@@ -228,10 +232,12 @@ def concat(c: StepContext) -> None:
         f"{D}. What shape would its output have for your sentence? (rows x columns)",
         ["rows", "columns"],
         answers.stage_shapes(c.run, c.model)["output"],
-        f"The concatenation is $T \\times (h \\cdot d_k)$: {h2} x {d2} = {C} columns, as {H} x {D} = {C}, and "
-        "$W^O$ keeps that width. The output is $T \\times d_{model}$ whatever the number of heads, the width the "
-        "layer started with, so layers can be stacked.",
-        hint=r"Each head gives $T \times d_k$; $h$ of them side by side, then $W^O$ is $d_{model} \times d_{model}$.",
+        f"The concatenation is $T \\times (h \\cdot d_k)$: {h2} x {d2} = {h2 * d2} columns"
+        + (f", as {H} x {D} = {H * D}" if H * D == h2 * d2 else f" (yours: {H} x {D} = {H * D})")
+        + f", and $W^O$ ($h d_k \\times d_{{model}}$) maps them to $d_{{model}}$ = {C}. The output is "
+        "$T \\times d_{model}$ whatever the number of heads, the width the layer started with, so layers can be "
+        "stacked.",
+        hint=r"Each head gives $T \times d_k$; $h$ of them side by side, then $W^O$ is $h d_k \times d_{model}$.",
     )
     if answered is None:
         _hidden("Answer first: the layer's concatenation and output follow.")
@@ -353,7 +359,7 @@ def _shared_layer(c: StepContext, layer: int, prediction: int) -> None:
         q.options,
         q.answer,
         q.why,
-        hint=r"The map is $\mathrm{softmax}(Q_i K_i^\top / \sqrt{d_k})$: which projections does it read?",
+        hint=f"The map is ${structure_words.map_tex(c.model.traits)}$: which projections does it read?",
         variant=str(layer),
         version=f"layer {layer}",
     )

@@ -68,6 +68,7 @@ SETTINGS: dict[str, Setting] = {
     "build_scale": Setting(bool, True),
     "build_shuffle": Setting(bool, False),
     "build_seed": Setting(int, 0),
+    "build_window": Setting(int, 0),  # a sliding window of that many keys (causal layers); 0: the layer's own
     "build_follow": Setting(int, 0),
     # Collapse and subspaces: the path to shared projections
     **_path("collapse", 0.5),

@@ -12,7 +12,7 @@ import streamlit as st
 from mha.analyses import collapse
 from mha.analyses.collapse import CollapsePath
 from mha.lesson.examples import EXAMPLES
-from mha.models import catalog
+from mha.models import catalog, fetch_gemma
 from mha.models.family import LoadedModel
 from mha.models.run import Run
 from mha.tasks import pruning
@@ -67,7 +67,15 @@ def sidebar() -> Inputs:
         format_func=lambda n: f"{n} ({_kind(specs[n])})",
         help="\n\n".join(f"**{s.name}**: {s.description}" for s in specs.values()),
     )
-    sb.caption(specs[st.session_state["model"]].description)
+    picked = specs[st.session_state["model"]]
+    sb.caption(picked.description)
+    if picked.notice:  # a licence's notice where the model is picked, with its terms as shipped
+        sb.caption(picked.notice)
+        terms = fetch_gemma.terms() if picked.name == catalog.GEMMA_MODEL else None
+        if terms is not None:
+            sb.download_button(
+                "Gemma Terms of Use (.html)", terms, file_name="GEMMA_TERMS.html", mime="text/html", on_click="ignore"
+            )
     with sb:  # Plotly's code fetched and compiled while the learner reads, not after a click
         frontend.preload_plotly()
     ss = st.session_state

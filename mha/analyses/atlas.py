@@ -264,11 +264,20 @@ def rollout_row(attentions: np.ndarray, token: int) -> np.ndarray:
     return out
 
 
-def even_rollout_share(n_layers: int, n_tokens: int, token: int) -> float:
+def even_rollout_share(
+    n_layers: int, n_tokens: int, token: int, windows: tuple[int | None, ...] | None = None
+) -> float:
     """The rollout on the first token of `token` at the last layer when every head of every layer
-    spreads each query evenly over the keys 0..i it can read (a causal baseline)."""
-    even = np.tril(np.ones((n_tokens, n_tokens))) / np.arange(1, n_tokens + 1)[:, None]  # (T, T)
-    return float(rollout(np.broadcast_to(even, (n_layers, 1, n_tokens, n_tokens)))[-1, token, 0])
+    spreads each query evenly over the keys it can read: 0..i, or its last W on a layer with a sliding
+    window of W (windows: per layer, Traits.windows; a causal baseline)."""
+    from mha.core.masks import attention_mask_for
+
+    maps = []
+    for layer in range(n_layers):
+        w = None if windows is None else windows[layer]
+        allowed = attention_mask_for(None, n_tokens, True, window=w).numpy().astype(float)  # (T, T)
+        maps.append(allowed / allowed.sum(1, keepdims=True))
+    return float(rollout(np.stack(maps)[:, None])[-1, token, 0])  # (L, 1, T, T) in
 
 
 def link_ranking(attentions: np.ndarray, query: int, key: int, both_ways: bool = False) -> list[tuple[int, int, float]]:

@@ -56,6 +56,8 @@ class Stages:
     max_weight: np.ndarray
     order_errors: dict[str, float] | None = None
     unrotated: np.ndarray | None = None  # (H, T, T) the weights without the rotary positions, if the module has them
+    window: int | None = None  # the sliding window the module ran with (the layer's own, or the learner's)
+    window_changed: bool = False  # the learner set a window other than the layer's own
 
     @property
     def q_heads_side_by_side(self) -> np.ndarray:
@@ -120,9 +122,17 @@ def build_stages(
     shared: bool = False,
     scale: bool = True,
     shuffle: bool = False,
+    window: int | None = None,
 ) -> Stages:
-    """Run the module built by build_module on BERT's input to `layer`, stage by stage."""
+    """Run the module built by build_module on BERT's input to `layer`, stage by stage; window: a
+    sliding window of that many keys in place of the layer's own (a causal layer only; None: its own)."""
     m = build_module(bert, layer, n_heads, weights, seed, shared)
+    changed = window is not None and window != m.window
+    if changed:
+        if not m.causal:
+            raise ValueError("a sliding window needs a causal layer: a token of an encoder reads every key")
+        m = copy.copy(m)  # the same parameters, another mask: the cached layer keeps its own window
+        m.window = window
     x = run.layer_input(layer)  # (1, T, C)
     T = x.shape[1]
     perm = np.random.default_rng(seed).permutation(T) if shuffle else np.arange(T)
@@ -133,10 +143,11 @@ def build_stages(
             shuffle_error = _shuffle_error(m, x, perm, scale)
             if m.causal or m.rope_theta is not None:
                 order_errors = {"as the model has it": shuffle_error}
-                variants = [("without the causal mask", {"causal": False})] if m.causal else []
+                mask = "the causal mask and its window" if m.window is not None else "the causal mask"
+                variants = [(f"without {mask}", {"causal": False, "window": None})] if m.causal else []
                 if m.rope_theta is not None:  # last: the layer with every order-aware part removed
                     name = "without the mask and the rotary positions" if m.causal else "without the rotary positions"
-                    variants.append((name, {"causal": False, "rope_theta": None}))
+                    variants.append((name, {"causal": False, "window": None, "rope_theta": None}))
                 for name, changes in variants:
                     variant = copy.copy(m)
                     variant.__dict__.update(changes)
@@ -150,7 +161,8 @@ def build_stages(
             unrotated = plain.trace(x[:, perm], scale=scale).weights[0].numpy()  # (H, T, T)
     parity = None
     order_free = not (m.causal or m.rope_theta is not None)  # shuffled, the model's own weights are only permuted
-    if weights == "bert" and n_heads == bert.n_heads and not shared and scale and (order_free or not shuffle):
+    own = weights == "bert" and n_heads == bert.n_heads and not shared and scale and not changed
+    if own and (order_free or not shuffle):
         bert_w = run.attentions[layer][:, perm][:, :, perm]  # BERT's own weights, same token order
         parity = float(np.abs(w - bert_w).max())
     return Stages(
@@ -161,12 +173,26 @@ def build_stages(
         shuffle_error=shuffle_error,
         head_spread=metrics.head_spread(w),
         measures=collapse.measures_from(m, tr).summary(),
-        score_std=metrics.score_spread(tr.scores[0], m.causal),
-        scaled_std=metrics.score_spread(tr.scaled[0], m.causal),
+        score_std=metrics.score_spread(tr.scores[0], m.causal, m.window),
+        scaled_std=metrics.score_spread(tr.scaled[0], m.causal, m.window),
         max_weight=w.max(-1).mean(-1),
         order_errors=order_errors,
         unrotated=unrotated,
+        window=m.window,
+        window_changed=changed,
     )
+
+
+def outside_window(weights: np.ndarray, window: int) -> float:
+    """The share of attention weight (H, T, T) that a window of `window` keys would hide (key j of
+    query i with j <= i - window), averaged over the heads and the T - window queries it cuts; 0 when
+    the text is no longer than the window."""
+    T = weights.shape[-1]
+    if T <= window:
+        return 0.0
+    i, j = np.indices((T, T))
+    hidden = (weights * (j <= i - window)).sum(-1)  # (H, T): each query's weight beyond the window
+    return float(hidden[:, window:].mean())
 
 
 def _shuffle_error(m: MultiHeadAttention, x: torch.Tensor, perm: np.ndarray, scale: bool) -> float:

@@ -371,7 +371,7 @@ def measures_from(
         overlap,
         metrics.effective_heads(heads),
         metrics.distinct_maps(weights, SAME_WEIGHTS),
-        metrics.score_spread(scaled, m.causal),
+        metrics.score_spread(scaled, m.causal, m.window),
         m.num_parameters(),
         m.causal,
     )

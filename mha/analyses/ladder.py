@@ -82,9 +82,9 @@ class Rung:
         et al. 2023 do for K and V)."""
         return layer if layer.role_heads == self.heads else group_heads(layer, self.heads, self.rescale)
 
-    def parameter_count(self, d_model: int, bias: bool = True) -> int:
-        """Parameters of a layer of this structure."""
-        return MultiHeadAttention.parameter_count(d_model, self.n_heads, heads=self.heads, bias=bias)
+    def parameter_count(self, d_model: int, bias: bool = True, d_head: int | None = None, qk_norm: bool = False) -> int:
+        """Parameters of a layer of this structure (d_head, qk_norm: the model's, Traits.head_dim and qk_norm)."""
+        return MultiHeadAttention.parameter_count(d_model, self.n_heads, self.heads, bias, d_head, qk_norm)
 
 
 def rungs(n_heads: int, rescale: bool = False, kv_heads: int | None = None) -> list[Rung]:
@@ -92,19 +92,20 @@ def rungs(n_heads: int, rescale: bool = False, kv_heads: int | None = None) -> l
     kv_heads groups (pooling cannot split a group again, so the ladder starts there); then GQA
     with every proper divisor g of G (largest first), MQA, shared Q/K/V; and, as contrasts, Q and
     K shared with V as the model has it, and Q alone shared (pooled projections rescaled to their
-    groups' norm if `rescale`)."""
+    groups' norm if `rescale`). A multi-query model (G = 1) is its own MQA rung, and only shared
+    Q/K/V lies below it: with one K and one V, the two contrasts are that same structure."""
     H = n_heads
     G = H if kv_heads is None else kv_heads
     groups = [g for g in range(G - 1, 1, -1) if G % g == 0]
-    rungs = [Rung("MHA", (H, H, H), H) if G == H else Rung(f"GQA-{G}", (H, G, G), H)]
+    own = "MHA" if G == H else "MQA" if G == 1 else f"GQA-{G}"
+    rungs = [Rung(own, (H, G, G), H)]
     rungs += [Rung(f"GQA-{g}", (H, g, g), H, rescale) for g in groups]
     if H > 1:
         rungs += [Rung("MQA", (H, 1, 1), H, rescale)] if G > 1 else []
-        rungs += [
-            Rung("shared Q/K/V", (1, 1, 1), H, rescale),
-            Rung("shared Q, K", (1, 1, G), H, rescale),
-            Rung("shared Q", (1, G, G), H, rescale),
-        ]
+        rungs += [Rung("shared Q/K/V", (1, 1, 1), H, rescale)]
+        rungs += (  # with one K and one V already, sharing Q, K or Q alone is the same structure as Q/K/V
+            [Rung("shared Q, K", (1, 1, G), H, rescale), Rung("shared Q", (1, G, G), H, rescale)] if G > 1 else []
+        )
     return rungs
 
 
@@ -353,6 +354,7 @@ def baselines(bert: LoadedModel, run: Run, layer: int, whole: bool = True) -> Ba
     with torch.inference_mode():
         out = original.silent_output(x)  # every head's output zeroed before W^O
         ref_out, ref_w = original(x)  # (1, T, C), (1, H, T, T)
+        added = bert.residual_added(layer, ref_out)  # (1, T, C): what joins the residual stream
     residual = np.linalg.norm(run.hidden_states[layer], axis=-1)  # (T,): the states entering the layer
     silent = not bool(out.any())  # no W^O bias: nothing is left to compare, the cosine is undefined
     return Baselines(
@@ -360,7 +362,7 @@ def baselines(bert: LoadedModel, run: Run, layer: int, whole: bool = True) -> Ba
         sentence_cosine=collapse.removal_effect(bert, run, [layer])[key] if whole else None,
         sentence_cosine_no_heads=collapse.removal_effect(bert, run, range(bert.n_layers))[key] if whole else None,
         random_diversity=metrics.shuffled_diversity(ref_w[0].numpy(), original.causal, RANDOM_SEEDS),
-        residual_ratio=float(np.mean(np.linalg.norm(ref_out[0].numpy(), axis=-1) / residual)),
+        residual_ratio=float(np.mean(np.linalg.norm(added[0].numpy(), axis=-1) / residual)),
     )
 
 

@@ -249,12 +249,13 @@ def _differ(a: np.ndarray, b: np.ndarray, tolerance: float, rows: int = 4) -> bo
     return any(np.abs(a[part].astype(np.float64) - b[part]).max() > tolerance for part in (slice(rows), slice(None)))
 
 
-def score_spread(scaled: np.ndarray, causal: bool = False) -> np.ndarray:
+def score_spread(scaled: np.ndarray, causal: bool = False, window: int | None = None) -> np.ndarray:
     """(H, T, T) scaled scores q_i . k_j / sqrt(d_k) -> (H,) their spread per head: the standard
     deviation over keys, averaged over queries. Softmax turns a spread near 0 into a flat map
     (every key about 1/T) whatever the order of the scores; a spread of several units lets a
     head put nearly all its weight on one key. causal: query i's spread is over the keys 0..i it
-    can read, averaged over the queries 1..T-1 (the first has one key: no spread)."""
+    can read, averaged over the queries 1..T-1 (the first has one key: no spread); window: over its
+    last W keys only, on a causal layer with a sliding window of W."""
     s = np.asarray(scaled)
     if not causal:  # float32 stays float32 (numpy's pairwise sums), the mean over queries in float64
         return s.std(-1).mean(-1, dtype=np.float64)
@@ -262,7 +263,8 @@ def score_spread(scaled: np.ndarray, causal: bool = False) -> np.ndarray:
     T = s.shape[-1]
     if T < 2:
         return np.zeros(s.shape[0])
-    return np.stack([s[:, i, : i + 1].std(-1) for i in range(1, T)], -1).mean(-1)
+    first = [0 if window is None else max(0, i - window + 1) for i in range(T)]  # each query's first key read
+    return np.stack([s[:, i, first[i] : i + 1].std(-1) for i in range(1, T)], -1).mean(-1)
 
 
 def causal_rows(weights: np.ndarray, causal: bool) -> np.ndarray:

@@ -224,13 +224,19 @@ class WeightSpectra:
 
 def weight_spectra(module: MultiHeadAttention) -> WeightSpectra:
     """The singular values of a module's query and key projections (see WeightSpectra): every head
-    its own W^Q, and its own W^K or its group's (grouped-query attention)."""
+    its own W^Q, and its own W^K, its group's (grouped-query attention) or the one all heads read
+    (multi-query). With a per-head query/key norm its weights (1 + w, a D x D diagonal) sit between
+    the projection and the score and are counted in: diag(1 + w_q) W_i^Q and diag(1 + w_k) W^K (each
+    token's RMS then scales its scores as a whole, which no spectrum shows)."""
     H, D = module.n_heads, module.d_head
     _, G, _ = module.role_heads
-    if module.role_heads[0] != H or G == 1 < H:
-        raise ValueError("weight spectra need a W^Q per head and W^K per head or per group (not shared)")
+    if module.role_heads[0] != H:
+        raise ValueError("weight spectra need a W^Q per head (not shared)")
     wq = module.q_proj.weight.detach().double().numpy()  # (H*D, C): head i owns rows i*D:(i+1)*D
     wk = module.k_proj.weight.detach().double().numpy()  # (G*D, C): group g owns rows g*D:(g+1)*D
+    if module.qk_norm is not None:  # the norms' diagonal, the same for every head: (D,) tiled over the rows
+        wq = wq * np.tile(1.0 + module.q_norm.weight.detach().double().numpy(), H)[:, None]
+        wk = wk * np.tile(1.0 + module.k_norm.weight.detach().double().numpy(), G)[:, None]
     per_head = np.empty((H, D))
     for h in range(H):
         g = h // (H // G)  # the K projection head h reads

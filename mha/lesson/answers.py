@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mha.analyses import atlas, build, collapse, metrics, subspaces
-from mha.lesson import check_question
+from mha.lesson import check_question, structure_words
+from mha.lesson.structure_words import key_of
 from mha.plots.common import token_label, token_text
 
 if TYPE_CHECKING:
@@ -309,18 +310,6 @@ def other_split(n_heads: int, d_model: int) -> tuple[int, int]:
     raise ValueError(f"no other split of {d_model} for {n_heads} heads")
 
 
-def key_of(traits: Traits, head: int) -> str:
-    """The W^K a head reads, in LaTeX: its own W_i^K, or its K/V group's shared one."""
-    if traits.grouped:
-        return f"the $W^K$ of K/V group {head // traits.group_size}"
-    return f"$W_{{{head}}}^K$"
-
-
-def qk_words(traits: Traits) -> str:
-    """Whose W^Q and W^K a head reads, in words (a hint's)."""
-    return "its own $W_i^Q$ and its group's shared $W^K$" if traits.grouped else "its own $W_i^Q$ and $W_i^K$"
-
-
 def subspace_question(bert: LoadedModel, run: Run, layer: int, a: int, b: int) -> Choice:
     """Step 3: will heads a and b send the step's token (content_token) to the same key, the one with
     its largest weight? Answered by their attention; the feedback says where each head sends it and
@@ -341,8 +330,9 @@ def subspace_question(bert: LoadedModel, run: Run, layer: int, a: int, b: int) -
         )
         return Choice(options, 0, why)
     if t.grouped and a // t.group_size == b // t.group_size:
+        which = "the model's only one" if t.kv_groups == 1 else f"K/V group {a // t.group_size}"
         matrices = (
-            f"heads {a} and {b} read one $W^K$ (K/V group {a // t.group_size}): their keys are the same points, but "
+            f"heads {a} and {b} read one $W^K$ ({which}): their keys are the same points, but "
             f"$W_{{{a}}}^Q$ and $W_{{{b}}}^Q$ put the query in different places"
         )
     else:
@@ -446,7 +436,7 @@ def which_roles_question(
             f"(least: {least}, {div[least]:.1e})"
         )
     why = (
-        r"Attention is $\mathrm{softmax}(Q_i K_i^\top / \sqrt{d_k})$: it depends on Q and K only. Measured on this "
+        f"Attention is ${structure_words.map_tex(bert.traits)}$: it depends on Q and K only. Measured on this "
         "layer, the mean "
         "divergence between heads is "
         + ", ".join(f"{small(d)} sharing {n}" for n, d in div.items())
@@ -465,8 +455,10 @@ def shuffle_question(bert: LoadedModel, run: Run, layer: int, seed: int = 1) -> 
     if s.order_errors is not None:
         e, t = s.order_errors, run.traits
         plain = list(e)[-1]  # every order-aware part removed
+        masked = next((k for k in e if k.startswith("without the causal mask")), "")  # and its window, if any
         sees = [
             *(["its causal mask lets a token read only the tokens before it"] if t.causal else []),
+            *([f"its window lets it read only the last {t.window(layer):,} of them"] if t.window(layer) else []),
             *(
                 ["its rotary positions turn q and k by their place before they meet (Su et al. 2021)"]
                 * (t.positions == "rotary")
@@ -475,7 +467,12 @@ def shuffle_question(bert: LoadedModel, run: Run, layer: int, seed: int = 1) -> 
         why = (
             f"Largest difference after undoing the shuffle: {small(e['as the model has it'])}. This layer sees the "
             f"order: {', and '.join(sees)}."
-            + (f" Without the mask it still differs by {small(e['without the causal mask'])};" if len(e) == 3 else "")
+            + (
+                f" Without the mask{' and its window' if masked.endswith('window') else ''} it still differs by "
+                f"{small(e[masked])};"
+                if len(e) == 3
+                else ""
+            )
             + f" {plain.replace('the mask and the rotary positions', 'the mask and the rotation')} the same weights "
             f"only reorder (largest difference {small(e[plain])}): the dot product itself knows no positions. "
             + (

@@ -61,7 +61,8 @@ TERMS = (
     ),
     Term(
         "First token (attention sink)",
-        "In a causal decoder every query can see the first token, and many heads park attention there when they "
+        "In a causal decoder every query can see the first token (on a sliding-window layer, only until the window "
+        "has moved past it), and many heads park attention there when they "
         "have nothing to read (Xiao et al. 2024, *Efficient Streaming Language Models with Attention Sinks*). "
         "A tokenizer that adds no start token (SmolLM2's and GPT-2's add none) makes the sink the text's first word.",
         lambda t: t.parking == "first",
@@ -70,7 +71,9 @@ TERMS = (
         "Causal mask",
         "A decoder's query at position $t$ may read only keys $0..t$: the scores of later keys are set to "
         "$-\\infty$ before the softmax, so each attention map is a lower triangle and a token cannot see "
-        "the words it will predict (Vaswani et al. 2017).",
+        "the words it will predict (Vaswani et al. 2017). A sliding-window layer reads only the last $W$ of them, "
+        "keys $t - W + 1..t$: past $W$ tokens its map is a band of width $W$ (Beltagy et al. 2020, *Longformer*; "
+        "Gemma 3's and Mistral 7B's local layers).",
     ),
     Term(
         "Rotary position embeddings (RoPE)",
@@ -100,8 +103,10 @@ TERMS = (
     ),
     Term(
         "Head width, $d_k$",
-        "The width of one head: $d_k = d_{model} / h$. Each head projects a token to $d_k$ numbers for its query, "
-        "key and value; the scores are divided by $\\sqrt{d_k}$ (Vaswani et al. 2017).",
+        "The width of one head: $d_k = d_{model} / h$ in Vaswani et al. (2017); some models set their own, so that "
+        "the $h$ heads side by side are $h\\,d_k$ wide, not $d_{model}$, and $W^O$ maps them back. Each head projects "
+        "a token to $d_k$ numbers for its query, key and value; the scores are divided by $\\sqrt{d_k}$ (or multiplied "
+        "by a scale the model sets).",
     ),
     Term(
         "Representation subspace",

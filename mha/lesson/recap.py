@@ -116,6 +116,36 @@ def grouped(
     )
 
 
+def multi_query(
+    who: str,
+    n_heads: int,
+    layer: int,
+    diversity: float,
+    random: float,
+    cache: tuple[int, int],
+    window: tuple[int, int, int] | None = None,
+) -> str:
+    """The real-world answer on a multi-query model: one K and V for every head, and how far its heads'
+    maps still differ on the learner's sentence in `layer`, beside random maps as sharp as theirs;
+    `cache`: K/V bytes per token as built and with a K and V per head; `window`: (W, sliding layers,
+    bytes per token past W tokens, when only the full layers still grow), if it has sliding layers."""
+    own, per_head = cache
+    return (
+        f"**What {who} answers.** It shares one $W^K$ and one $W^V$ among all {n_heads} query heads and keeps a "
+        f"$W_i^Q$ per head (multi-query attention, Shazeer 2019). Its heads still differ, measured: on your sentence "
+        f"in layer {layer} they differ by {diversity:.3f} (mean JS, nats), against {random:.3f} for random maps "
+        f"exactly as sharp as theirs and 0 for identical maps; only their queries set them apart. What the sharing "
+        f"buys is memory: the K/V cache that generation reads for every new token is {size(own)} per token (fp16), "
+        f"against {size(per_head)} with a K and V per head"
+        + (
+            f"; past {window[0]:,} tokens its {window[1]} sliding-window layers stop growing, and each further token "
+            f"adds only {size(window[2])}."
+            if window
+            else "."
+        )
+    )
+
+
 def further(
     v: Verdict | None,
     plain: dict[tuple[int, int, int], RungMeasures],
@@ -176,7 +206,14 @@ def further(
     return ""
 
 
-def which_differ(plain: list[RungMeasures], scaled: list[RungMeasures], base: Baselines, who: str, layer: int) -> str:
+def which_differ(
+    plain: list[RungMeasures],
+    scaled: list[RungMeasures],
+    base: Baselines,
+    who: str,
+    layer: int,
+    map_tex: str = r"\mathrm{softmax}(Q_i K_i^\top / \sqrt{d_k})",
+) -> str:
     """Which of Q, K, V must differ for heads to differ, on the learner's sentence: the model's
     diversity and its random floor, MQA's and shared Q's (both poolings), the drift, and which rungs
     make every head's map the same (the rungs in ladder order, the model's own first)."""
@@ -189,6 +226,15 @@ def which_differ(plain: list[RungMeasures], scaled: list[RungMeasures], base: Ba
     mqa, q_only, mqa_s, q_only_s = by[(H, 1, 1)], by[(1, G, G)], by_s[(H, 1, 1)], by_s[(1, G, G)]
     identical = [m.rung.name for m in plain if m.diversity < SAME_TOLERANCE]
     share_qk = [m.rung.name for m in plain if m.rung.same_attention]
+    if G == 1:  # the model already shares K and V: only its W_i^Q set its heads apart
+        one = by[(1, 1, 1)]
+        return (
+            f"On your sentence, {who}'s {H} heads in layer {layer} differ by {bert:.3f} (mean JS, nats; random maps "
+            f"exactly as sharp as theirs differ by {base.random_diversity:.3f}, identical maps by 0). {who} already "
+            f"shares one K and one V (multi-query attention): a head's map is ${map_tex}$, so its own $W_i^Q$ alone "
+            f"sets it apart. Sharing $W^Q$ too (shared Q/K/V, the one rung below) leaves {one.diversity:.3f}: one "
+            f"map for all {H} heads."
+        )
     return (
         f"On your sentence, {who}'s {H} heads in layer {layer} differ by {bert:.3f} (mean JS, nats; random maps "
         f"exactly as sharp as theirs differ by {base.random_diversity:.3f}, identical maps by 0). Sharing **K and "
@@ -207,8 +253,7 @@ def which_differ(plain: list[RungMeasures], scaled: list[RungMeasures], base: Ba
         )
         + (
             f"Only the rungs that share **both Q and K** ({', '.join(share_qk)}) make every "
-            f"head compute the same map (diversity below {SAME_TOLERANCE:.0e}): a head's map is "
-            r"$\mathrm{softmax}(Q_i K_i^\top / \sqrt{d_k})$, so "
+            f"head compute the same map (diversity below {SAME_TOLERANCE:.0e}): a head's map is ${map_tex}$, so "
             + (
                 "a $W^Q$ of its own *or* a $W^K$ of its own for each head is enough to keep the maps apart."
                 if G == H

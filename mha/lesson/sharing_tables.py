@@ -17,22 +17,33 @@ MEASURES = ("head diversity (JS)", "random maps as sharp (JS)", "attention drift
 SHORT = dict(zip(MEASURES, ("diversity", "random maps", "drift", "layer cosine")))  # the tables' headings
 
 
-def structure(rungs: list[ladder.Rung], n_layers: int, d_model: int, bias: bool, d_head: int) -> list[dict]:
+def structure(
+    rungs: list[ladder.Rung],
+    n_layers: int,
+    d_model: int,
+    bias: bool,
+    d_head: int,
+    qk_norm: bool = False,
+    windows: tuple[int | None, ...] | None = None,
+) -> list[dict]:
     """Each rung's structure, counted from it: what it shares, its projections of Q, K, V, its
-    parameters, its K/V cache per token and at the first of ladder.CONTEXTS tokens."""
+    parameters, its K/V cache per token and at the first of ladder.CONTEXTS tokens (d_head, qk_norm,
+    windows: the model's own head size, whether it has a query/key norm, and its sliding window per
+    layer, Traits.d_head, qk_norm and windows; a sliding layer caches at most its window)."""
     D = d_head  # the model's own (Traits.d_head)
     n = ladder.CONTEXTS[0]
+    held = sum(n if w is None else min(n, w) for w in (windows or (None,) * n_layers))  # tokens cached, all layers
     rows = []
     for r in rungs:
-        per_token = ladder.kv_cache_bytes(n_layers, r.heads[1], D, v_heads=r.heads[2])
+        per_layer = ladder.kv_cache_bytes(1, r.heads[1], D, v_heads=r.heads[2])  # one layer, one token
         rows.append(
             {
                 "rung": r.name,
                 "shared across heads": r.shares,
                 "projections of Q, K, V": " / ".join(str(g) for g in r.heads),
-                "parameters (layer)": r.parameter_count(d_model, bias),
-                KV: ladder.size(per_token),
-                f"at {n:,} tokens": ladder.size(per_token * n),
+                "parameters (layer)": r.parameter_count(d_model, bias, d_head, qk_norm),
+                KV: ladder.size(per_layer * n_layers),
+                f"at {n:,} tokens": ladder.size(per_layer * held),
             }
         )
     return rows

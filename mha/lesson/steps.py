@@ -9,7 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from mha.lesson import structure_words
 from mha.models.traits import Traits
+
+
+def _sentence(words: str) -> str:
+    """Words as a sentence's start: the first letter a capital, the rest as written."""
+    return words[:1].upper() + words[1:]
 
 
 @dataclass(frozen=True)
@@ -86,19 +92,44 @@ STEPS = (
         "stages",
         "Three stages, real shapes",
         lambda s: (
-            r"Multi-head attention runs $h$ heads side by side in three stages. **Project**: each head $i$ has its own "
-            r"$W_i^Q, W_i^K, W_i^V$ of size $d_{model} \times d_k$, with $d_k = d_{model}/h$: "
-            r"$Q_i = X W_i^Q,\ K_i = X W_i^K,\ V_i = X W_i^V$. **Attend**: every head at once, "
-            r"$\mathrm{head}_i = \mathrm{softmax}\big(Q_i K_i^\top / \sqrt{d_k}\big) V_i$. **Concatenate and mix**: "
+            r"Multi-head attention runs $h$ heads side by side in three stages. **Project**: "
+            + (
+                r"each head $i$ has its own $W_i^Q, W_i^K, W_i^V$ of size $d_{model} \times d_k$, with "
+                + f"${structure_words.d_k_tex(s.traits)}$: "
+                + r"$Q_i = X W_i^Q,\ K_i = X W_i^K,\ V_i = X W_i^V$. "
+                if not s.traits.grouped
+                else r"each head $i$ has its own $W_i^Q$ of size $d_{model} \times d_k$, with "
+                + f"${structure_words.d_k_tex(s.traits)}$, and reads its K/V projections $W^K, W^V$ "
+                + ("(one for every head)" if s.G == 1 else "(one per group of heads)")
+                + r": $Q_i = X W_i^Q,\ K = X W^K,\ V = X W^V$. "
+            )
+            + r"**Attend**: every head at once, "
+            + (
+                r"$\mathrm{head}_i = \mathrm{softmax}\big(Q_i K_i^\top "
+                if not s.traits.grouped
+                else r"$\mathrm{head}_i = \mathrm{softmax}\big(Q_i K^\top "
+            )
+            + structure_words.scale_tex(s.traits)
+            + (
+                r"\big) V_i$. "
+                if not s.traits.grouped
+                else r"\big) V$ (with the one $K$ and $V$). "
+                if s.G == 1
+                else r"\big) V$ (with its group's $K$ and $V$). "
+            )
+            + r"**Concatenate and mix**: "
             r"$\mathrm{MultiHead}(X) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\, W^O$. "
             f"Here $d_{{model}} = {s.C}$, $h = {s.H}$ and your sentence has $T = {s.T}$ tokens."
             + (
-                f" ({s.model} keeps a $W_i^Q$ per head but shares $W^K$ and $W^V$ within {s.G} groups of "
+                f" ({s.model} keeps a $W_i^Q$ per head but all its heads read one $W^K$ and one $W^V$ (multi-query "
+                "attention): step 6 comes back to this.)"
+                if s.traits.kv_groups == 1 < s.H
+                else f" ({s.model} keeps a $W_i^Q$ per head but shares $W^K$ and $W^V$ within {s.G} groups of "
                 f"{s.traits.group_size} heads: step 6 comes back to this.)"
                 if s.traits.grouped
                 else ""
             )
-            + (" Each token reads only itself and the tokens before it (a causal mask)." if s.traits.causal else "")
+            + (f" {_sentence(structure_words.reads(s.traits, s.T))}." if s.traits.causal else "")
         ),
         "Three stages: project per head ($T \\times d_{model} \\to T \\times d_k$), attend in parallel, "
         "concatenate and mix with $W^O$.",
@@ -111,6 +142,9 @@ STEPS = (
             (
                 r"Every head $i$ multiplies the same token vectors by its $W_i^Q$ and $W_i^K$: queries and keys in a "
                 if not s.traits.grouped
+                else r"Every head $i$ multiplies the same token vectors by its own $W_i^Q$ and by the one $W^K$ all "
+                f"{s.H} heads read (multi-query attention): queries and keys in a "
+                if s.traits.kv_groups == 1
                 else r"Every head $i$ multiplies the same token vectors by its own $W_i^Q$ and by its group's $W^K$ "
                 f"({s.model} shares $W^K$ within groups of {s.traits.group_size} heads): queries and keys in a "
             )
@@ -121,6 +155,9 @@ STEPS = (
         lambda s: (
             "Each head's own $W_i^Q, W_i^K$ map the tokens into its own subspace: different heads, different pictures."
             if not s.traits.grouped
+            else f"Each head's own $W_i^Q$ and the one $W^K$ all {s.H} heads read map the tokens into its own "
+            "subspace: heads differ because their $W_i^Q$ differ."
+            if s.traits.kv_groups == 1
             else f"Each head's own $W_i^Q$ and its group's $W^K$ (shared within groups of {s.traits.group_size}) map "
             "the tokens into its own subspace: heads differ, even within a group, because their $W_i^Q$ differ."
         ),
@@ -129,13 +166,26 @@ STEPS = (
     Step(
         "concat",
         "Concatenate, then mix",
-        (
-            r"Each head returns a $T \times d_k$ matrix. The $h$ of them are joined side by side and multiplied by "
-            r"$W^O$ ($d_{model} \times d_{model}$): every output dimension is a weighted sum over **every** head's "
-            "dimensions, so the next layer gets one representation informed by all heads."
+        lambda s: (
+            r"Each head returns a $T \times d_k$ matrix. The $h$ of them are joined side by side ($T \times h d_k$"
+            + (
+                ""
+                if s.traits.heads_width == s.traits.d_model
+                else f", here {s.H} x {s.traits.d_head} = {s.traits.heads_width} columns, not $d_{{model}}$ = "
+                f"{s.traits.d_model}"
+            )
+            + r") and multiplied by $W^O$ ($h d_k \times d_{model}$): every output dimension is a weighted sum over "
+            "**every** head's dimensions, so the next layer gets one representation informed by all heads."
         ),
-        "Concatenating gives $T \\times h d_k = T \\times d_{model}$, and $W^O$ mixes every head into every "
-        "output dimension.",
+        lambda s: (
+            "Concatenating gives $T \\times h d_k$"
+            + (
+                " $= T \\times d_{model}$"
+                if s.traits.heads_width == s.traits.d_model
+                else f" ({s.traits.heads_width} columns, not $d_{{model}}$ = {s.traits.d_model})"
+            )
+            + ", and $W^O$ maps it to $d_{model}$, mixing every head into every output dimension."
+        ),
         {"out": "the output's shape with another number of heads"},
     ),
     Step(
@@ -171,7 +221,9 @@ STEPS = (
         lambda s: (
             "Share $W^Q, W^K, W^V$ and every head computes the same attention: the subspaces collapse into one."
             + (
-                f" Models like {s.model} share only K and V, in {s.G} groups, and never Q: their heads still differ."
+                f" Models like {s.model} share only K and V, "
+                + ("one for every head" if s.G == 1 else f"in {s.G} groups")
+                + ", and never Q: their heads still differ."
                 if s.traits.grouped
                 else ""
             )

@@ -31,6 +31,18 @@ def scale_tex(t: Traits) -> str:
     return r"/ \sqrt{d_k}" if t.scale_is_standard else rf"\cdot {t.scale:.4g}"
 
 
+def scores_tex(t: Traits) -> str:
+    r"""A head's scaled scores in LaTeX, with the key it reads and the model's scale: Q_i K_i^T / \sqrt{d_k},
+    Q_i K_{g(i)}^T for K/V groups, Q_i K^T for one K/V head."""
+    key = "K" if t.kv_groups == 1 < t.n_heads else "K_{g(i)}" if t.grouped else "K_i"
+    return rf"Q_i {key}^\top {scale_tex(t)}"
+
+
+def map_tex(t: Traits) -> str:
+    """A head's map in LaTeX: the softmax of scores_tex."""
+    return rf"\mathrm{{softmax}}({scores_tex(t)})"
+
+
 def reads(t: Traits, n_tokens: int) -> str:
     """What a token reads, in words ("" for an encoder): itself and the tokens before it, and, on a
     sentence longer than a sliding window, only the last W of them in the sliding layers."""
@@ -45,3 +57,26 @@ def reads(t: Traits, n_tokens: int) -> str:
             f"and your sentence has {n_tokens:,} tokens"
         )
     return said
+
+
+def diagram_args(t: Traits) -> dict:
+    """The keyword arguments of mha.lesson.diagram's stages_dot and stages_text for this structure: its
+    own head size, its sliding window (the largest, if any layer has one) and its score scale."""
+    windows = [w for w in (t.windows or ()) if w is not None]
+    return {"d_head": t.d_head, "window": max(windows) if windows else None, "scale": t.score_scale}
+
+
+def key_of(traits: Traits, head: int) -> str:
+    """The W^K a head reads, in LaTeX: its own W_i^K, or its K/V group's shared one."""
+    if traits.kv_groups == 1 < traits.n_heads:
+        return "the one $W^K$ every head reads"
+    if traits.grouped:
+        return f"the $W^K$ of K/V group {head // traits.group_size}"
+    return f"$W_{{{head}}}^K$"
+
+
+def qk_words(traits: Traits) -> str:
+    """Whose W^Q and W^K a head reads, in words (a hint's)."""
+    if traits.kv_groups == 1 < traits.n_heads:
+        return "its own $W_i^Q$ and the one $W^K$ every head reads"
+    return "its own $W_i^Q$ and its group's shared $W^K$" if traits.grouped else "its own $W_i^Q$ and $W_i^K$"

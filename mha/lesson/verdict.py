@@ -233,13 +233,17 @@ def uptrained_words(v: Verdict) -> str:
             + (f" ({share:.0%})" if share is not None else "")
         )
     over = [u for u in ups if better(v, v.change(gone, u)) == 1]
+    worse = [u.rung for u in ups if (share := won_back(v, u.rung)) is not None and share < 0]
     return (
         f"Uptrained ({budget(v)}), from the plain mean: "
         + "; ".join(items)
-        + " (in brackets: the share of what the conversion lost that uptraining wins back). "
+        + " (in brackets: the share of what the conversion lost that uptraining wins back"
+        + (f"; below 0 %: the fit made {' and '.join(worse)} worse on the task" if worse else "")
+        + "). "
         + f"The model scores {fmt(v, v.score(v.model_entry))}, every head removed {fmt(v, v.score(gone))}; "
         + (
-            f"all {len(ups)} uptrained rungs score better than removal."
+            ("the uptrained rung scores" if len(ups) == 1 else f"all {len(ups)} uptrained rungs score")
+            + " better than removal."
             if len(over) == len(ups)
             else f"{len(over)} of the {len(ups)} uptrained rungs score better than removal."
         )

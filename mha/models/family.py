@@ -152,6 +152,11 @@ class LoadedModel(abc.ABC):
         """(B, T, C) what layer `layer`'s attention reads of the states h entering the layer: h
         itself (post-norm), or its norm (pre-norm)."""
 
+    def residual_added(self, layer: int, out: torch.Tensor) -> torch.Tensor:
+        """(B, T, C) what layer `layer` adds to the residual stream from its attention's output `out`:
+        `out` itself, unless the family normalises it first (Gemma 3's post-attention norm)."""
+        return out
+
     @abc.abstractmethod
     def _layer(
         self, i: int, h: torch.Tensor, attn: MultiHeadAttention, mask: torch.Tensor | None, gate: torch.Tensor | None

@@ -73,8 +73,11 @@ class LoadedGemma3(LoadedLlama):
         """h + RMSNorm(attention(RMSNorm(h))), then + RMSNorm(MLP(RMSNorm(.))): a norm on both sides."""
         layer = self.model.model.layers[i]
         out, weights = attn(layer.input_layernorm(h), mask, gate)  # (B, T, C), (B, H, T, T)
-        a = h + layer.post_attention_layernorm(out)
+        a = h + self.residual_added(i, out)
         return a + layer.post_feedforward_layernorm(layer.mlp(layer.pre_feedforward_layernorm(a))), weights
+
+    def residual_added(self, layer: int, out: torch.Tensor) -> torch.Tensor:
+        return self.model.model.layers[layer].post_attention_layernorm(out)  # the norm after attention
 
     def _norms(self, layer: int) -> tuple[torch.Tensor, ...]:
         att = self.model.model.layers[layer].self_attn

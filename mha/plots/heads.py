@@ -19,12 +19,15 @@ def attention_heatmap(
     height: int | None = None,
     key_tokens: list[str] | None = None,
     key_labels: bool = True,
+    window: int | None = None,
 ) -> go.Figure:
     """One head's attention (Tq, Tk): row = query token, column = key token.
 
     key_tokens defaults to tokens (a square map); give it for a block such as A->B. key_labels
     False: a square map too narrow for a label per column (three side by side) names its keys by
-    the rows' order instead of labels run into one another.
+    the rows' order instead of labels run into one another. window: a sliding layer's W on a square
+    map of consecutive tokens; when the map is taller than W, a dashed line marks where each row
+    stops looking (query i reads keys i - W + 1..i).
     """
     ycats, yaxis = token_axis(tokens)
     xcats, xaxis = token_axis(key_tokens if key_tokens is not None else tokens)
@@ -51,7 +54,19 @@ def attention_heatmap(
         height=height or min(900, 260 + 18 * len(tokens)),
         margin=dict(l=10, r=10, t=80, b=10),
     )
+    if window is not None and len(tokens) > window:
+        fig.add_shape(type="path", path=window_edge(len(tokens), window), line=dict(color="#d62728", dash="dash"))
     return fig
+
+
+def window_edge(T: int, window: int) -> str:
+    """SVG path (category-index coordinates) of a window's left edge on a T x T map: row i's first
+    readable key is i - W + 1, so the edge runs at x = i - W + 0.5 from row W on, one step per row."""
+    points = []
+    for i in range(window, T):
+        x = i - window + 0.5  # between key i - W (outside) and i - W + 1 (read)
+        points += [(x, i - 0.5), (x, i + 0.5)]
+    return "M " + " L ".join(f"{x},{y}" for x, y in points)
 
 
 TILE = 40  # the model view pools each head's map to at most TILE x TILE cells

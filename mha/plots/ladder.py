@@ -61,7 +61,8 @@ def ladder_chart(
         )
     with_words(
         fig,
-        f"One row per rung, {len(names)} rungs: the heads' diversity (mean Jensen-Shannon divergence between "
+        f"One row per rung, {len(names)} rung{'s' * (len(names) != 1)}: the heads' diversity (mean Jensen-Shannon "
+        f"divergence between "
         f"heads, nats) as a bar, and random maps exactly as sharp as that rung's as a marker (in brackets). "
         + words
         + (
@@ -195,7 +196,8 @@ def verdict_chart(rows: list[dict], score_name: str, title: str) -> go.Figure:
     ]
     with_words(
         fig,
-        f"One row per rung, {len(rungs)} rungs; on each, a marker per variant at its {score_name}, with the 90% "
+        f"One row per rung, {len(rungs)} rung{'s' * (len(rungs) != 1)}; on each, a marker per variant at its "
+        f"{score_name}, with the 90% "
         f"interval of its change from the model as a bar (in brackets). The model scores {model['score']:.3f} and "
         f"every head removed {removed['score']:.3f} (vertical lines). " + "; ".join(per_rung) + ".",
     )

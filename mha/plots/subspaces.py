@@ -288,17 +288,20 @@ def pool_panels(
     )
 
 
-def spectra_chart(per_head: np.ndarray, stacked: dict[str, np.ndarray], reference: np.ndarray) -> go.Figure:
-    """Left: each head's singular values of W_i^Q W_i^K^T. Right: cumulative share of squared
-    singular values of the stacked projections ({"stacked W^Q": s, ...}), against a random matrix of the same size."""
+def spectra_chart(
+    per_head: np.ndarray, stacked: dict[str, np.ndarray], reference: np.ndarray, key: str | None = None
+) -> go.Figure:
+    """Left: each head's singular values of W_i^Q W_i^K^T (key: the W^K a head reads, in HTML). Right:
+    cumulative share of squared singular values of the stacked projections ({"stacked W^Q": s, ...}),
+    against a random matrix of the same size."""
     from plotly.subplots import make_subplots
 
+    key = key or "W<sub>i</sub><sup>K</sup>"  # a head's own W^K unless the model shares it
     fig = make_subplots(
         1,
         2,
         subplot_titles=[
-            "Each head's W<sub>i</sub><sup>Q</sup> (W<sub>i</sub><sup>K</sup>)<sup>T</sup>:<br>singular values,<br>"
-            "a line per head",
+            f"Each head's W<sub>i</sub><sup>Q</sup> ({key})<sup>T</sup>:<br>singular values,<br>a line per head",
             "Stacked projections:<br>cumulative energy",
         ],
     )
