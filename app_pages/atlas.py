@@ -103,8 +103,14 @@ if other.strip():
     st.caption(
         f"Yours has {run.n_tokens} tokens, the compared sentence {T_b}. The measures depend on length as well as on "
         + (
-            "the head: uniform attention gives query i an entropy of ln(i + 1), the number of keys it can read, "
-            f"a mean of {most_a:.2f} against {most_b:.2f} nats here"
+            "the head: uniform attention gives query i an entropy of ln of the number of keys it can read, "
+            + (
+                "i + 1 (or W on a sliding layer past its window W), "
+                if run.traits.sliding_layers and max(run.n_tokens, T_b) > max(w for w in run.traits.windows if w)
+                else "i + 1, "
+            )
+            + f"a mean of {most_a:.2f} against {most_b:.2f} nats here"
+            + (" in a full layer" if run.traits.sliding_layers else "")
             if run.traits.causal
             else f"the head: uniform attention gives each key 1/T and an entropy of ln T ({most_a:.2f} against "
             f"{most_b:.2f} nats here)"
