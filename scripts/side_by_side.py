@@ -17,6 +17,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
+from mha.analyses import subspaces  # noqa: E402
 from mha.models.catalog import DECODER_MODEL, DEFAULT_MODEL, GEMMA_MODEL, load_model  # noqa: E402
 from mha.studies import (
     side_by_side,  # noqa: E402
@@ -35,7 +36,7 @@ def main() -> None:
         v = verdict.shipped_verdict(model)
         if v is None:
             sys.exit(f"{name} has no shipped verdict for these weights: run scripts/sharing_verdict.py {name} first")
-        rows.append(side_by_side.measure(model, side_by_side.pool_runs(model), v))
+        rows.append(side_by_side.measure(model, subspaces.pool_runs(model), v))
         print(f"{name}: {rows[-1]} ({time.perf_counter() - t0:.0f} s)")
         del model, v
         gc.collect()

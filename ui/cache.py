@@ -241,8 +241,7 @@ def _frames(inp: Inputs, layer: int, path: CollapsePath) -> list[tuple[float, su
 @per_model
 def cached_pool_runs(model_name: str) -> list[Run]:
     """The bundled pool of short sentences through the model (once per model)."""
-    model = load_model(model_name)
-    return [model.attend(text) for text in subspaces.pool_sentences()]
+    return subspaces.pool_runs(load_model(model_name))
 
 
 @per_sentence

@@ -278,6 +278,11 @@ def pool_sentences() -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
 
 
+def pool_runs(model: LoadedModel) -> list[Run]:
+    """The bundled pool of sentences through the model."""
+    return [model.attend(text) for text in pool_sentences()]
+
+
 @dataclass
 class Pool:
     """Queries and keys of every token of many sentences, for one layer, per head.

@@ -191,11 +191,8 @@ def won_back(v: Verdict, rung: str) -> float | None:
 
 
 def kept(v: Verdict, e: Entry) -> float:
-    """The share of what attention adds to the task (the model's score against every head removed) that
-    the entry keeps: 1 = all of it, 0 = no more than no attention, below 0 = worse than none. The same
-    formula for a loss: both differences change sign together."""
-    gone, model = v.score(v.removed_entry), v.score(v.model_entry)
-    return (v.score(e) - gone) / (model - gone)
+    """The share of what attention adds that the entry keeps (Verdict.kept)."""
+    return v.kept(e)
 
 
 def kept_words(v: Verdict) -> str:

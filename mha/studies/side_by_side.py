@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mha.analyses import groups, ladder, metrics, subspaces
+from mha.analyses import groups, ladder, metrics
 
 if TYPE_CHECKING:
     from mha.models.family import LoadedModel
@@ -113,15 +113,11 @@ def measure(model: LoadedModel, runs: list[Run], verdict: Verdict) -> ModelRow:
     )
     plain = ladder.rungs(H, False, G)[0].pooling  # the plain mean's name (Rung.pooling)
     model_score, removed = verdict.score(verdict.model_entry), verdict.score(verdict.removed_entry)
-
-    def kept_of(e) -> float:  # the share of what attention adds that e keeps (mha.lesson.verdict.kept)
-        return (verdict.score(e) - removed) / (model_score - removed)
-
-    kept = [
-        Kept(e.rung, kept_of(e), None if (up := verdict.find(UPTRAINED, e.rung, plain)) is None else kept_of(up))
-        for e in verdict.entries
-        if e.kind == CONVERTED and e.pooling == plain
-    ]
+    kept = []
+    for e in verdict.entries:
+        if e.kind == CONVERTED and e.pooling == plain:
+            up = verdict.find(UPTRAINED, e.rung, plain)
+            kept.append(Kept(e.rung, verdict.kept(e), None if up is None else verdict.kept(up)))
     return ModelRow(
         name=model.name,
         who=t.who,
@@ -143,11 +139,6 @@ def measure(model: LoadedModel, runs: list[Run], verdict: Verdict) -> ModelRow:
         removed_score=removed,
         kept=kept,
     )
-
-
-def pool_runs(model: LoadedModel) -> list[Run]:
-    """The bundled pool of sentences through the model (as ui.cache.cached_pool_runs)."""
-    return [model.attend(text) for text in subspaces.pool_sentences()]
 
 
 def to_json(rows: list[ModelRow]) -> str:

@@ -135,6 +135,13 @@ class Verdict:
     def removed_entry(self) -> Entry:
         return next(e for e in self.entries if e.kind == REMOVED)
 
+    def kept(self, e: Entry) -> float:
+        """The share of what attention adds to the task (the model's score against every head removed)
+        that the entry keeps: 1 = all of it, 0 = no more than no attention, below 0 = worse than none.
+        The same formula for a loss: both differences change sign together."""
+        gone, model = self.score(self.removed_entry), self.score(self.model_entry)
+        return (self.score(e) - gone) / (model - gone)
+
     def score(self, e: Entry) -> float:
         """Spearman of the cosines against the grades, or nats per predicted token (once per own entry)."""
         key = ("score", e.kind, e.rung, e.pooling)
