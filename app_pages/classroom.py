@@ -18,9 +18,13 @@ seat = st.session_state.get("_class_name")
 if seat:
     code, nickname = seat
     st.success(f"You are in class {code} as {ui.literal(nickname, 24)}. Your answers are kept for your teacher.")
+    st.caption(f"Not {ui.literal(nickname, 24)}? Leave the class, then join with your own nickname.")
     st.button("Go to the class's step", on_click=classroom.back, key="class_go", type="primary")
     if st.button("Leave the class", key="class_leave"):
-        classroom.leave("You left the class: this is the app on your own again.")
+        classroom.leave(
+            "You left the class: this is the app on your own again. This browser keeps nothing of your seat: "
+            "joining again gives you a new seat, with another nickname (your teacher keeps your answers)."
+        )
         st.rerun()
     st.stop()
 

@@ -266,7 +266,8 @@ def join(
 
     `failed`: the wrong codes this session typed before (it waits limits.session_wait first);
     `kept`: a seat token this browser already holds: in this class, that seat is the answer (one
-    seat per browser; the nickname typed now is ignored). ClassError for a code that opens no
+    seat per browser) unless the nickname typed now is another one's (a shared lab PC: the next
+    student gets a seat of their own, never the last one's). ClassError for a code that opens no
     class (counted as a failed attempt from `address`), a full class, or a nickname taken or
     invalid; no nickname gives "Student <n>"."""
     if len(code or "") > 64:  # before any normalising
@@ -289,7 +290,8 @@ def join(
     if kept:
         with eng.connect() as conn:
             mine = _seat_row(conn, kept)
-        if mine is not None and mine.class_id == row.id:
+        same = not name or (mine is not None and lookalike.key(name) == lookalike.key(mine.nickname))
+        if mine is not None and mine.class_id == row.id and same:
             return Seat(row.code, mine.nickname, _pin(row), kept)
     if row.locked:
         raise ClassError("This class is locked: no one can join now. Ask your teacher.")

@@ -6,7 +6,10 @@
 #
 #   deploy/school.sh postgres            start Debian's PostgreSQL (no systemd needed), make role
 #                                        and database "mha" once, and save MHA_CLASS_DB in the
-#                                        settings file (a second run keeps the saved password)
+#                                        settings file. A role "mha" that exists is kept as it is:
+#                                        give its password (MHA_DB_PASSWORD, or the saved one), or
+#                                        MHA_DB_RESET=1 for a new one. MHA_DB_HOST (127.0.0.1) and
+#                                        MHA_DB_PORT (the cluster's own) go into the saved URL
 #   deploy/school.sh start N [PORT]      start N replicas and nginx under supervisord (default PORT
 #                                        8080), wait until they answer, print the address to type
 #   deploy/school.sh status              what supervisord runs, and since when
@@ -48,25 +51,47 @@ case "${1:-}" in
     cluster=$(pg_lsclusters -h | awk 'NR == 1 {print $1 " " $2}')
     [ -n "$cluster" ] || { echo "No PostgreSQL cluster: apt-get install -y postgresql" >&2; exit 2; }
     pg_ctlcluster $cluster start >/dev/null 2>&1 || true  # started already, or by systemd: fine
-    for _ in $(seq 30); do pg_isready -q -h 127.0.0.1 && break; sleep 1; done
-    saved=""
-    [ -f "$SETTINGS" ] && saved=$(sed -n 's|^MHA_CLASS_DB=postgresql+psycopg://mha:\([^@]*\)@.*|\1|p' "$SETTINGS")
-    password="${MHA_DB_PASSWORD:-${saved:-$(python3 -c 'import secrets; print(secrets.token_urlsafe(18))')}}"
-    if [[ ! "$password" =~ ^[A-Za-z0-9_-]{8,128}$ ]]; then  # it goes into SQL and into a URL as it is
-      echo "MHA_DB_PASSWORD: 8-128 letters, digits, - and _ only" >&2
+    host="${MHA_DB_HOST:-127.0.0.1}"
+    port="${MHA_DB_PORT:-$(pg_lsclusters -h | awk 'NR == 1 {print $3}')}"
+    if [[ ! "$host" =~ ^[A-Za-z0-9.-]{1,253}$ || ! "$port" =~ ^[0-9]{1,5}$ ]]; then
+      echo "MHA_DB_HOST: a host name or address; MHA_DB_PORT: a port number" >&2
       exit 2
     fi
-    su postgres -c "psql -v ON_ERROR_STOP=1 -q" <<SQL
+    for _ in $(seq 30); do pg_isready -q -h "$host" -p "$port" && break; sleep 1; done
+    saved=""
+    [ -f "$SETTINGS" ] && saved=$(sed -n 's|^MHA_CLASS_DB=postgresql+psycopg://mha:\([^@]*\)@.*|\1|p' "$SETTINGS")
+    given="${MHA_DB_PASSWORD:-$saved}"
+    exists=$(su postgres -c "psql -p $port -tAc \"SELECT 1 FROM pg_roles WHERE rolname = 'mha'\"")
+    if [ "$exists" = 1 ] && [ "${MHA_DB_RESET:-0}" != 1 ]; then  # a role made before: kept as it is
+      if [ -z "$given" ]; then
+        echo "A PostgreSQL role mha exists already, and its password is kept as it is: set MHA_DB_PASSWORD" >&2
+        echo "to that password (or MHA_DB_RESET=1 to give the role a new one; whatever uses the old one stops)" >&2
+        exit 2
+      fi
+      if [[ ! "$given" =~ ^[A-Za-z0-9_-]{1,128}$ ]] \
+        || ! PGPASSWORD="$given" psql -h "$host" -p "$port" -U mha -d postgres -tAc "SELECT 1" >/dev/null 2>&1; then
+        echo "That is not the password of the role mha on $host:$port (kept as it is; MHA_DB_RESET=1 gives it a new one)" >&2
+        exit 2
+      fi
+      password="$given"
+    else
+      password="${given:-$(python3 -c 'import secrets; print(secrets.token_urlsafe(18))')}"
+      if [[ ! "$password" =~ ^[A-Za-z0-9_-]{8,128}$ ]]; then  # it goes into SQL and into a URL as it is
+        echo "MHA_DB_PASSWORD: 8-128 letters, digits, - and _ only" >&2
+        exit 2
+      fi
+      su postgres -c "psql -p $port -v ON_ERROR_STOP=1 -q" <<SQL
 DO \$\$ BEGIN
   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'mha') THEN CREATE ROLE mha LOGIN; END IF;
 END \$\$;
 ALTER ROLE mha PASSWORD '${password}';
 SQL
-    su postgres -c "psql -tAc \"SELECT 1 FROM pg_database WHERE datname = 'mha'\"" | grep -q 1 \
-      || su postgres -c "createdb -O mha mha"
+    fi
+    su postgres -c "psql -p $port -tAc \"SELECT 1 FROM pg_database WHERE datname = 'mha'\"" | grep -q 1 \
+      || su postgres -c "createdb -p $port -O mha mha"
     touch "$SETTINGS" && chmod 600 "$SETTINGS"
     sed -i '/^MHA_CLASS_DB=/d' "$SETTINGS"
-    echo "MHA_CLASS_DB=postgresql+psycopg://mha:${password}@127.0.0.1:5432/mha" >>"$SETTINGS"
+    echo "MHA_CLASS_DB=postgresql+psycopg://mha:${password}@${host}:${port}/mha" >>"$SETTINGS"
     echo "saved MHA_CLASS_DB in $SETTINGS (read by start; readable by root only)"
     ;;
   config)
@@ -92,6 +117,7 @@ SQL
     python="$(command -v python)"
     {
       echo "[supervisord]"
+      echo "umask=027"  # every log (its own, the replicas', nginx's): root and its group only
       echo "logfile=$DIR/supervisord.log"
       echo "pidfile=$DIR/supervisord.pid"
       echo "childlogdir=$DIR"
@@ -104,7 +130,7 @@ SQL
       echo "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface"
       for ((i = 0; i < n; i++)); do
         echo "[program:replica-$i]"
-        echo "command=$python -m streamlit run app.py --server.headless true --server.address 127.0.0.1 --server.port $((FIRST + i))"
+        echo "command=$python -m ui.launch run app.py --server.headless true --server.address 127.0.0.1 --server.port $((FIRST + i)) --client.showErrorDetails none"
         echo "directory=$PWD"
         # FORWARDED_ALLOW_IPS: uvicorn believes X-Forwarded-For from this nginx only (classroom/limits.py)
         echo "environment=HF_HUB_OFFLINE=\"1\",TRANSFORMERS_OFFLINE=\"1\",FORWARDED_ALLOW_IPS=\"127.0.0.1\",MHA_PUBLIC_URL=\"${url//%/%%}\",MHA_SCHOOL_DIR=\"$DIR\""
@@ -166,7 +192,7 @@ SQL
       mine=0
       case "$line" in
         *"-c $DIR/nginx.conf"*) mine=1 ;;
-        *"streamlit run app.py"*) tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "MHA_SCHOOL_DIR=$DIR" && mine=1 ;;
+        *"ui.launch run app.py"*) tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "MHA_SCHOOL_DIR=$DIR" && mine=1 ;;
       esac
       [ "$mine" = 1 ] && left+=("${p#/proc/}")
     done

@@ -110,7 +110,7 @@ def streamlit_server(
             [
                 sys.executable,
                 "-m",
-                "streamlit",
+                "ui.launch",  # as every deployment starts it: streamlit run, the guard installed first
                 "run",
                 script,
                 "--server.headless",
@@ -154,6 +154,9 @@ def nginx_config(listen: str, upstreams: list[str], logs: Path) -> str:
     text = (ROOT / "deploy" / "nginx.conf").read_text()
     for key, value in (("__LISTEN__", listen), ("__UPSTREAMS__", servers), ("__LOGS__", str(logs))):
         text = text.replace(key, value)
+    # the tests' nginx alone names the replica that answered (a deployed one says it in access.log only)
+    cookie = '        add_header Set-Cookie "mha_replica=$mha_key; Path=/; HttpOnly; SameSite=Lax" always;\n'
+    text = text.replace(cookie, cookie + "        add_header X-MHA-Replica $upstream_addr always;\n")
     return text.replace("__PID__", str(logs / "nginx.pid"))
 
 

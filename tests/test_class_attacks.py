@@ -107,24 +107,30 @@ def test_one_seat_per_browser_a_cap_per_class_and_the_teacher_removes_one(server
         token = seat_cookie(s)
         s.run("classroom")
         s.click("Leave the class")
-        assert f"mha_seat=left.{token};" in " ".join(s.texts())  # the browser keeps the seat, marked as left
-    with raw.Session(server.url, cookies={"mha_seat": f"left.{token}"}) as s:  # the same browser, later
-        join(s, code, "Carol 2")
-        assert any(t.endswith("you are Carol") for t in s.texts()), s.texts()
-    assert nicknames(server.db, teacher) == ("Carol",)
-    for n in range(CAP):  # a script without cookies: new sessions, new seats, up to the cap
-        with raw.Session(server.url) as s:
-            join(s, code, f"Bot {n}")
-            said = " ".join(s.texts())
-    assert f"This class is full ({CAP} seats)" in said
-    assert nicknames(server.db, teacher) == ("Carol", "Bot 0", "Bot 1", "Bot 2")
+        assert "mha_seat=; Path=/; Max-Age=0;" in " ".join(s.texts())  # the browser keeps nothing of the seat
+    with raw.Session(server.url) as s:  # the next student on that lab PC: a seat of their own
+        join(s, code, "Dave")
+        assert seat_cookie(s) != token and any(t.endswith("you are Dave") for t in s.texts()), s.texts()
+    with raw.Session(server.url, cookies={"mha_seat": f"left.{token}"}) as s:  # what an older version left
+        join(s, code, "Erin")
+        assert seat_cookie(s) != token and any(t.endswith("you are Erin") for t in s.texts()), s.texts()
+    with raw.Session(server.url, cookies={"mha_seat": token}) as s:  # had Carol not left: her seat, and the way out
+        s.run("classroom")
+        assert any(t.startswith("Not Carol? Leave the class") for t in s.texts()), s.texts()
+        s.click("Leave the class")
+        join(s, code, "Fay")
+        assert seat_cookie(s) != token and any(t.endswith("you are Fay") for t in s.texts()), s.texts()
+    assert nicknames(server.db, teacher) == ("Carol", "Dave", "Erin", "Fay")  # CAP seats
+    with raw.Session(server.url) as s:  # a script without cookies: a new session, but the class is full
+        join(s, code, "Bot")
+        assert f"This class is full ({CAP} seats)" in " ".join(s.texts())
     with raw.Session(server.url, cookies={"mha_teacher": teacher}) as t:  # the teacher's view removes one
         t.run("classroom", query="teach=1")
-        t.set("Remove a seat (and its answers)", "Bot 1", "string_value")  # what the browser sends
+        t.set("Remove a seat (and its answers)", "Erin", "string_value")  # what the browser sends
         t.rerun()
-        t.click("Remove Bot 1")
+        t.click("Remove Erin")
         assert not t.exceptions()
-    assert nicknames(server.db, teacher) == ("Carol", "Bot 0", "Bot 2")
+    assert nicknames(server.db, teacher) == ("Carol", "Dave", "Fay")
 
 
 def test_a_huge_message_is_refused_before_it_costs_memory(server):

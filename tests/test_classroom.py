@@ -252,9 +252,12 @@ def test_seats_one_per_browser_a_cap_and_the_teacher_removes_one(url, monkeypatc
     monkeypatch.setenv("MHA_CLASS_SEATS", "3")
     code, teacher = classes.start_class(DEFAULT_MODEL, TEXT, url=url)
     carol = classes.join(code, "Carol", url=url)
-    again = classes.join(code, "Carol 2", url=url, kept=carol.token)  # the browser keeps its seat
+    again = classes.join(code, "", url=url, kept=carol.token)  # the browser keeps its seat
     assert (again.nickname, again.token) == ("Carol", carol.token)
-    dan = classes.join(code, "Dan", url=url)
+    assert classes.join(code, "CAROL", url=url, kept=carol.token).token == carol.token  # her name, as it looks
+    dan = classes.join(code, "Dan", url=url, kept=carol.token)  # another name on her browser: someone else
+    assert dan.nickname == "Dan" and dan.token != carol.token
+    assert classes.seat_of(carol.token, url=url).nickname == "Carol"
     classes.join(code, "", url=url)
     with pytest.raises(ClassError, match="full"):
         classes.join(code, "Eve", url=url)

@@ -96,7 +96,8 @@ def test_the_school_server_restarts_a_killed_replica_and_stops_clean(tmp_path):
         pids = _pids(env)
         assert set(pids) == {"replica-0", "replica-1", "nginx"}, pids
         health = f"http://127.0.0.1:{port}/_stcore/health"
-        assert urllib.request.urlopen(health, timeout=10).read() == b"ok"
+        with urllib.request.urlopen(health, timeout=10) as r:  # no version, no replica's port
+            assert r.read() == b"ok" and r.headers["Server"] == "nginx" and "X-MHA-Replica" not in r.headers
         os.kill(pids["replica-0"], signal.SIGKILL)
         t0 = time.time()
         while time.time() - t0 < 30:
@@ -147,6 +148,10 @@ def test_the_school_server_restarts_a_killed_replica_and_stops_clean(tmp_path):
     assert not [p for p in everything if _alive(p)], everything
     assert all(_free(first + i) for i in range(2)) and _free(port)
     assert stat.S_IMODE((tmp_path / "school").stat().st_mode) == 0o711
+    logs = [f for f in (tmp_path / "school").iterdir() if f.suffix in (".log", ".out")]
+    assert {"supervisord.log", "replica-0.log", "replica-1.log", "error.log", "access.log"} <= {f.name for f in logs}
+    modes = {f.name: oct(stat.S_IMODE(f.stat().st_mode)) for f in logs}
+    assert all(stat.S_IMODE(f.stat().st_mode) & 0o137 == 0 for f in logs), modes  # 0640 at most
 
 
 def _free(port: int) -> bool:
@@ -154,3 +159,44 @@ def _free(port: int) -> bool:
 
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_postgres_keeps_an_existing_role_as_it_is(tmp_path):
+    """deploy/school.sh postgres on a cluster whose role mha exists (the tests' own, password "mha"):
+    without its password it refuses and says how; with a wrong one it refuses; with the right one it
+    saves a URL with the cluster's host and port. The role's password is never changed."""
+    from test_class_browser import postgres_or_skip
+
+    url = postgres_or_skip()
+    if os.geteuid() != 0 or shutil.which("pg_lsclusters") is None:
+        pytest.skip("needs root and Debian's PostgreSQL (.ci/run has both)")
+    import sqlalchemy as sa
+
+    settings = tmp_path / "mha.env"
+    base = {**os.environ, "MHA_SCHOOL_ENV": str(settings), "MHA_SCHOOL_DIR": str(tmp_path)}
+    base.pop("MHA_DB_PASSWORD", None)
+
+    def run(**extra):
+        return subprocess.run([SCRIPT, "postgres"], env=base | extra, capture_output=True, text=True, timeout=120)
+
+    def still_works() -> bool:
+        with sa.create_engine(url).connect() as conn:  # the tests' URL, with the password it always had
+            return conn.execute(sa.text("SELECT 1")).scalar_one() == 1
+
+    if not still_works():
+        pytest.skip("the tests' database does not answer")
+    asked = run()
+    assert asked.returncode == 2 and "set MHA_DB_PASSWORD" in asked.stderr and "MHA_DB_RESET=1" in asked.stderr
+    wrong = run(MHA_DB_PASSWORD="not-its-password")
+    assert wrong.returncode == 2 and "not the password of the role mha" in wrong.stderr, wrong.stderr
+    assert not settings.exists() and still_works()
+    password = sa.engine.make_url(url).password
+    kept = run(MHA_DB_PASSWORD=password, MHA_DB_HOST="127.0.0.1", MHA_DB_PORT=str(sa.engine.make_url(url).port))
+    assert kept.returncode == 0, kept.stderr
+    saved = settings.read_text().strip()
+    assert saved == f"MHA_CLASS_DB=postgresql+psycopg://mha:{password}@127.0.0.1:{sa.engine.make_url(url).port}/mha"
+    assert stat.S_IMODE(settings.stat().st_mode) == 0o600 and still_works()
+    again = run()  # the saved password, a second time: kept, still no change
+    assert again.returncode == 0 and settings.read_text().strip() == saved and still_works()
+    bad = run(MHA_DB_PORT="5432; rm -rf /")
+    assert bad.returncode == 2 and "MHA_DB_PORT" in bad.stderr

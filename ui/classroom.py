@@ -31,7 +31,7 @@ FOLLOW_EVERY = 2.0  # s: how soon a student's page follows the teacher's pin
 SEAT_DAYS = 1  # the cookie's lifetime (a class lasts at most classes.EXPIRES)
 LESSON = "app_pages/lesson.py"
 TROUBLE = (ClassError, sa.exc.SQLAlchemyError, OSError)
-LEFT = "left."  # the seat cookie after leaving: not followed, but a rejoin finds the seat
+LEFT = "left."  # an older version's cookie after leaving: never followed, never a seat again
 ENDED = "Your class has ended: this is the app on your own again."
 
 
@@ -108,13 +108,13 @@ def take_seat(seat: classroom.Seat, token: str) -> None:
 
 
 def leave(message: str | None = None) -> None:
-    """Out of the class in this browser (the server keeps the seat until the class ends, and the
-    browser its token, marked as left: joining that class again finds the same seat)."""
+    """Out of the class in this browser: the seat's cookie is deleted, so that nothing hands the
+    seat to whoever uses this browser next (a shared lab PC). The server keeps the seat and its
+    answers for the teacher until the class ends; joining again is a new seat."""
     ss = st.session_state
-    token = ss.get("_seat")
     for key in ("_seat", "_class_rev", "_class_name", "_class_go"):
         ss.pop(key, None)
-    ss["_class_left"] = token or ""  # the next run's script marks the cookie as left (or deletes it)
+    ss["_class_left"] = ""  # the next run's script deletes the cookie
     if message:
         notice(message)
 
@@ -185,7 +185,7 @@ def join(code: str, nickname: str) -> classroom.Seat:
     errors) as classroom.join raises them; a wrong code makes this session's next try wait."""
     ss = st.session_state
     kept = ss.get("_seat") or st.context.cookies.get(COOKIE) or ""
-    kept = kept.removeprefix(LEFT) if isinstance(kept, str) else ""
+    kept = kept if isinstance(kept, str) and not kept.startswith(LEFT) else ""
     failed = ss.get("_class_failed", 0)
     waiting = st.spinner("Wrong codes were typed here: checking this one takes a moment ...", show_time=True)
     with waiting if failed >= limits.FREE_TRIES else contextlib.nullcontext():
@@ -249,10 +249,9 @@ def sidebar_status(page: str) -> None:
     """In the sidebar of a seated student: the class, the nickname, the way back; the seat's
     cookie set (or deleted after leaving). Nothing on the teacher's view."""
     ss = st.session_state
-    left = ss.pop("_class_left", None)
-    if left is not None:
+    if ss.pop("_class_left", None) is not None:
         with st.sidebar:
-            set_cookie(COOKIE, f"{LEFT}{left}" if left else "", SEAT_DAYS if left else 0)
+            set_cookie(COOKIE, "", 0)
     token = seat_token()
     if not token or teacher_view_open(page):
         return

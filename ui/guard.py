@@ -7,6 +7,11 @@ the box expects the other, an index past a radio's options), which the widget's 
 turns into a traceback on the page. Here a `clear_cache` message clears nothing (this app has no
 menu item that sends it), and a widget value the widget's own deserializer cannot read, or a
 number that is not finite, is dropped: the widget shows its default, as on a first visit.
+
+And every session's first message names the main script by its full path on the server
+(NewSession.main_script_path): it goes out as the file's name only (the front end only shows it).
+Installed before the first session by `python -m ui.launch` (every deployment's command); under a
+plain `streamlit run` (Community Cloud, whose path is its public repository's), by app.py's first run.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import os
 
 log = logging.getLogger("mha.guard")
 NUMBERS = {"int_value", "double_value"}  # a number box sends either, whatever its declared type
@@ -38,6 +44,15 @@ def install() -> None:
         log.warning("a client asked to clear every cache: ignored")
 
     AppSession._handle_clear_cache_request = no_clear_cache
+
+    new_session = AppSession._create_new_session_message
+
+    def no_server_path(self, *args, **kwargs):
+        msg = new_session(self, *args, **kwargs)
+        msg.new_session.main_script_path = os.path.basename(msg.new_session.main_script_path)
+        return msg
+
+    AppSession._create_new_session_message = no_server_path
 
     read = WStates.__getitem__
 

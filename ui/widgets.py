@@ -135,7 +135,7 @@ def current_run(inp: Inputs) -> Run | None:
     if not inp.text.strip():
         st.info("The sentence is empty: type one in the sidebar, or pick an example.")
         return None
-    with st.spinner("Running BERT..."):
+    with st.spinner(f"Running {inp.model}..."):
         run = cached_run(inp)
     if all(t in ("[CLS]", "[SEP]") for t in run.tokens):
         st.info(
