@@ -130,11 +130,11 @@ async def answer(s: dict, option: int) -> str:
 
 
 async def class_flow(
-    exe: str, url: str, kill=None, keys: list[str] | None = None, n_students: int = N_STUDENTS
+    exe: str, url: str, kill=None, keys: list[str] | None = None, n_students: int = N_STUDENTS, lab_db: str = ""
 ) -> dict:
     """The whole flow through `url` with `n_students` students; `kill(replica)` kills a replica
     (behind nginx) or is None. `keys`: sticky cookies, the teacher's first, then one per student
-    (behind nginx)."""
+    (behind nginx). `lab_db`: the class's database, where the shared lab PC is tried (lab_pc)."""
     from playwright.async_api import async_playwright
 
     figures: dict = {}
@@ -231,6 +231,8 @@ async def class_flow(
             assert len(moved) == len(students) // 2 and teacher_replica != doomed
             for s in moved:  # a new session on the survivor: the answers came back from the database
                 assert await score(s["page"]) == scores[s["n"]], s["n"]
+        if lab_db:
+            await lab_pc(students[0], url, code, scores[0], lab_db)
         # a student's browser cannot open the teacher view with a forged link or key
         outsider = await browser.new_context(viewport={"width": 1300, "height": 900})
         forged = await outsider.new_page()
@@ -253,6 +255,46 @@ async def class_flow(
     return figures
 
 
+async def lab_pc(s: dict, url: str, code: str, score_before: str, db_url: str) -> None:
+    """The shared lab PC: student `s` leaves the class; the next student joins on the same browser
+    with their own nickname and gets a seat of their own (no answer, no score, no name of the
+    last one's); their answer is recorded under their name, the last one's are kept."""
+    import sqlalchemy as sa
+
+    from classroom import db
+
+    page = await s["context"].new_page()
+    await page.goto(f"{url}/classroom")
+    await page.get_by_role("button", name="Leave the class").click()
+    await wait_text(page, "You left the class")
+    assert not [c for c in await s["context"].cookies() if c["name"] == "mha_seat" and c["value"]]
+    await page.goto(f"{url}/classroom?join={code}")
+    await page.get_by_role("textbox", name="Nickname (optional)").fill("Bruno Lab")
+    await page.get_by_role("button", name="Join").click()
+    await wait_text(page, "you are Bruno Lab")
+    assert await page.locator(f"text=you are Pupil {s['n']}").count() == 0
+    while await page.locator(f"text=Step 1 of {N}").count() == 0:  # back to the question the last one answered
+        await page.get_by_role("button", name="← Back").click()
+        await settle(page)
+    radio = page.locator('[data-testid="stRadio"]').first
+    await radio.wait_for(timeout=60_000)
+    assert await radio.locator("label:has(input:checked)").count() == 0  # nothing of the last one's answer
+    b = {"n": "Bruno", "page": page}
+    await answer(b, 1)
+    assert (await score(page)).endswith("of 1")  # one answer: Bruno's own, not Pupil's too
+    with sa.create_engine(db_url).connect() as conn:
+        rows = conn.execute(
+            sa.select(db.seats.c.nickname, sa.func.count(db.answers.c.id))
+            .join(db.classes, db.classes.c.id == db.seats.c.class_id)
+            .outerjoin(db.answers, db.answers.c.seat_id == db.seats.c.id)
+            .where(db.classes.c.code == code.upper())
+            .group_by(db.seats.c.nickname)
+        ).all()
+    counts = dict(rows)
+    assert counts["Bruno Lab"] == 1 and counts[f"Pupil {s['n']}"] >= 1, counts
+    await page.close()
+
+
 def save(name: str, figures: dict) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / "class_flow.json"
@@ -262,8 +304,11 @@ def save(name: str, figures: dict) -> None:
 
 def test_a_class_on_one_server_with_sqlite(tmp_path):
     exe = chromium_or_skip()
-    with streamlit_server({"MHA_CLASS_DB": f"sqlite:///{tmp_path / 'classes.sqlite'}", "MHA_WARM": "0"}) as server:
-        figures = asyncio.run(class_flow(exe, server.url, n_students=3))  # the flow of 6 runs behind nginx
+    db_url = f"sqlite:///{tmp_path / 'classes.sqlite'}"
+    with streamlit_server({"MHA_CLASS_DB": db_url, "MHA_WARM": "0"}) as server:
+        figures = asyncio.run(
+            class_flow(exe, server.url, n_students=3, lab_db=db_url)
+        )  # the flow of 6 runs behind nginx
         assert "Traceback" not in server.log.read_text()
     assert (tmp_path / "classes.sqlite").exists()
     save("one server, SQLite", figures)
