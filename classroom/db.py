@@ -107,7 +107,10 @@ def engine(url: str | None = None) -> Engine:
                 sa.event.listen(made, "connect", _sqlite_pragmas)
             else:
                 made = sa.create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
-            migrate(made)
+            if os.environ.get("MHA_CLASS_MIGRATE", "1") == "0":  # migrated once elsewhere (classroom.migrate)
+                check_migrated(made)
+            else:
+                migrate(made)
             _engines[url] = made
         return _engines[url]
 
@@ -126,6 +129,26 @@ def migrate(eng: Engine, revision: str = "head", down: bool = False) -> None:
             conn.execute(sa.select(sa.func.pg_advisory_xact_lock(7_356_001)))
         config.attributes["connection"] = conn
         (command.downgrade if down else command.upgrade)(config, revision)
+
+
+class NotMigrated(RuntimeError):
+    """The database's schema is not the newest one and this process must not migrate it."""
+
+
+def check_migrated(eng: Engine) -> None:
+    """NotMigrated unless the schema is at the newest migration (MHA_CLASS_MIGRATE=0: a Kubernetes
+    Job migrates, deploy/k8s/course; the pods only check)."""
+    from alembic.config import Config
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    head = ScriptDirectory.from_config(config).get_current_head()
+    with eng.connect() as conn:
+        current = MigrationContext.configure(conn).get_current_revision()
+    if current != head:
+        raise NotMigrated(f"the class database is at migration {current}, not {head}: run python -m classroom.migrate")
 
 
 def forget(eng: Engine) -> None:

@@ -30,7 +30,7 @@ COOKIE = "mha_seat"
 FOLLOW_EVERY = 2.0  # s: how soon a student's page follows the teacher's pin
 SEAT_DAYS = 1  # the cookie's lifetime (a class lasts at most classes.EXPIRES)
 LESSON = "app_pages/lesson.py"
-TROUBLE = (ClassError, sa.exc.SQLAlchemyError, OSError)
+TROUBLE = (ClassError, sa.exc.SQLAlchemyError, OSError, classroom.db.NotMigrated)
 LEFT = "left."  # an older version's cookie after leaving: never followed, never a seat again
 ENDED = "Your class has ended: this is the app on your own again."
 
