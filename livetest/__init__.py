@@ -29,6 +29,9 @@ CHROMIUM_FLAGS = [
     "--no-first-run",
 ]
 IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+# what a browser test waits for the app at most (ms): sized for a busy 2-core machine (a suite
+# beside another), never a measure of speed (bench/ measures that). Tests wait for IDLE or a widget.
+DEADLINE_MS = 180_000
 BUSY = '[data-testid="stApp"]:not([data-test-script-state="notRunning"])'
 
 

@@ -6,7 +6,7 @@ import pytest
 from conftest import chromium_or_skip
 
 import livetest
-from livetest import CHROMIUM_FLAGS, ROOT, streamlit_server
+from livetest import CHROMIUM_FLAGS, DEADLINE_MS, ROOT, streamlit_server
 from mha.lesson import steps
 from ui.pages import PAGES as SPECS
 
@@ -56,7 +56,7 @@ def open_and_type(browser, server: str, text: str, viewport: dict | None = None,
     if on_request:
         page.on("request", on_request)
     page.goto(server, wait_until="domcontentloaded")
-    page.wait_for_selector('[data-testid="stSidebar"] textarea', timeout=60_000)
+    page.wait_for_selector('[data-testid="stSidebar"] textarea', timeout=DEADLINE_MS)
     wait_idle(page)
     box = page.locator('[data-testid="stSidebar"] textarea').first
     box.fill(text)
@@ -175,7 +175,7 @@ def test_type_switch_pages_and_screenshot(server, browser):
     found, screens = {}, {}
     for name in PAGES:
         go(page, name)
-        page.wait_for_selector("h1", timeout=60_000)
+        page.wait_for_selector("h1", timeout=DEADLINE_MS)
         # the typed sentence survives every page switch
         assert page.locator('[data-testid="stSidebar"] textarea').first.input_value() == text, name
         assert page.locator('[data-testid="stException"]').count() == 0, name
@@ -185,7 +185,7 @@ def test_type_switch_pages_and_screenshot(server, browser):
             wait_idle(page)
         if main is None:
             page.wait_for_selector(
-                '[data-testid="stPlotlyChart"] .main-svg, [data-testid="stGraphVizChart"] svg', timeout=60_000
+                '[data-testid="stPlotlyChart"] .main-svg, [data-testid="stGraphVizChart"] svg', timeout=DEADLINE_MS
             )
         page.wait_for_timeout(2500 if name == "lesson" else 500)
         if name == "lesson":  # the feedback at the top (the page scrolls there; the phone test checks it): the
@@ -221,7 +221,7 @@ def test_markup_and_script_are_shown_literally_and_never_run(server, browser):
     ARTIFACTS.mkdir(exist_ok=True)
     page, dialogs = open_and_type(browser, server, MARKUP)
     go(page, "bert_heads")
-    page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=60_000)
+    page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=DEADLINE_MS)
     page.wait_for_timeout(1000)
     assert dialogs == []
     assert page.locator('img[src="x"]').count() == 0
@@ -310,7 +310,7 @@ def test_subspaces_page_follows_a_token_and_folds_into_one_picture(server, brows
     page.get_by_test_id("stCheckbox").get_by_text("Show the animation").click()
     wait_idle(page)
     chart = page.locator('[data-testid="stPlotlyChart"]').filter(has=page.locator(".updatemenu-button")).first
-    chart.wait_for(timeout=60_000)
+    chart.wait_for(timeout=DEADLINE_MS)
     chart.scroll_into_view_if_needed()
     box = chart.bounding_box()
     play = chart.locator(".updatemenu-button").first.bounding_box()
@@ -352,16 +352,16 @@ def test_lesson_by_keyboard_then_every_step_check_question_and_a_tool_link(serve
     text = "The mole on his arm was not a mole but a rare insect."
     page, dialogs = open_and_type(browser, server, text)
     go(page, "lesson")
-    page.wait_for_selector(f"text=Step 1 of {N}", timeout=60_000)
+    page.wait_for_selector(f"text=Step 1 of {N}", timeout=DEADLINE_MS)
     assert page.locator('[data-testid="stMain"] [data-testid="stPlotlyChart"]').count() == 0  # predict first
     tab_to(page, "radio")
     page.keyboard.press("Space")  # answers with the focused option
     wait_idle(page)
-    page.wait_for_selector('[data-testid="stMain"] [data-testid="stPlotlyChart"] .main-svg', timeout=60_000)
+    page.wait_for_selector('[data-testid="stMain"] [data-testid="stPlotlyChart"] .main-svg', timeout=DEADLINE_MS)
     tab_to(page, "next")
     page.keyboard.press("Enter")
     wait_idle(page)
-    page.wait_for_selector(f"text=Step 2 of {N}", timeout=60_000)
+    page.wait_for_selector(f"text=Step 2 of {N}", timeout=DEADLINE_MS)
     assert page.locator('[data-testid="stGraphVizChart"]').count() == 0  # the diagram would print the answer
     T, D = len(bert.attend(text).tokens), bert.d_model // bert.n_heads
     for value in (T, D):
@@ -369,12 +369,12 @@ def test_lesson_by_keyboard_then_every_step_check_question_and_a_tool_link(serve
         page.keyboard.type(str(value))
         page.keyboard.press("Enter")
         wait_idle(page)
-    page.wait_for_selector("text=Right:", timeout=60_000)
-    page.wait_for_selector('[data-testid="stGraphVizChart"] svg', timeout=60_000)
+    page.wait_for_selector("text=Right:", timeout=DEADLINE_MS)
+    page.wait_for_selector('[data-testid="stGraphVizChart"] svg', timeout=DEADLINE_MS)
     tab_to(page, "next")
     page.keyboard.press("Enter")
     wait_idle(page)
-    page.wait_for_selector(f"text=Step 3 of {N}", timeout=60_000)
+    page.wait_for_selector(f"text=Step 3 of {N}", timeout=DEADLINE_MS)
     # one head twice: predict first, then the panels, named by the heads chosen
     page.get_by_test_id("stSelectbox").filter(has_text="Second head").click()
     page.get_by_role("option", name="head 0").click()
@@ -382,10 +382,10 @@ def test_lesson_by_keyboard_then_every_step_check_question_and_a_tool_link(serve
     assert page.locator('[data-testid="stMain"] [data-testid="stPlotlyChart"]').count() == 0
     page.get_by_text("The same key in both heads").click()
     wait_idle(page)
-    page.wait_for_selector("text=Layer 0: heads 0 and 0", timeout=60_000)
+    page.wait_for_selector("text=Layer 0: heads 0 and 0", timeout=DEADLINE_MS)
     assert page.get_by_text("Both panels are head 0").count() == 1 and page.get_by_text("Right. Head 0 gives").count()
     for step in range(3, N + 1):
-        page.wait_for_selector(f"text=Step {step} of {N}", timeout=60_000)
+        page.wait_for_selector(f"text=Step {step} of {N}", timeout=DEADLINE_MS)
         assert f"step={steps.KEYS[step - 1]}" in page.url
         assert page.locator('[data-testid="stException"]').count() == 0, step
         if step == 6:  # the check question: predict, then do it, then see
@@ -393,7 +393,7 @@ def test_lesson_by_keyboard_then_every_step_check_question_and_a_tool_link(serve
             wait_idle(page)
             page.get_by_test_id("stCheckbox").filter(has_text="Share").first.click()
             wait_idle(page)
-            page.wait_for_selector("text=divergence between heads fell", timeout=60_000)
+            page.wait_for_selector("text=divergence between heads fell", timeout=DEADLINE_MS)
             assert page.get_by_text("Right: no two heads' attention now differs at all").count() == 1
         if step < N:
             page.get_by_role("button", name="Next →").click()
@@ -406,24 +406,24 @@ def test_lesson_by_keyboard_then_every_step_check_question_and_a_tool_link(serve
     for _ in range(3):
         page.get_by_role("button", name="← Back").click()
         wait_idle(page)
-    page.wait_for_selector(f"text=Step 5 of {N}", timeout=60_000)
+    page.wait_for_selector(f"text=Step 5 of {N}", timeout=DEADLINE_MS)
     from mha.lesson import answers
 
     _, best, _ = answers.previous_token_question(bert.attend(text))
     page.get_by_text("Every measure of every head: Head atlas").click()
     wait_idle(page)
-    page.wait_for_selector("h1:has-text('Head atlas')", timeout=60_000)
+    page.wait_for_selector("h1:has-text('Head atlas')", timeout=DEADLINE_MS)
     assert "/atlas" in page.url and f"layer={best[0]}" in page.url and f"head={best[1]}" in page.url
     assert page.locator('[data-testid="stSidebar"] textarea').first.input_value() == text
     # the atlas describes the head it shows: the link's layer and head
-    page.wait_for_selector(f"text=Layer {best[0]}, head {best[1]} (", timeout=60_000)
+    page.wait_for_selector(f"text=Layer {best[0]}, head {best[1]} (", timeout=DEADLINE_MS)
     # and back: the lesson keeps its score, and step 6's answer is still given
     go(page, "lesson")
-    page.wait_for_selector(f"text=Step 5 of {N}", timeout=60_000)
+    page.wait_for_selector(f"text=Step 5 of {N}", timeout=DEADLINE_MS)
     assert page.get_by_test_id("stMetric").filter(has_text="Right at the first try").inner_text() == score
     page.get_by_role("button", name="Next →").click()
     wait_idle(page)
-    page.wait_for_selector(f"text=Step 6 of {N}", timeout=60_000)
+    page.wait_for_selector(f"text=Step 6 of {N}", timeout=DEADLINE_MS)
     assert page.get_by_text("Right: no two heads' attention now differs at all").count() == 1
     assert dialogs == [] and page.locator('[data-testid="stException"]').count() == 0
     # a link opened anew (a new tab: a new session) keeps the score: this browser's session cookie
@@ -431,7 +431,7 @@ def test_lesson_by_keyboard_then_every_step_check_question_and_a_tool_link(serve
     tab.add_cookies(page.context.cookies())
     again = tab.new_page()
     again.goto(page.url, wait_until="domcontentloaded")
-    again.wait_for_selector(f"text=Step 6 of {N}", timeout=60_000)
+    again.wait_for_selector(f"text=Step 6 of {N}", timeout=DEADLINE_MS)
     wait_idle(again)
     assert again.get_by_test_id("stMetric").filter(has_text="Right at the first try").inner_text() == score
     tab.close()
@@ -446,14 +446,14 @@ def test_lesson_recap_and_glossary_on_a_phone_and_a_wide_screen(server, browser)
         page = browser.new_page(viewport={"width": width, "height": height})
         page.goto(f"{server}/?step={steps.KEYS[0]}", wait_until="domcontentloaded")
         wait_idle(page)
-        page.wait_for_selector(f"text=Step 1 of {N}", timeout=60_000)
+        page.wait_for_selector(f"text=Step 1 of {N}", timeout=DEADLINE_MS)
         assert page.locator('[data-testid="stPlotlyChart"]').count() == 0  # predict first
         # the question and its first option on the first screen, not below the score and the terms
         option = page.get_by_text("1 word", exact=True).bounding_box()
         assert option is not None and option["y"] + option["height"] <= height, (width, option)
         page.get_by_text("1 word", exact=True).click()
         wait_idle(page)
-        page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=60_000)
+        page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=DEADLINE_MS)
         page.wait_for_timeout(2500)  # the page scrolls to the answer's feedback as the chart arrives
         screen = page.evaluate(FIRST_SCREEN, None)
         assert 0 <= screen["top"] < height - 100, (width, screen)  # the picture the answer unlocked is in view
@@ -464,12 +464,12 @@ def test_lesson_recap_and_glossary_on_a_phone_and_a_wide_screen(server, browser)
         assert cells["width"] >= 0.5 * chart["width"] and screen["crowded"] == 0, (width, chart, cells, screen)
         page.get_by_role("button", name="Next →").click()  # the next step opens at its top, not mid-page
         wait_idle(page)
-        page.wait_for_selector(f"text=Step 2 of {N}", timeout=60_000)
+        page.wait_for_selector(f"text=Step 2 of {N}", timeout=DEADLINE_MS)
         page.wait_for_timeout(2500)
         title = page.get_by_text(f"Step 2 of {N}").bounding_box()
         assert title is not None and 0 <= title["y"] < 400, (width, title)
         page.goto(f"{server}/?step={steps.KEYS[0]}", wait_until="domcontentloaded")
-        page.wait_for_selector(f"text=Step 1 of {N}", timeout=60_000)
+        page.wait_for_selector(f"text=Step 1 of {N}", timeout=DEADLINE_MS)
         wait_idle(page)
         shots = {"step1": None}
         for name, url, marker in (
@@ -481,7 +481,7 @@ def test_lesson_recap_and_glossary_on_a_phone_and_a_wide_screen(server, browser)
         ):
             if url:
                 page.goto(url, wait_until="domcontentloaded")
-                page.wait_for_selector(marker, timeout=60_000)
+                page.wait_for_selector(marker, timeout=DEADLINE_MS)
                 wait_idle(page)
             assert page.locator('[data-testid="stException"]').count() == 0, (width, name)
             scroll = page.evaluate("document.documentElement.scrollWidth")
@@ -506,8 +506,8 @@ def test_a_paste_longer_than_the_limit_is_cut_with_a_notice(server, browser):
     wait_idle(page)
     # the box holds what is analysed: the first MAX_CHARS characters of the paste
     assert box.input_value() == long_text[:MAX_CHARS]
-    page.wait_for_selector(f"text=cut to its first {MAX_CHARS:,} characters", timeout=30_000)
-    page.wait_for_selector("text=maximum of 512 tokens", timeout=30_000)  # the long text is what runs
+    page.wait_for_selector(f"text=cut to its first {MAX_CHARS:,} characters", timeout=DEADLINE_MS)
+    page.wait_for_selector("text=maximum of 512 tokens", timeout=DEADLINE_MS)  # the long text is what runs
     assert "Zebras" in page.url
     assert dialogs == [] and page.locator('[data-testid="stException"]').count() == 0
 
@@ -521,11 +521,11 @@ def test_why_heads_keeps_its_settings_and_says_when_training_was_interrupted(ser
     seed.press("Enter")
     wait_idle(page)
     page.get_by_role("button", name="Train the five models").click()
-    page.wait_for_selector("text=still training", timeout=60_000)  # it is training
+    page.wait_for_selector("text=still training", timeout=DEADLINE_MS)  # it is training
     go(page, "bert_heads")  # leave mid-run
-    page.wait_for_selector("h1:has-text('Attention heads')", timeout=60_000)
+    page.wait_for_selector("h1:has-text('Attention heads')", timeout=DEADLINE_MS)
     go(page, "why_heads")
-    page.wait_for_selector("text=was interrupted at step", timeout=30_000)
+    page.wait_for_selector("text=was interrupted at step", timeout=DEADLINE_MS)
     assert "seed 5" in page.locator('[data-testid="stAlert"]').first.inner_text()
     assert page.get_by_label("Seed").input_value() == "5"  # the setting survived both switches
     assert page.locator('[data-testid="stException"]').count() == 0
@@ -568,7 +568,7 @@ def test_a_copied_link_opens_every_page_with_its_settings(server, browser):
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
         page = context.new_page()
         page.goto(f"{server}/{spec.url_path}?{query}", wait_until="domcontentloaded")
-        page.wait_for_selector("h1", timeout=60_000)
+        page.wait_for_selector("h1", timeout=DEADLINE_MS)
         wait_idle(page)
         assert page.locator('[data-testid="stException"]').count() == 0, spec.file
         for dropped in ("cannot be used", "is not available here"):  # no value was dropped
@@ -593,7 +593,7 @@ def test_a_copied_link_opens_every_page_with_its_settings(server, browser):
                 for label in labels:
                     assert label in shown or label.upper() in shown, (spec.file, key, label, shown)
         if extra:
-            page.wait_for_selector("text=[CLS] and [SEP] hidden", timeout=60_000)
+            page.wait_for_selector("text=[CLS] and [SEP] hidden", timeout=DEADLINE_MS)
             assert "layer=2" in page.url and "head=3" in page.url
         context.close()
 
@@ -612,12 +612,12 @@ def test_a_fresh_visit_draws_the_heads_page_from_a_small_payload(server, browser
     page, frames = livetest.fresh_page(browser)
     t0 = time.perf_counter()
     page.goto(url, wait_until="commit")
-    page.wait_for_selector("h1:has-text('Attention heads')", timeout=60_000)
+    page.wait_for_selector("h1:has-text('Attention heads')", timeout=DEADLINE_MS)
     title = time.perf_counter() - t0
-    page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
+    page.wait_for_selector(".js-plotly-plot .main-svg", timeout=DEADLINE_MS)
     first_chart = time.perf_counter() - t0
     page.mouse.wheel(0, 3000)  # charts below the fold are drawn when scrolled to
-    page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 4", timeout=60_000)
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 4", timeout=DEADLINE_MS)
     wait_idle(page)
     assert page.locator('[data-testid="stPlotlyChart"]').count() == 4
     payload = sum(frames) / 1e6
@@ -645,7 +645,7 @@ def test_the_decoder_picked_in_the_sidebar_runs_every_page(server, browser):
     bert_words = re.compile(r"\[CLS\]|\[SEP\]|MiniLM|\b384\b|6 layers|12 heads|72 heads")
     for name in PAGES:
         go(page, name)
-        page.wait_for_selector("h1", timeout=60_000)
+        page.wait_for_selector("h1", timeout=DEADLINE_MS)
         assert page.locator('[data-testid="stException"]').count() == 0, name
         shown = page.locator('[data-testid="stMain"]').evaluate(  # without the section on three named models
             "el => { const box = [...el.querySelectorAll('.st-key-three_models')]; box.forEach(n => n.hidden = true);"
@@ -654,7 +654,7 @@ def test_the_decoder_picked_in_the_sidebar_runs_every_page(server, browser):
         assert not bert_words.findall(shown), (name, bert_words.findall(shown))
         assert "SmolLM2" in page.url, name  # the link keeps the model
     go(page, "bert_heads")
-    page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=60_000)
+    page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=DEADLINE_MS)
     assert page.locator("h1", has_text="Attention heads").count() == 1
     assert "30 layers x 9 heads" in page.locator('[data-testid="stMain"]').inner_text()
     assert dialogs == []

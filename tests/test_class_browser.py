@@ -26,7 +26,7 @@ from conftest import chromium_or_skip
 from test_browser import AXE, AXE_RUN
 from test_sessions import replica_for
 
-from livetest import CHROMIUM_FLAGS, ROOT, nginx_proxy, settle, streamlit_server
+from livetest import CHROMIUM_FLAGS, DEADLINE_MS, ROOT, nginx_proxy, settle, streamlit_server
 from mha.lesson import steps
 
 N = len(steps.STEPS)  # the lesson's step count, as the lesson has it
@@ -78,7 +78,7 @@ def postgres_or_skip() -> str:
     return PG_URL
 
 
-async def wait_text(page, text: str, timeout: float = 60_000) -> float:
+async def wait_text(page, text: str, timeout: float = DEADLINE_MS) -> float:
     t0 = time.perf_counter()
     await page.wait_for_selector(f"text={text}", timeout=timeout)
     return time.perf_counter() - t0
@@ -87,7 +87,7 @@ async def wait_text(page, text: str, timeout: float = 60_000) -> float:
 async def score(page) -> str:
     """The lesson's score box: "<right> of <answered>"."""
     box = page.locator('[data-testid="stMetricValue"]').first
-    await box.wait_for(timeout=60_000)
+    await box.wait_for(timeout=DEADLINE_MS)
     return (await box.inner_text()).strip()
 
 
@@ -105,10 +105,12 @@ async def bars(page, want_total: int, timeout: float = 60.0) -> dict[str, int]:
 
 async def student(browser, url: str, code: str, n: int, key: str | None = None) -> dict:
     context = await browser.new_context(viewport={"width": 1300, "height": 900})
+    context.set_default_timeout(DEADLINE_MS)  # every wait is for the app, with a busy machine's deadline
     if key:  # the sticky cookie nginx would have given: this student's replica
         await context.add_cookies([{"name": "mha_replica", "value": key, "url": url}])
     page = await context.new_page()
     response = await page.goto(f"{url}/classroom?join={code}")
+    await settle(page)  # the app's first run done: its form is drawn
     await page.get_by_role("textbox", name="Nickname (optional)").fill(f"Pupil {n}")
     await page.get_by_role("button", name="Join").click()
     await wait_text(page, f"Step 1 of {N}")
@@ -122,11 +124,11 @@ async def answer(s: dict, option: int) -> str:
     """Pick option `option` of the step's question; the option's text."""
     radio = s["page"].locator('[data-testid="stRadio"]').first
     labels = radio.locator('[role="radiogroup"] label')
-    await labels.first.wait_for(timeout=60_000)
+    await labels.first.wait_for(timeout=DEADLINE_MS)
     text = (await labels.nth(option).inner_text()).strip()
     await labels.nth(option).click()
     await settle(s["page"])
-    await s["page"].get_by_text(re.compile(r"^(Right\.|Not quite)")).first.wait_for(timeout=60_000)
+    await s["page"].get_by_text(re.compile(r"^(Right\.|Not quite)")).first.wait_for(timeout=DEADLINE_MS)
     return text
 
 
@@ -149,6 +151,7 @@ async def class_flow(
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=exe, args=CHROMIUM_FLAGS)
         tctx = await browser.new_context(viewport={"width": 1280, "height": 720})
+        tctx.set_default_timeout(DEADLINE_MS)
         if keys:
             await tctx.add_cookies([{"name": "mha_replica", "value": keys[0], "url": url}])
         teacher = await tctx.new_page()
@@ -156,7 +159,7 @@ async def class_flow(
         teacher_replica = opened.headers.get("x-mha-replica", "")
         await teacher.get_by_role("button", name="Start a class").click()
         heading = teacher.locator("h1", has_text=re.compile(r"^Class \w{4} \w{4}$"))
-        await heading.wait_for(timeout=60_000)
+        await heading.wait_for(timeout=DEADLINE_MS)
         code = (await heading.inner_text()).split(" ", 1)[1].replace(" ", "").strip()
         assert len(code) == 8, code
         assert await teacher.locator('[data-testid="stSidebar"]').is_hidden()  # the projector: no sidebar
@@ -166,7 +169,7 @@ async def class_flow(
             await teacher.wait_for_timeout(250)
         assert "teach=1" in teacher.url and "teacher=" not in teacher.url, teacher.url
         await teacher.reload()  # the teacher's browser keeps the class (a cookie)
-        await heading.wait_for(timeout=60_000)
+        await heading.wait_for(timeout=DEADLINE_MS)
         t0 = time.perf_counter()
         picks = keys[1:] if keys else [None] * n_students
         students = await asyncio.gather(*(student(browser, url, code, n, k) for n, k in enumerate(picks)))
@@ -209,7 +212,7 @@ async def class_flow(
         # the teacher moves everyone to step 2: every student's page follows on its own
         t0 = time.perf_counter()
         await teacher.get_by_role("button", name="Everyone to the next step →").click()
-        await asyncio.gather(*(wait_text(s["page"], f"Step 2 of {N}", 30_000) for s in students))
+        await asyncio.gather(*(wait_text(s["page"], f"Step 2 of {N}", DEADLINE_MS) for s in students))
         figures["pinned step on every student's page, s after the click"] = round(time.perf_counter() - t0, 1)
         # a reload and a new tab keep the answer and the score
         s0 = students[0]
@@ -261,6 +264,7 @@ async def class_flow(
             await lab_pc(students[0], url, code, scores[0], lab_db)
         # a student's browser cannot open the teacher view with a forged link or key
         outsider = await browser.new_context(viewport={"width": 1300, "height": 900})
+        outsider.set_default_timeout(DEADLINE_MS)
         forged = await outsider.new_page()
         await forged.goto(f"{url}/classroom?teacher=not-the-teachers-token")
         await wait_text(forged, "Teacher links are not used any more")
@@ -276,7 +280,7 @@ async def class_flow(
         await teacher.get_by_role("button", name="End the class").first.click()
         await teacher.get_by_role("button", name="End the class and delete its data").click()
         await wait_text(teacher, "The class has ended")
-        await wait_text(students[0]["page"], "Your class has ended", 30_000)
+        await wait_text(students[0]["page"], "Your class has ended", DEADLINE_MS)
         await browser.close()
     return figures
 
@@ -303,7 +307,7 @@ async def lab_pc(s: dict, url: str, code: str, score_before: str, db_url: str) -
         await page.get_by_role("button", name="← Back").click()
         await settle(page)
     radio = page.locator('[data-testid="stRadio"]').first
-    await radio.wait_for(timeout=60_000)
+    await radio.wait_for(timeout=DEADLINE_MS)
     assert await radio.locator("label:has(input:checked)").count() == 0  # nothing of the last one's answer
     b = {"n": "Bruno", "page": page}
     await answer(b, 1)

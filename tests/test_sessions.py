@@ -29,7 +29,7 @@ import pytest
 from conftest import chromium_or_skip
 
 import livetest
-from livetest import CHROMIUM_FLAGS, ROOT, nginx_proxy, streamlit_server
+from livetest import CHROMIUM_FLAGS, DEADLINE_MS, ROOT, nginx_proxy, streamlit_server
 from mha.analyses import collapse
 from ui.pages import PAGES
 
@@ -129,7 +129,7 @@ async def still_works(page, text: str, chart: bool = True) -> None:
     await box.press("Control+Enter")
     await settle(page)
     if chart:
-        await page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=60_000)
+        await page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=DEADLINE_MS)
     assert await box.input_value() == text
     for _ in range(40):  # the browser shows the address the run wrote a moment after the run
         if parse_qs(urlparse(page.url).query).get("text") == [text]:
@@ -149,12 +149,12 @@ async def school(exe: str, proxy, keys: dict[str, list[str]], survivor: str, doo
         # reads quietly to the end (its WebSocket must outlive 60 s of silence); a second visitor
         # opens "Why many heads" meanwhile and trains
         context, first, _ = await open_session(browser, url, keys[survivor][0], "/")
-        await first.wait_for_selector("text=Loading all-MiniLM-L6-v2", timeout=30_000)
+        await first.wait_for_selector("text=Loading all-MiniLM-L6-v2", timeout=DEADLINE_MS)
         trainer, train_page, train_replica = await open_session(
             browser, url, keys[survivor][1], "/why_heads?" + urlencode({"why_steps": 100, "why_seed": 7})
         )
         opened = time.perf_counter()
-        await first.wait_for_selector("text=Step 1 of 8", timeout=90_000)
+        await first.wait_for_selector("text=Step 1 of 8", timeout=DEADLINE_MS)
         assert await first.locator('[data-testid="stException"]').count() == 0
         await settle(first)
         quiet_since = time.perf_counter()  # from here no message goes either way (only the server's pings)
@@ -190,11 +190,11 @@ async def school(exe: str, proxy, keys: dict[str, list[str]], survivor: str, doo
             await settle(r["page"])
             r["reload_s"] = round(time.perf_counter() - t0, 2)
             r["after_reload"] = response.headers["x-mha-replica"]
-            await r["page"].wait_for_selector("h1", timeout=60_000)
+            await r["page"].wait_for_selector("h1", timeout=DEADLINE_MS)
             await still_works(r["page"], f"Reloaded, the {WORDS[r['i']]} page works.")
         newcomer, new_page, new_replica = await open_session(browser, url, None, "/bert_heads")
         await settle(new_page)
-        await new_page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=60_000)
+        await new_page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=DEADLINE_MS)
         # the training run: done, on the WebSocket it started on
         await train_page.wait_for_selector("text=Result on 2,048 new sequences", timeout=240_000)
         while time.perf_counter() - quiet_since < LONG_LIVED:
