@@ -20,7 +20,11 @@ PAGES = [p.url_path for p in SPECS]  # sidebar order
 def server():
     chromium_or_skip()
     with streamlit_server() as live:
+        LIVE["pid"] = live.process.pid  # for the memory it has used (test_a_replica_stays_under_its_limit)
         yield live.url
+
+
+LIVE: dict[str, int] = {}
 
 
 @pytest.fixture(scope="module")
@@ -658,3 +662,22 @@ def test_the_decoder_picked_in_the_sidebar_runs_every_page(server, browser):
     assert page.locator("h1", has_text="Attention heads").count() == 1
     assert "30 layers x 9 heads" in page.locator('[data-testid="stMain"]').inner_text()
     assert dialogs == []
+    # the worst a student can send this replica: 10,000 characters on the decoder, on the pages that
+    # raised the server's peak most (bench/bench_models_memory.py); its peak stays under the memory
+    # limit every deployment gives a replica (deploy/compose.yaml, systemd, deploy/k8s)
+    from urllib.parse import quote
+
+    from livetest import memory_mb
+    from mha.models.catalog import DECODER_MODEL, MAX_CHARS
+
+    words = "the sailor who had crossed every sea said that no storm was worse than waiting ".split()
+    long = " ".join(words[i % len(words)] + str(i % 97) for i in range(5000))[:MAX_CHARS]
+    for name in ("collapse", "lesson", "bert_heads"):
+        page.goto(f"{server}/{name}?model={quote(DECODER_MODEL)}&text={quote(long)}")
+        page.wait_for_selector("h1", timeout=DEADLINE_MS)
+        wait_idle(page)
+        assert page.locator('[data-testid="stException"]').count() == 0, name
+    limit = int(re.search(r"memory: (\d+)M", (ROOT / "deploy" / "compose.yaml").read_text()).group(1))
+    peak = memory_mb(LIVE["pid"])[1]
+    assert peak < limit, f"the replica peaked at {peak:,.0f} MiB, over its {limit:,} MiB limit"
+    print(f"replica peak after 10,000 characters on {DECODER_MODEL}: {peak:,.0f} MiB (limit {limit:,} MiB)")
