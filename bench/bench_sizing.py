@@ -138,6 +138,9 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=40, help="sessions opened for the memory per session")
     parser.add_argument("--wait", type=float, default=5.0, help="longest wait (s) for the last student of a burst")
     parser.add_argument("--class-size", type=int, default=40, help="students the rule sizes for")
+    parser.add_argument("--course", type=int, default=2000, help="students of a course (deploy/k8s/course)")
+    parser.add_argument("--at-once", type=int, default=300, help="of them, connected at once")
+    parser.add_argument("--node-cores", type=int, default=8, help="cores of one Kubernetes node")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -187,6 +190,27 @@ def main() -> None:
         f"(RSS fit at {per_replica} sessions); every distinct training run: {train_cpu:.0f} CPU s on one core, "
         "shared by everyone who picks its settings"
     )
+    limit = memory_limit_mb()
+    by_memory = math.floor((limit - fit.intercept) / fit.slope) if fit.slope > 0 else args.at_once
+    views = 1 / per_update
+    pods = max(math.ceil(args.at_once / per_replica), math.ceil(args.at_once / by_memory))
+    print(
+        f"\ncapacity: {views:.2f} page views per second per core (1 / mean CPU s per update); "
+        f"{by_memory} open sessions per replica under its {limit:,} MB limit (deploy/compose.yaml, deploy/k8s; "
+        f"the RSS fit); a course of {args.course:,} students with {args.at_once} at once, clicking together: "
+        f"{pods} pods of {cores} cores (the larger of {math.ceil(args.at_once / per_replica)} for a "
+        f"{args.wait:.0f} s wait and {math.ceil(args.at_once / by_memory)} for memory), "
+        f"{math.ceil(pods * cores / args.node_cores)} nodes of {args.node_cores} cores; the other "
+        f"{args.course - args.at_once:,} students cost nothing until they connect"
+    )
+
+
+def memory_limit_mb() -> int:
+    """The memory limit every deployment gives a replica (deploy/compose.yaml's, MiB)."""
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "deploy" / "compose.yaml").read_text()
+    return int(re.search(r"memory: (\d+)M", text).group(1))
 
 
 if __name__ == "__main__":
