@@ -50,7 +50,10 @@ else:
         f"Kovaleva et al. 2019, thresholds: {THRESHOLDS}."
     )
 layer, head = ui.layer_head(run)
-st.info(atlas.describe(m, m["pattern"][layer, head], layer, head, run.n_tokens), icon=":material/psychology:")
+st.info(
+    atlas.describe(m, m["pattern"][layer, head], layer, head, run.n_tokens, run.traits.window(layer)),
+    icon=":material/psychology:",
+)
 ui.chart(
     plots.heads.attention_heatmap(run.attentions[layer, head], run.tokens, f"Layer {layer}, head {head}"),
 )

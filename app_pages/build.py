@@ -8,7 +8,7 @@ from mha.analyses import collapse, ladder
 from mha.analyses.build import PERMUTED, build_stages, output_stripe, outside_window
 from mha.analyses.groups import group_ranges
 from mha.core.attention import valid_head_counts
-from mha.lesson import answers
+from mha.lesson import answers, structure_words
 
 MAX_SHOWN = 64  # token rows drawn per matrix; the computation always uses all tokens
 WINDOWS = (4, 8, 16, 32)  # the sliding windows a learner may try
@@ -203,7 +203,7 @@ if s.unrotated is not None:
         container=r2,
     )
 
-st.header(f"2. Scores $Q_i K_i^\\top$ ({T} x {T}) and the softmax")
+st.header(f"2. Scores ${structure_words.scores_tex(model.traits)}$ ({T} x {T}) and the softmax")
 s1, s2, s3 = st.columns(3)
 s1.metric(
     "Spread of raw scores",
@@ -307,7 +307,8 @@ st.caption(
     f"No head blocks here: $W^O$ mixes all {H} heads into every output dimension, so the lines of step 4 are gone. "
     + (
         f"The column that stands out, dimension {stripe.dim}, is one dimension the layer writes alike for every "
-        f"token (mean {stripe.mean:+.2f} over the tokens, against {stripe.runner_up:.2f} for the next column and "
+        f"token (mean {stripe.mean:+.2f} over the tokens, against {stripe.runner_up:.2f} for the second largest "
+        "column and "
         f"{stripe.typical:.2f} for the median one), not a boundary. "
         if stripe.stands_out
         else ""

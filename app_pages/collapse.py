@@ -30,13 +30,26 @@ if path is None:
 alpha, roles = path.alpha, path.roles
 names = ", ".join(f"$W^{r.upper()}$" for r in "qkv" if r in roles)
 plain_names = ", ".join(r.upper() for r in "qkv" if r in roles)
+G = model.traits.kv_groups  # K/V heads: a W^K or W^V below alpha = 1 is per head only when G = H
+head_roles = [r for r in "qkv" if r in roles and (r == "q" or G == H)]
+group_roles = [r for r in "kv" if r in roles and G < H]
+tex = lambda rs: ", ".join(f"$W^{r.upper()}$" for r in rs)  # noqa: E731
+parts = [f"every head still has its own {tex(head_roles)}"] if head_roles else []
+parts += [f"each of the model's {G} K/V heads its own {tex(group_roles)}"] if group_roles and G > 1 else []
 st.caption(
-    f"The shared projection is {path.source_name}. Below alpha = 1 every head still has its own {names} (pulled "
-    f"towards the shared one); at alpha = 1 each of {names} is one matrix for all {H} heads."
+    f"The shared projection is {path.source_name}. "
+    + (f"Below alpha = 1 {' and '.join(parts)} (pulled towards the shared one). " if parts else "")
+    + (
+        f"{tex(group_roles)} {'is one matrix' if len(group_roles) == 1 else 'are one matrix each'} for all {H} "
+        "heads already (the model has one K/V head). "
+        if group_roles and G == 1
+        else ""
+    )
+    + f"At alpha = 1 each of {names} is one matrix for all {H} heads."
     + (
         " Sharing only $W^Q$ and $W^K$ makes every head attend the same way, but the values stay distinct, so the "
         "heads still write different things into their slices."
-        if roles == ("k", "q")
+        if roles == ("k", "q") and G == H  # a head of its own W^V (with fewer K/V heads, heads of a group share it)
         else ""
     )
 )
@@ -78,8 +91,8 @@ p4.metric(
     f"{now.parameters:,}",
     delta=f"{now.parameters - ans.params_distinct:+,} vs {ans.params_distinct:,}" if alpha == 1.0 else None,
     delta_color="off",
-    help="Below alpha = 1 every head still has its own weights: only the shared structure at alpha = 1 "
-    f"drops them ({ans.params_shared:,} parameters with {names} shared).",
+    help="Below alpha = 1 no projection is shared yet: only the shared structure at alpha = 1 "
+    f"drops weights ({ans.params_shared:,} parameters with {names} shared).",
 )
 
 g1, g2 = st.columns(2)

@@ -208,3 +208,31 @@ def test_describe_says_mostly_only_above_a_threshold():
     prev = atlas.describe(m, "diagonal", 0, 1, T)
     assert "attends mostly to the previous token" in prev
     assert m["entropy / ln T"][0, 0] == pytest.approx(1.0, rel=1e-5) and m["entropy / ln T"][0, 1] < 0.01
+
+
+def test_a_sliding_window_caps_what_a_query_can_read_in_every_bound():
+    """Past a sliding window of W, query i reads W keys, not i + 1: the entropy bound, the entropy
+    share and the random-map baseline count only those (known answers, computed here by hand)."""
+    import math
+
+    from mha.analyses import metrics
+
+    T, W, H = 9, 3, 4
+    assert metrics.readable_keys(T, True, W).tolist() == [1, 2, 3, 3, 3, 3, 3, 3, 3]
+    assert metrics.readable_keys(T, True).tolist() == list(range(1, T + 1))
+    assert metrics.readable_keys(T).tolist() == [T] * T
+    by_hand = sum(math.log(min(i + 1, W)) for i in range(1, T)) / (T - 1)
+    assert atlas.most_entropy(T, True, W) == pytest.approx(by_hand, abs=1e-12)
+    assert atlas.most_entropy(T, True) == pytest.approx(sum(math.log(i + 1) for i in range(1, T)) / (T - 1))
+    even = np.zeros((H, T, T))  # every head even over the keys its window lets it read
+    for i in range(T):
+        lo = max(0, i - W + 1)
+        even[:, i, lo : i + 1] = 1 / (i + 1 - lo)
+    assert metrics.entropy_share(even, True, W) == pytest.approx(1.0)  # as even as it can be
+    assert metrics.entropy_share(even, True) < 0.9  # against i + 1 keys it would look sharp
+    # identical even heads: their shuffles within the window stay identical (0); over keys the
+    # window hides, they would not
+    assert metrics.shuffled_diversity(even, True, 4, W) == pytest.approx(0.0, abs=1e-9)
+    assert metrics.shuffled_diversity(even, True, 4) > 0.05
+    m = atlas.head_measures(even[None], [f"t{i}" for i in range(T)], causal=True, windows=(W,))
+    assert m["entropy / ln T"][0] == pytest.approx(np.ones(H))

@@ -59,6 +59,10 @@ def test_every_page_and_step_on_gemma(language):
     if language != "English":
         assert len(said) == len(TOKEN_PAGES)
         return
+    collapse = said["app_pages/collapse.py"]  # one K/V head: no head has a W^K of its own below alpha = 1
+    assert "Below alpha = 1 every head still has its own $W^Q$ (pulled towards the shared one)" in collapse
+    assert "$W^K$, $W^V$ are one matrix each for all 4 heads already" in collapse
+    assert "Scores $Q_i K^\\top" in said["app_pages/build.py"]
     overview = said["app_pages/overview.py"]
     assert "all 4 query heads read one $W^K$ and one $W^V$" in overview.replace("All 4", "all 4")
     assert "each head works in $d_k$ = 256 dimensions, set by the model: 4 x 256 = 1024, not 640" in overview

@@ -100,7 +100,7 @@ def grouped_words(c: StepContext, layer: int) -> str:
         if t.sliding_layers:  # past the window only the full layers' caches grow
             full = m.n_layers - len(t.sliding_layers)
             window = (max(w for w in t.windows if w), len(t.sliding_layers), ladder.kv_cache_bytes(full, G, D))
-        random = metrics.shuffled_diversity(w, causal)
+        random = metrics.shuffled_diversity(w, causal, window=t.window(layer))
         return recap.multi_query(t.who, H, layer, mine, random, caches[:2], window)
     pool = cache.cached_group_diversity(c.inp.model)
     return recap.grouped(m.traits.who, H, G, layer, groups.within_across(c.run.attentions, layer, H, G), pool, caches)

@@ -270,7 +270,10 @@ def jobs(c: StepContext) -> None:
     )
     st.markdown("Now a head of your choice:")
     layer, head = layer_head(c.run)
-    st.info(atlas.describe(m, m["pattern"][layer, head], layer, head, c.run.n_tokens), icon=":material/psychology:")
+    st.info(
+        atlas.describe(m, m["pattern"][layer, head], layer, head, c.run.n_tokens, c.run.traits.window(layer)),
+        icon=":material/psychology:",
+    )
     title = f"Layer {layer}, head {head}"
     chart(plots.heads.attention_heatmap(c.run.attentions[layer, head], c.run.tokens, title, height=420))
     c.tool("app_pages/atlas.py", "Every measure of every head: Head atlas", *best)

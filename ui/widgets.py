@@ -145,7 +145,8 @@ def current_run(inp: Inputs) -> Run | None:
         return None
     if run.truncated:
         st.warning(
-            f"The input is longer than {run.model_name}'s maximum of {run.max_length} tokens: "
+            f"The input is longer than the app's maximum of {run.max_length} tokens for {run.model_name} "
+            "(the model's own limit, or fewer to keep every page quick): "
             f"the last {run.n_dropped} tokens were dropped."
         )
     return run

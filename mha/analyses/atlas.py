@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from mha.analyses import metrics
+
 if TYPE_CHECKING:
     from mha.models.family import LoadedModel
     from mha.models.run import Run
@@ -127,6 +129,7 @@ def head_measures(
     segment_ids: list[int] | None = None,
     causal: bool = False,
     parked: dict[str, list[int]] | None = None,
+    windows: tuple[int | None, ...] | None = None,
 ) -> dict[str, np.ndarray]:
     """Every per-head measure, each (L, H), in one dict (Clark et al. 2019; Voita et al. 2019).
 
@@ -139,7 +142,8 @@ def head_measures(
     Confidence leaves the parking places out.
 
     causal: query i reads keys 0..i only. The first query, which can read nothing but itself, is
-    then not counted in any mean, and there is no next token to read.
+    then not counted in any mean, and there is no next token to read. windows: per layer, a sliding
+    window (None: none), which caps the keys a query can read (Traits.windows).
     """
     att = np.asarray(attentions, dtype=np.float32)
     T = att.shape[-1]
@@ -162,7 +166,8 @@ def head_measures(
     if not causal:
         out["to next"] = offset_share(att, 1)
     row_ent = row_entropy(rows)  # (L, H, T - first)
-    readable = np.arange(first, T) + 1 if causal else np.full(T, T)  # keys each counted query can read
+    per_layer = windows if windows is not None else (None,) * att.shape[0]
+    readable = np.stack([metrics.readable_keys(T, causal, w)[first:] for w in per_layer])[:, None]  # (L, 1, T - first)
     out["entropy"] = row_ent.mean(-1)
     out["entropy / ln T"] = (row_ent / np.log(np.maximum(readable, 2))).mean(-1)
     out["confidence"] = confidence(rows, ~is_sink)
@@ -295,15 +300,17 @@ MOSTLY = 0.5  # a head "attends mostly to" something only with at least half of 
 NEAR_UNIFORM = 0.9  # entropy at least this share of the most a row can have: "widely"
 
 
-def most_entropy(n_tokens: int, causal: bool = False) -> float:
+def most_entropy(n_tokens: int, causal: bool = False, window: int | None = None) -> float:
     """The largest mean entropy a head's rows can have (nats): ln T, or for a causal map the mean
-    of ln(i + 1) over the queries 1..T-1 (query i reads i + 1 keys)."""
+    of ln(keys query i reads) over the queries 1..T-1: i + 1, at most a sliding window's W."""
     if causal and n_tokens > 1:
-        return float(np.log(np.arange(2, n_tokens + 1)).mean())
+        return float(np.log(metrics.readable_keys(n_tokens, True, window)[1:]).mean())
     return float(np.log(max(n_tokens, 2)))
 
 
-def describe(m: dict[str, np.ndarray], label: str, layer: int, head: int, n_tokens: int) -> str:
+def describe(
+    m: dict[str, np.ndarray], label: str, layer: int, head: int, n_tokens: int, window: int | None = None
+) -> str:
     """One line on what a head does, from its measures: "mostly" only where a share is at least
     MOSTLY, "widely" only where the entropy is at least NEAR_UNIFORM of the most it can
     have (most_entropy; a causal map's measures have no "to next")."""
@@ -314,7 +321,7 @@ def describe(m: dict[str, np.ndarray], label: str, layer: int, head: int, n_toke
     named |= {"to next": "the next token", "to punctuation": "the tokens “.” and “,” together"}  # Clark et al.'s
     where = named.get(top, f"the {top[3:]} token")
     causal = "to next" not in m
-    most = most_entropy(n_tokens, causal)
+    most = most_entropy(n_tokens, causal, window)
     if share >= MOSTLY:
         text = f"Layer {layer}, head {head} ({label}): attends mostly to {where} ({share:.0%})"
     else:
@@ -380,7 +387,7 @@ def measures(run: Run) -> dict[str, np.ndarray]:
     """Every per-head measure of a run, each (L, H), plus "pattern" labels (L, H)."""
     t = run.traits
     parked = parking(run.tokens, t.parking == "first", t.special_tokens)
-    m = head_measures(run.attentions, run.tokens, run.segment_ids, t.causal, parked)
+    m = head_measures(run.attentions, run.tokens, run.segment_ids, t.causal, parked, t.windows)
     m["pattern"] = pattern_labels(m, run.n_tokens)
     return m
 

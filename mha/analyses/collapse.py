@@ -293,6 +293,7 @@ class LayerCollapse:
     score_spread: np.ndarray
     parameters: int = 0
     causal: bool = False  # a decoder's layer: the measures count only the pairs its softmax compares
+    window: int | None = None  # its sliding window: a query compares only its last `window` keys
 
     def summary(self) -> dict[str, float]:
         """The scalar measures: mean off-diagonal diversity and overlaps, the effective number of
@@ -304,7 +305,7 @@ class LayerCollapse:
         out["effective number of heads"] = self.effective_heads
         out["distinct maps"] = float(self.distinct_maps)
         out["score spread"] = float(self.score_spread.mean())
-        out["entropy / ln T"] = metrics.entropy_share(self.weights, self.causal)
+        out["entropy / ln T"] = metrics.entropy_share(self.weights, self.causal, self.window)
         out["largest difference between heads"] = metrics.head_spread(self.weights)
         out["parameters"] = float(self.parameters)
         return out
@@ -374,6 +375,7 @@ def measures_from(
         metrics.score_spread(scaled, m.causal, m.window),
         m.num_parameters(),
         m.causal,
+        m.window,
     )
 
 

@@ -283,7 +283,7 @@ def ladder_measures(
                     diversity=metrics.mean_off_diagonal(metrics.head_diversity(rows)),
                     layer_cosine=float(metrics.cosine(o[0].numpy(), ref_out[0].numpy()).mean()),
                     sentence_cosine=final,
-                    random_diversity=metrics.shuffled_diversity(w[0].numpy(), m.causal, RANDOM_SEEDS),
+                    random_diversity=metrics.shuffled_diversity(w[0].numpy(), m.causal, RANDOM_SEEDS, m.window),
                 )
             )
     return out
@@ -361,7 +361,7 @@ def baselines(bert: LoadedModel, run: Run, layer: int, whole: bool = True) -> Ba
         layer_cosine=float("nan") if silent else float(metrics.cosine(out[0].numpy(), ref_out[0].numpy()).mean()),
         sentence_cosine=collapse.removal_effect(bert, run, [layer])[key] if whole else None,
         sentence_cosine_no_heads=collapse.removal_effect(bert, run, range(bert.n_layers))[key] if whole else None,
-        random_diversity=metrics.shuffled_diversity(ref_w[0].numpy(), original.causal, RANDOM_SEEDS),
+        random_diversity=metrics.shuffled_diversity(ref_w[0].numpy(), original.causal, RANDOM_SEEDS, original.window),
         residual_ratio=float(np.mean(np.linalg.norm(added[0].numpy(), axis=-1) / residual)),
     )
 

@@ -109,10 +109,11 @@ def head_diversity(weights: np.ndarray | Rows) -> np.ndarray:
     return np.maximum(out, out.T)
 
 
-def shuffled_diversity(weights: np.ndarray, causal: bool = False, seeds: int = 4) -> float:
+def shuffled_diversity(weights: np.ndarray, causal: bool = False, seeds: int = 4, window: int | None = None) -> float:
     """The head diversity (mean JS between heads, as head_diversity) of random maps exactly as sharp
     as `weights` (H, T, T): each row's weights shuffled over the keys it can read (all T; a causal
-    row i over 0..i, the first row left out), the mean over `seeds` seeded shuffles. A row keeps
+    row i over 0..i, or its last `window` keys on a sliding layer; the first row left out), the
+    mean over `seeds` seeded shuffles. A row keeps
     its weights, so its entropy; only where they fall is random: heads of this sharpness with
     nothing in common. Sharp rows give about ln 2 (1 - 1/T); flat rows give 0, as flat heads do."""
     w = np.asarray(weights, dtype=np.float32)  # (H, T, T)
@@ -122,7 +123,8 @@ def shuffled_diversity(weights: np.ndarray, causal: bool = False, seeds: int = 4
         if causal:
             mixed = np.zeros_like(w)
             for i in range(w.shape[-2]):
-                mixed[:, i, : i + 1] = rng.permuted(w[:, i, : i + 1], axis=-1)  # (H, i + 1): keys 0..i only
+                lo = 0 if window is None else max(0, i - window + 1)  # the first key row i can read
+                mixed[:, i, lo : i + 1] = rng.permuted(w[:, i, lo : i + 1], axis=-1)  # (H, i + 1 - lo)
         else:
             mixed = rng.permuted(w, axis=-1)  # (H, T, T): every row on its own
         out.append(mean_off_diagonal(head_diversity(Rows.of(mixed).causal(causal))))
@@ -273,10 +275,19 @@ def causal_rows(weights: np.ndarray, causal: bool) -> np.ndarray:
     return weights[..., 1:, :] if causal and weights.shape[-2] > 1 else weights
 
 
-def entropy_share(weights: np.ndarray, causal: bool = False) -> float:
+def readable_keys(T: int, causal: bool = False, window: int | None = None) -> np.ndarray:
+    """(T,) how many keys each query can read: T; causal, i + 1; with a sliding window of W, at
+    most W (query i reads keys i - W + 1 .. i)."""
+    if not causal:
+        return np.full(T, T)
+    n = np.arange(1, T + 1)
+    return n if window is None else np.minimum(n, window)
+
+
+def entropy_share(weights: np.ndarray, causal: bool = False, window: int | None = None) -> float:
     """The mean entropy of the attention rows (H, T, T) over the most each can have, ln of the
-    number of keys it reads (ln T; for a causal row i, ln(i + 1), the first row left out): 1 =
-    even over what it can see, 0 = one key."""
+    number of keys it reads (ln T; for a causal row i, ln(i + 1), or ln W past a sliding window
+    of W; the first row left out): 1 = even over what it can see, 0 = one key."""
     w = np.asarray(weights)
     w = w if w.dtype.kind == "f" else w.astype(np.float64)  # float32 stays float32: one pass, summed in float64
     T = w.shape[-1]
@@ -284,5 +295,5 @@ def entropy_share(weights: np.ndarray, causal: bool = False) -> float:
         return 0.0
     ent = -(w * np.log(w + w.dtype.type(_TINY))).sum(-1, dtype=np.float64)  # (H, T); 0 log 0 = 0
     if causal:
-        return float((ent[:, 1:] / np.log(np.arange(2, T + 1))).mean())
+        return float((ent[:, 1:] / np.log(np.maximum(readable_keys(T, True, window)[1:], 2))).mean())
     return float(ent.mean() / np.log(T))

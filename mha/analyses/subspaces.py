@@ -105,7 +105,11 @@ def _rank2(q: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]
 
 
 def head_maps(
-    spaces: HeadSpaces, weights: np.ndarray | None = None, causal: bool = False, key_groups: int | None = None
+    spaces: HeadSpaces,
+    weights: np.ndarray | None = None,
+    causal: bool = False,
+    key_groups: int | None = None,
+    window: int | None = None,
 ) -> HeadMaps:
     """The 2-D picture of every head (see the module doc); weights are passed through. With
     `causal`, the fidelity counts only the pairs a causal softmax uses (a query and the keys up to
@@ -130,7 +134,7 @@ def head_maps(
                 q = spaces.queries[h] * scale
                 fid[h] = within_fidelity(q, keys, qs[h], ks[h], np.zeros(T), causal=causal)
     scaled = (spaces.queries * scale) @ spaces.keys.transpose(0, 2, 1)  # (H, T, T)
-    return HeadMaps(qs, ks, fid, weights, metrics.score_spread(scaled, causal), G)
+    return HeadMaps(qs, ks, fid, weights, metrics.score_spread(scaled, causal, window), G)
 
 
 def layer_maps(bert: LoadedModel, run: Run, layer: int, path: CollapsePath = BERT) -> HeadMaps:
@@ -139,7 +143,7 @@ def layer_maps(bert: LoadedModel, run: Run, layer: int, path: CollapsePath = BER
     the model's own heads)."""
     m = module_at(bert.scratch_layer(layer), path)
     spaces, weights = _spaces_and_weights(m, run.layer_input(layer)[0].numpy())  # (T, C): what the attention reads
-    return head_maps(spaces, weights, m.causal, m.role_heads[1])
+    return head_maps(spaces, weights, m.causal, m.role_heads[1], m.window)
 
 
 def align(points: np.ndarray, previous: np.ndarray) -> np.ndarray:

@@ -109,7 +109,11 @@ def measure(model: LoadedModel, runs: list[Run], verdict: Verdict) -> ModelRow:
     per_text = [groups.layer_diversity(r.attentions, t.causal) for r in runs]  # each (L, H, H)
     alls, withins, acrosses = zip(*(_pair_means(d, group) for d in np.mean(per_text, axis=0)))
     random_maps = np.mean(
-        [metrics.shuffled_diversity(r.attentions[layer], t.causal, SEEDS) for r in runs for layer in range(t.n_layers)]
+        [
+            metrics.shuffled_diversity(r.attentions[layer], t.causal, SEEDS, t.window(layer))
+            for r in runs
+            for layer in range(t.n_layers)
+        ]
     )
     plain = ladder.rungs(H, False, G)[0].pooling  # the plain mean's name (Rung.pooling)
     model_score, removed = verdict.score(verdict.model_entry), verdict.score(verdict.removed_entry)
