@@ -109,7 +109,7 @@ if other.strip():
             "the head: uniform attention gives query i an entropy of ln of the number of keys it can read, "
             + (
                 "i + 1 (or W on a sliding layer past its window W), "
-                if run.traits.sliding_layers and max(run.n_tokens, T_b) > max(w for w in run.traits.windows if w)
+                if run.traits.sliding_layers and max(run.n_tokens, T_b) > run.traits.widest_window
                 else "i + 1, "
             )
             + f"a mean of {most_a:.2f} against {most_b:.2f} nats here"

@@ -20,9 +20,8 @@ st.caption(
         f" A decoder is causal: {structure_words.reads(traits, run.n_tokens)}, so every map is a lower "
         "triangle (the first token can read only itself)"
         + (
-            f"; in a sliding-window layer the triangle stops {max(w for w in traits.windows if w):,} keys left of "
-            "the diagonal."
-            if traits.sliding_layers and run.n_tokens > max(w for w in traits.windows if w)
+            f"; in a sliding-window layer the triangle stops {traits.widest_window:,} keys left of the diagonal."
+            if traits.sliding_layers and run.n_tokens > traits.widest_window
             else "."
         )
         if causal

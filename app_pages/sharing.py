@@ -64,7 +64,7 @@ st.caption(
     "it writes. Layers x (K heads + V heads) x $d_k$ values, 2 bytes each (fp16)"
     + (
         f"; each of the {len(model.traits.sliding_layers)} sliding-window layers keeps at most its "
-        f"{max(w for w in model.traits.windows if w):,} tokens."
+        f"{model.traits.widest_window:,} tokens."
         if model.traits.sliding_layers
         else "."
     )

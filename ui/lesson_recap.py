@@ -99,7 +99,7 @@ def grouped_words(c: StepContext, layer: int) -> str:
         window = None
         if t.sliding_layers:  # past the window only the full layers' caches grow
             full = m.n_layers - len(t.sliding_layers)
-            window = (max(w for w in t.windows if w), len(t.sliding_layers), ladder.kv_cache_bytes(full, G, D))
+            window = (t.widest_window, len(t.sliding_layers), ladder.kv_cache_bytes(full, G, D))
         random = metrics.shuffled_diversity(w, causal, window=t.window(layer))
         return recap.multi_query(t.who, H, layer, mine, random, caches[:2], window)
     pool = cache.cached_group_diversity(c.inp.model)

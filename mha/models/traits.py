@@ -107,6 +107,11 @@ class Traits:
         """The layers with a sliding window."""
         return tuple(i for i in range(self.n_layers) if self.window(i) is not None)
 
+    @property
+    def widest_window(self) -> int | None:
+        """The largest sliding window of any layer, in keys (None: no sliding layer)."""
+        return max((w for w in self.windows or () if w), default=None)
+
     def theta(self, layer: int) -> float | None:
         """Layer `layer`'s rotary base (None without rotary positions)."""
         return self.rope_theta if self.rope_thetas is None else self.rope_thetas[layer]
