@@ -191,17 +191,19 @@ def main() -> None:
         "shared by everyone who picks its settings"
     )
     limit = memory_limit_mb()
-    by_memory = math.floor((limit - fit.intercept) / fit.slope) if fit.slope > 0 else args.at_once
     views = 1 / per_update
-    pods = max(math.ceil(args.at_once / per_replica), math.ceil(args.at_once / by_memory))
+    pods = math.ceil(args.at_once / per_replica)  # CPU decides; memory is checked against what was measured
+    fits = peak <= limit
     print(
         f"\ncapacity: {views:.2f} page views per second per core (1 / mean CPU s per update); "
-        f"{by_memory} open sessions per replica under its {limit:,} MB limit (deploy/compose.yaml, deploy/k8s; "
-        f"the RSS fit); a course of {args.course:,} students with {args.at_once} at once, clicking together: "
-        f"{pods} pods of {cores} cores (the larger of {math.ceil(args.at_once / per_replica)} for a "
-        f"{args.wait:.0f} s wait and {math.ceil(args.at_once / by_memory)} for memory), "
-        f"{math.ceil(pods * cores / args.node_cores)} nodes of {args.node_cores} cores; the other "
-        f"{args.course - args.at_once:,} students cost nothing until they connect"
+        f"{per_replica} students per replica clicking at once for a {args.wait:.0f} s wait; {args.sessions} open "
+        f"sessions measured at a peak of {peak:,.0f} MB, {'under' if fits else 'OVER'} a replica's {limit:,} MB "
+        f"limit (deploy/compose.yaml, deploy/k8s). A course of {args.course:,} students with {args.at_once} at "
+        f"once, clicking together: {pods} pods of {cores} cores ({args.at_once} / {per_replica}), "
+        f"{math.ceil(pods * cores / args.node_cores)} nodes of {args.node_cores} cores for their limits; "
+        f"memory alone, at the {args.sessions} sessions per pod measured: {math.ceil(args.at_once / args.sessions)} "
+        f"pods; the other {args.course - args.at_once:,} students cost nothing until they "
+        "connect"
     )
 
 

@@ -71,12 +71,13 @@ def test_the_overlay_is_valid_kubernetes_and_a_wrong_field_is_not(rendered, tmp_
 
 
 def measured_peak_mib() -> float:
-    """The server's peak after every page on BERT and then SmolLM2 (the image's two models), as
-    bench/bench_models_memory.py printed it into docs/benchmarks.md."""
+    """The server's peak after every page on each of the image's models (BERT, SmolLM2, Gemma 3),
+    as bench/bench_models_memory.py printed it into docs/benchmarks.md."""
     text = (ROOT / "docs" / "benchmarks.md").read_text()
-    found = re.search(r"SmolLM2-135M-Instruct: every page.*?peak so far ([\d,]+) MB", text)
-    assert found, "docs/benchmarks.md has no bench_models_memory.py figures"
-    return float(found.group(1).replace(",", ""))
+    section = text.split("## bench_models_memory.py", 1)[1].split("\n## ", 1)[0]
+    found = re.findall(r"peak so far ([\d,]+) MB", section)
+    assert len(found) == 3, "docs/benchmarks.md has no bench_models_memory.py figures for the three models"
+    return max(float(f.replace(",", "")) for f in found)
 
 
 def mib(quantity: str) -> float:
@@ -103,6 +104,7 @@ def test_the_app_pod(rendered):
         assert container[probe]["httpGet"] == {"path": "/_stcore/health", "port": "http"}, probe
     res = container["resources"]
     assert set(res["requests"]) == set(res["limits"]) == {"cpu", "memory"}
+    assert res["requests"]["memory"] == res["limits"]["memory"]  # a busy node evicts no pod for using its request
     limit = mib(res["limits"]["memory"])
     assert limit >= 1.1 * measured_peak_mib(), (limit, measured_peak_mib())  # sized from the bench, with margin
     for other in ("compose.yaml", "mha-explorer@.service"):  # every deployment gives a replica the same
@@ -114,13 +116,18 @@ def test_the_app_pod(rendered):
     hpa = one(docs, "HorizontalPodAutoscaler")
     assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "mha-app"}
     assert hpa["spec"]["metrics"][0]["resource"]["name"] == "cpu"
+    assert "replicas" not in app["spec"]  # the autoscaler owns them: an apply never scales a grown course back
+    images = {
+        c["image"] for d in docs if "template" in d.get("spec", {}) for c in d["spec"]["template"]["spec"]["containers"]
+    }
+    assert {i for i in images if "mha-explorer" in i} == {"registry.example.org/mha-explorer:1"}, images  # Job too
     if name == "demo":  # SQLite is one server's file: one pod, on its volume, stopped before the next starts
-        assert app["spec"]["replicas"] == 1 == hpa["spec"]["maxReplicas"]
+        assert hpa["spec"]["minReplicas"] == 1 == hpa["spec"]["maxReplicas"]
         assert app["spec"]["strategy"]["type"] == "Recreate"
         assert env_of(container)["MHA_CLASS_DIR"]["value"] == "/data" and "MHA_CLASS_DB" not in env_of(container)
         assert not [d for d in docs if d["kind"] == "StatefulSet"]
     else:
-        assert app["spec"]["replicas"] >= 2 and hpa["spec"]["minReplicas"] >= 2
+        assert hpa["spec"]["minReplicas"] >= 2
         assert hpa["spec"]["maxReplicas"] > hpa["spec"]["minReplicas"]
 
 
