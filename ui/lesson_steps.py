@@ -225,7 +225,7 @@ def concat(c: StepContext) -> None:
     s = c.shape
     C, H, D = s.C, s.H, s.D
     layer, _ = layer_head(c.run, head=False)
-    h2, d2 = answers.other_split(H, C)
+    h2, d2 = answers.other_split(H, C, c.model.traits.d_head)
     answered = number_question(
         f"{c.tag}-out",
         f"A what-if the page does not draw: the same layer with {h2} heads of $d_k = {d2}$ instead of {H} heads of "

@@ -301,9 +301,12 @@ def stage_shapes(run: Run, bert: LoadedModel) -> dict[str, tuple[int, int]]:
     return {"X": (T, C), "Q_i": (T, D), "A_i": (T, T), "head_i": (T, D), "concat": (T, H * D), "output": (T, C)}
 
 
-def other_split(n_heads: int, d_model: int) -> tuple[int, int]:
-    """Step 4's what-if: another number of heads for the same width, (heads, d_k): twice as many,
-    else half as many, else one, whichever splits d_model evenly."""
+def other_split(n_heads: int, d_model: int, d_head: int | None = None) -> tuple[int, int]:
+    """Step 4's what-if: another number of heads, (heads, d_k). A model whose head size is its own
+    (d_head, with n_heads * d_head != d_model) keeps it with twice as many heads; otherwise the
+    same width split again: twice as many, else half as many, else one, whichever splits d_model evenly."""
+    if d_head is not None and n_heads * d_head != d_model:
+        return 2 * n_heads, d_head
     for h in (2 * n_heads, n_heads // 2, 1):
         if h >= 1 and h != n_heads and d_model % h == 0:
             return h, d_model // h

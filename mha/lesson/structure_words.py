@@ -62,8 +62,7 @@ def reads(t: Traits, n_tokens: int) -> str:
 def diagram_args(t: Traits) -> dict:
     """The keyword arguments of mha.lesson.diagram's stages_dot and stages_text for this structure: its
     own head size, its sliding window (the largest, if any layer has one) and its score scale."""
-    windows = [w for w in (t.windows or ()) if w is not None]
-    return {"d_head": t.d_head, "window": max(windows) if windows else None, "scale": t.score_scale}
+    return {"d_head": t.d_head, "window": t.widest_window, "scale": t.score_scale}
 
 
 def key_of(traits: Traits, head: int) -> str:
