@@ -120,15 +120,22 @@ def migrate(eng: Engine, revision: str = "head", down: bool = False) -> None:
     or changed). On PostgreSQL an advisory lock makes replicas that start together migrate one at
     a time."""
     from alembic import command
-    from alembic.config import Config
 
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
+    config = _alembic_config()
     with eng.begin() as conn:
         if eng.dialect.name == "postgresql":
             conn.execute(sa.select(sa.func.pg_advisory_xact_lock(7_356_001)))
         config.attributes["connection"] = conn
         (command.downgrade if down else command.upgrade)(config, revision)
+
+
+def _alembic_config():
+    """Alembic's configuration for classroom/migrations (no alembic.ini)."""
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    return config
 
 
 class NotMigrated(RuntimeError):
@@ -138,13 +145,10 @@ class NotMigrated(RuntimeError):
 def check_migrated(eng: Engine) -> None:
     """NotMigrated unless the schema is at the newest migration (MHA_CLASS_MIGRATE=0: a Kubernetes
     Job migrates, deploy/k8s/course; the pods only check)."""
-    from alembic.config import Config
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
 
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
-    head = ScriptDirectory.from_config(config).get_current_head()
+    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
     with eng.connect() as conn:
         current = MigrationContext.configure(conn).get_current_revision()
     if current != head:

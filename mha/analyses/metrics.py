@@ -122,8 +122,7 @@ def shuffled_diversity(weights: np.ndarray, causal: bool = False, seeds: int = 4
         rng = np.random.default_rng(seed)
         if causal:
             mixed = np.zeros_like(w)
-            for i in range(w.shape[-2]):
-                lo = 0 if window is None else max(0, i - window + 1)  # the first key row i can read
+            for i, lo in enumerate(first_keys(w.shape[-2], window)):
                 mixed[:, i, lo : i + 1] = rng.permuted(w[:, i, lo : i + 1], axis=-1)  # (H, i + 1 - lo)
         else:
             mixed = rng.permuted(w, axis=-1)  # (H, T, T): every row on its own
@@ -265,7 +264,7 @@ def score_spread(scaled: np.ndarray, causal: bool = False, window: int | None = 
     T = s.shape[-1]
     if T < 2:
         return np.zeros(s.shape[0])
-    first = [0 if window is None else max(0, i - window + 1) for i in range(T)]  # each query's first key read
+    first = first_keys(T, window)
     return np.stack([s[:, i, first[i] : i + 1].std(-1) for i in range(1, T)], -1).mean(-1)
 
 
@@ -275,13 +274,18 @@ def causal_rows(weights: np.ndarray, causal: bool) -> np.ndarray:
     return weights[..., 1:, :] if causal and weights.shape[-2] > 1 else weights
 
 
+def first_keys(T: int, window: int | None = None) -> np.ndarray:
+    """(T,) the first key each causal query reads: 0, or i - W + 1 past a sliding window of W."""
+    i = np.arange(T)
+    return np.zeros(T, dtype=int) if window is None else np.maximum(0, i - window + 1)
+
+
 def readable_keys(T: int, causal: bool = False, window: int | None = None) -> np.ndarray:
     """(T,) how many keys each query can read: T; causal, i + 1; with a sliding window of W, at
-    most W (query i reads keys i - W + 1 .. i)."""
+    most W (query i reads keys first_keys(T, W)[i] .. i)."""
     if not causal:
         return np.full(T, T)
-    n = np.arange(1, T + 1)
-    return n if window is None else np.minimum(n, window)
+    return np.arange(1, T + 1) - first_keys(T, window)
 
 
 def entropy_share(weights: np.ndarray, causal: bool = False, window: int | None = None) -> float:
