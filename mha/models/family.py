@@ -19,6 +19,7 @@ import threading
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -27,6 +28,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from mha.core.attention import ROLES, MultiHeadAttention
+from mha.models import q8
 from mha.models.run import Run
 from mha.models.traits import Traits
 
@@ -35,6 +37,14 @@ def weights_digest(model: torch.nn.Module) -> str:
     """A SHA-256 of every weight of a torch module, by name: equal digests, bit-identical weights."""
     h = hashlib.sha256()
     for k, v in model.state_dict().items():
+        if k.endswith(".table.scales"):
+            continue
+        if k.endswith(".table.codes"):  # a Q8_0 table (q8.py) is hashed as the float32 weight it stands for
+            table = model.get_submodule(k.removesuffix(".codes"))
+            h.update(k.replace("table.codes", "weight").encode())
+            for start in range(0, table.n_tokens, q8.BLOCK_ROWS):  # a block at a time: never 671 MB at once
+                h.update(table.block(start).numpy().reshape(-1).view(np.uint8))
+            continue
         h.update(k.encode())
         h.update(v.detach().cpu().contiguous().numpy().reshape(-1).view(np.uint8))  # the bytes, read in place
     return h.hexdigest()
@@ -102,8 +112,13 @@ class LoadedModel(abc.ABC):
         hf_logging.disable_progress_bar()
         kwargs = dict(trust_remote_code=False, local_files_only=local_files_only)
         tokenizer = transformers.AutoTokenizer.from_pretrained(where, **kwargs)
+        for copy_in_python in ("_vocab", "_merges"):  # Transformers keeps what built the Rust tokenizer:
+            if hasattr(tokenizer, copy_in_python):  # 145 MB for Gemma 3's 262,144 tokens, never read again
+                setattr(tokenizer, copy_in_python, None)
         auto = getattr(transformers, cls.AUTO)
         model = auto.from_pretrained(where, attn_implementation="eager", dtype=torch.float32, **kwargs)
+        if Path(where).is_dir():
+            q8.attach(model, where)  # a converted decoder's token table, as its GGUF stores it
         if getattr(model.config, "model_type", "") != cls.MODEL_TYPE:
             raise ValueError(f"{name} is a {model.config.model_type!r} model, not {cls.MODEL_TYPE!r}")
         model.eval().requires_grad_(False)
@@ -393,11 +408,36 @@ class CausalLM(LoadedModel):
         """Transformers' decoder stack (without the LM head): forward(input_ids, output_hidden_states)."""
 
     @abc.abstractmethod
+    def _final_norm(self, h: torch.Tensor) -> torch.Tensor:
+        """(B, T, C) the final norm on the last layer's output h (B, T, C)."""
+
     def _final(self, h: torch.Tensor) -> torch.Tensor:
         """(B, T, V) the final norm and the LM head on the last layer's output h (B, T, C)."""
+        return self.model.lm_head(self._final_norm(h))
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         return self._final(h)
+
+    def next_token_nats(self, h: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """(N, T - 1) the cross-entropy (nats) of each next token ids[:, 1:] of texts whose last layer's
+        output is h (N, T, C), without the (N, T, V) logits: a Q8_0 head (mha/models/q8.py) runs its
+        blocks of the vocabulary over every position at once, another head a few texts at a time
+        (LOGITS_BYTES of logits at most, at least one text: Gemma 3's 262,144 take 1 MiB a token)."""
+        N, T, C = h.shape
+        target = ids[:, 1:]  # (N, T - 1)
+        head = self.model.lm_head
+        if isinstance(head, q8.Q8Head):
+            x = self._final_norm(h[:, :-1]).reshape(-1, C)  # (N (T - 1), C)
+            return head.nats(x.float(), target.reshape(-1)).view(N, T - 1)
+        rows = max(1, LOGITS_BYTES // (T * head.out_features * 4))
+        return torch.cat(
+            [
+                F.cross_entropy(
+                    self.logits(h[i : i + rows])[:, :-1].float().transpose(1, 2), target[i : i + rows], reduction="none"
+                )  # (n, T - 1)
+                for i in range(0, N, rows)
+            ]
+        )
 
     def tokenize(self, text: str, text_b: str | None = None) -> Tokens:
         """The text (a second text is read after the first, in one sequence), at most max_length tokens."""
@@ -450,6 +490,9 @@ class CausalLM(LoadedModel):
         if count == 0:
             raise ValueError("no text has two tokens: nothing to predict")
         return total / count
+
+
+LOGITS_BYTES = 32 * 2**20  # at most this much float32 logits per pass through a float32 LM head
 
 
 class _Silent:

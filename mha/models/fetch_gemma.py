@@ -41,8 +41,7 @@ def converted_dir() -> Path:
 
 
 def is_converted() -> bool:
-    out = converted_dir()
-    return (out / "config.json").is_file() and any(out.glob("*.safetensors")) and (out / TERMS_FILE).is_file()
+    return fetch.is_complete(converted_dir(), TERMS_FILE)
 
 
 def terms() -> bytes | None:

@@ -64,8 +64,8 @@ class LoadedGPT2(CausalLM):
         a = h + out
         return a + block.mlp(block.ln_2(a)), weights
 
-    def _final(self, h: torch.Tensor) -> torch.Tensor:
-        return self.model.lm_head(self.model.transformer.ln_f(h))  # (B, T, V)
+    def _final_norm(self, h: torch.Tensor) -> torch.Tensor:
+        return self.model.transformer.ln_f(h)
 
     def _base(self):
         return self.model.transformer

@@ -66,8 +66,8 @@ class LoadedLlama(CausalLM):
     def _base(self):
         return self.model.model
 
-    def _final(self, h: torch.Tensor) -> torch.Tensor:
-        return self.model.lm_head(self.model.model.norm(h))  # (B, T, V)
+    def _final_norm(self, h: torch.Tensor) -> torch.Tensor:
+        return self.model.model.norm(h)
 
     def _attention_modules(self) -> list:
         return [layer.self_attn for layer in self.model.model.layers]

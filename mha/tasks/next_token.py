@@ -27,13 +27,6 @@ from mha.tasks.checkpoints import Checkpoints
 from mha.tasks.similarity import first_changed, mask_tensor, sts_pairs
 
 TEXTS = {"rank": ("train", 64), "score": ("dev", 64)}
-LOGITS_BYTES = 32 * 2**20  # at most this much float32 logits per pass through the output layer
-
-
-def head_rows(n_tokens: int, vocab: int) -> int:
-    """Texts per pass through the output layer: as many as keep their logits (T x V float32) within
-    LOGITS_BYTES, at least one (Gemma 3's 262,144 tokens take 1 MiB per position)."""
-    return max(1, LOGITS_BYTES // (n_tokens * vocab * 4))
 
 
 def _sentences(split: str) -> dict[str, None]:
@@ -115,19 +108,8 @@ def evaluate(
         ids, lengths = model.encode_batch(texts() if items is None else items)
         h = model.embed(ids)  # (N, T, C)
         last = model.run_layers(h, replace=replace, head_mask=mask, keep=False)[0][-1]
-    target = ids[:, 1:]  # (N, T-1)
-    rows = head_rows(ids.shape[1], model.model.config.vocab_size)
-    nats = torch.cat(  # a few texts at a time: the logits over the vocabulary are V x 4 bytes per token
-        [
-            torch.nn.functional.cross_entropy(
-                model.logits(last[i : i + rows])[:, :-1].float().transpose(1, 2),
-                target[i : i + rows],
-                reduction="none",
-            )  # (n, T-1)
-            for i in range(0, len(target), rows)
-        ]
-    )
-    real = torch.arange(target.shape[1])[None] < (lengths - 1)[:, None]  # (N, T-1): a real next token
+    nats = model.next_token_nats(last, ids)  # (N, T-1)
+    real = torch.arange(ids.shape[1] - 1)[None] < (lengths - 1)[:, None]  # (N, T-1): a real next token
     return LossScore((nats * real).sum(1).double().numpy(), real.sum(1).numpy())
 
 
