@@ -236,3 +236,23 @@ def test_a_sliding_window_caps_what_a_query_can_read_in_every_bound():
     assert metrics.shuffled_diversity(even, True, 4) > 0.05
     m = atlas.head_measures(even[None], [f"t{i}" for i in range(T)], causal=True, windows=(W,))
     assert m["entropy / ln T"][0] == pytest.approx(np.ones(H))
+
+
+def test_the_even_rollout_baseline_is_the_rollout_of_even_maps():
+    """even_rollout_share carries one row down the layers; it equals rollout() of the stacked even maps
+    (with and without a window), and one full layer gives the share by hand: 0.5 / (i + 1)."""
+    from mha.core.masks import attention_mask_for
+
+    def by_rollout(L, T, token, windows):
+        maps = []
+        for layer in range(L):
+            allowed = attention_mask_for(None, T, True, window=windows[layer]).numpy().astype(float)
+            maps.append(allowed / allowed.sum(1, keepdims=True))
+        return atlas.rollout(np.stack(maps)[:, None])[-1, token, 0]  # (L, 1, T, T) in
+
+    for windows in [(None, None, None), (3, None, 3)]:
+        for token in (0, 4, 11):
+            got = atlas.even_rollout_share(3, 12, token, windows)
+            assert got == pytest.approx(by_rollout(3, 12, token, windows), abs=1e-12)
+    assert atlas.even_rollout_share(1, 12, 7) == pytest.approx(0.5 / 8)
+    assert atlas.even_rollout_share(1, 12, 7, (3,)) == 0.0  # key 0 is outside query 7's window of 3

@@ -148,17 +148,27 @@ def test_a_window_the_learner_can_see():
 
 
 def test_one_decoder_is_resident_at_a_time():
-    """Asking the shared cache for the other decoder drops the first: once nothing else holds it, it is
-    collected (a weak reference dies), and the encoder stays cached beside the one decoder."""
+    """Asking the shared cache for the other decoder drops the first with its results: once nothing
+    else holds it, it is collected (a weak reference dies), and the encoder stays cached, with its
+    results, beside the one decoder."""
     import gc
     import weakref
 
     from mha.models.catalog import DECODER_MODEL, DEFAULT_MODEL
     from ui import cache
+    from ui.state import Inputs
 
     bert = cache.load_model(DEFAULT_MODEL)
     smol = weakref.ref(cache.load_model(DECODER_MODEL))
+    on = {
+        name: Inputs.from_raw(name, "the results of a decoder leave with it") for name in (DEFAULT_MODEL, DECODER_MODEL)
+    }
+    for name in on:
+        cache.cached_run(on[name]), cache.cached_spectra(name, 0)
     gemma = cache.load_model(GEMMA_MODEL)
     gc.collect()
     assert smol() is None, gc.get_referrers(smol())
     assert cache.load_model(GEMMA_MODEL) is gemma and cache.load_model(DEFAULT_MODEL) is bert
+    # SmolLM2's runs and per-model results went with it; the encoder's stay
+    assert not cache.cached_run.ready(on[DECODER_MODEL]) and not cache.cached_spectra.ready(DECODER_MODEL, 0)
+    assert cache.cached_run.ready(on[DEFAULT_MODEL]) and cache.cached_spectra.ready(DEFAULT_MODEL, 0)

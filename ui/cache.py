@@ -60,6 +60,8 @@ def _resident_decoder(name: str, progress: catalog.Progress | None) -> LoadedMod
     that the process never holds two (a session still running on the old one keeps it until it ends)."""
     with _DECODER_LOCK:
         if name not in _DECODER:
+            for old in _DECODER:
+                forget_results_of(old)
             _DECODER.clear()
             gc.unfreeze()  # the old decoder was frozen with the modules at its load
             server.release_memory(every=0)  # collected, and its memory back to the system first
@@ -84,6 +86,18 @@ MODEL = SharedStore(size=None, budget_mb=128)  # two layers' uptraining inputs o
 EXPERIMENTS = SharedStore(16)
 UPTRAINS = SharedStore(16)
 STUDIES = SharedStore(8)  # per model: its heads study and its sharing verdict
+
+
+def forget_results_of(name: str) -> None:
+    """Drop the per-sentence and per-model results of the model `name` (a decoder leaving memory):
+    they would hold its runs beside the next decoder's. The long runs (studies, trainings) stay."""
+
+    def of_model(key: Hashable) -> bool:  # (function, Inputs or model name, ...)
+        first = key[1] if len(key) > 1 else None
+        return first == name or getattr(first, "model", None) == name
+
+    for store in (RESULTS, MODEL):
+        store.drop(of_model)
 
 
 def clear() -> None:

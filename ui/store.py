@@ -123,6 +123,15 @@ class SharedStore:
                 self.computing.pop(key, None)
         return value
 
+    def drop(self, which: Callable[[Hashable], bool]) -> int:
+        """Drop the values whose key `which` picks (a model no longer in memory); returns how many."""
+        with self.lock:
+            keys = [k for k in self.items if which(k)]
+            for k in keys:
+                self.bytes -= self.items.pop(k)[1]
+                self.added.pop(k, None)
+        return len(keys)
+
     def clear(self) -> None:
         """Drop every value (tests that swap the model behind a name)."""
         with self.lock:

@@ -277,12 +277,14 @@ def even_rollout_share(
     window of W (windows: per layer, Traits.windows; a causal baseline)."""
     from mha.core.masks import attention_mask_for
 
-    maps = []
-    for layer in range(n_layers):
+    row = np.zeros(n_tokens)
+    row[token] = 1.0  # (T,): e_token, carried down the layers (rollout_row's way: no (L, T, T) stack)
+    for layer in reversed(range(n_layers)):
         w = None if windows is None else windows[layer]
         allowed = attention_mask_for(None, n_tokens, True, window=w).numpy().astype(float)  # (T, T)
-        maps.append(allowed / allowed.sum(1, keepdims=True))
-    return float(rollout(np.stack(maps)[:, None])[-1, token, 0])  # (L, 1, T, T) in
+        a = 0.5 * allowed / allowed.sum(1, keepdims=True) + 0.5 * np.eye(n_tokens)  # rows sum to 1 already
+        row = row @ a
+    return float(row[0])
 
 
 def link_ranking(attentions: np.ndarray, query: int, key: int, both_ways: bool = False) -> list[tuple[int, int, float]]:

@@ -113,7 +113,8 @@ def tiled_heatmap(
         ln["line"] = dict(color="white", width=2)
     full = np.asarray(maps, dtype=np.float32)
     T = full.shape[-1]
-    causal = T > 1 and not np.triu(full, 1).any()  # every key after its query at 0: a causal map
+    # every key after its query at 0: a causal map (one map at a time: no copy of all of them)
+    causal = T > 1 and not any(np.triu(m, 1).any() for m in full.reshape(-1, T, T))
     rows = full[..., 1:, :] if causal else full  # a causal first row reads only itself: weight 1, no choice
     sharp = np.where(full.any((-1, -2)), rows.max(-1).mean(-1), np.nan)  # (R, K): mean largest weight per row
     r, k = np.unravel_index(np.nanargmax(sharp), sharp.shape)  # an empty tile (a grid's padding) is neither
