@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from mha.models.family import CausalLM
+from mha.models.causal import CausalLM
 from mha.models.traits import Traits
 
 
