@@ -40,7 +40,7 @@ st.caption(
 
 st.header("The whole model at a glance")
 ui.chart(plots.heads.model_view(run.attentions, groups=groups))
-park = sinks.sink_share(run.attentions, run.sinks, causal)
+park = sinks.sink_share(run.attentions, run.sinks, causal, traits.windows)
 sink_words = f"{traits.sink_name}, “{run.tokens[0].strip() or run.tokens[0]}”" if first else traits.sink_name
 st.caption(
     "Each tile is one head (long inputs are averaged into at most "
@@ -48,7 +48,13 @@ st.caption(
     f"{sink_words}), diagonals (the previous{'' if causal else ' or next'} token) and blocks (Kovaleva et al. 2019). "
     + (
         f"On this text the heads put {park.mean:.0%} of their weight on {sink_words}, averaged over every head and "
-        f"the {park.queries} queries that could read another token; {park.heads_over(0.5)} of "
+        + (
+            f"the queries that can read it and another token ({park.queries}; {min(park.counted)} on a sliding "
+            "layer, whose window passes it); "
+            if park.windowed
+            else f"the {park.queries} queries that could read another token; "
+        )
+        + f"{park.heads_over(0.5)} of "
         f"{run.n_layers * run.n_heads} heads put more than half there"
         + (" (an attention sink: Xiao et al. 2024)." if first else " (Clark et al. 2019).")
         if park.queries

@@ -87,7 +87,8 @@ shown = tokens[:MAX_SHOWN]
 if T > MAX_SHOWN:
     st.caption(
         f"Matrices show the first {MAX_SHOWN} of {T} tokens (the grid of all heads averages all {T} into tiles); "
-        f"every number is computed on all {T}."
+        f"what a caption says of a matrix's cells and columns is of those {MAX_SHOWN} rows, every other number is "
+        f"computed on all {T}."
     )
 
 if s.parity is not None:
@@ -216,7 +217,8 @@ s2.metric(r"Spread after / $\sqrt{d_k}$" if scale else "Spread (not scaled)", f"
 s3.metric(
     "mean largest weight per row",
     f"{s.max_weight[head]:.2f}",
-    help="Near 1 means the softmax saturates: each token reads one key only.",
+    help="Near 1 means the softmax saturates: each token reads one key only."
+    + (" The first token, which can read only itself, is left out." if traits.causal else ""),
 )
 st.markdown(
     f"The dot product of two {D}-dimensional vectors with independent, zero-mean, unit-variance entries has "
@@ -307,7 +309,8 @@ st.caption(
     f"No head blocks here: $W^O$ mixes all {H} heads into every output dimension, so the lines of step 4 are gone. "
     + (
         f"The column that stands out, dimension {stripe.dim}, is one dimension the layer writes alike for every "
-        f"token (mean {stripe.mean:+.2f} over the tokens, against {stripe.runner_up:.2f} for the second largest "
+        f"token (mean {stripe.mean:+.2f} over the {'tokens' if T <= MAX_SHOWN else f'{MAX_SHOWN} tokens drawn'}, "
+        f"against {stripe.runner_up:.2f} for the second largest "
         "column and "
         f"{stripe.typical:.2f} for the median one), not a boundary. "
         if stripe.stands_out

@@ -256,3 +256,21 @@ def test_the_even_rollout_baseline_is_the_rollout_of_even_maps():
             assert got == pytest.approx(by_rollout(3, 12, token, windows), abs=1e-12)
     assert atlas.even_rollout_share(1, 12, 7) == pytest.approx(0.5 / 8)
     assert atlas.even_rollout_share(1, 12, 7, (3,)) == 0.0  # key 0 is outside query 7's window of 3
+
+
+def test_the_sink_share_counts_only_queries_whose_window_reaches_the_sink():
+    """Even causal maps over 5 tokens, the sink at 0: a full layer counts queries 1..4 (shares 1/2 ..
+    1/5); a layer with a window of 2 keys counts query 1 alone (share 1/2): queries 2..4 cannot read
+    the sink, and their zero weight there says nothing about parking."""
+    from mha.analyses import sinks
+    from mha.core.masks import attention_mask_for
+
+    maps = []
+    for w in (None, 2):
+        allowed = attention_mask_for(None, 5, True, window=w).numpy().astype(float)
+        maps.append((allowed / allowed.sum(1, keepdims=True))[None])  # (1, T, T)
+    park = sinks.sink_share(np.stack(maps), [0], True, (None, 2))  # (L=2, H=1, T, T)
+    assert park.counted == (4, 1) and park.windowed and park.queries == 4
+    assert park.per_head[0, 0] == pytest.approx(np.mean([1 / 2, 1 / 3, 1 / 4, 1 / 5]))
+    assert park.per_head[1, 0] == pytest.approx(0.5)
+    assert not sinks.sink_share(np.stack(maps), [0], True).windowed  # no windows given: every layer counts 4

@@ -91,8 +91,9 @@ async def score(page) -> str:
     return (await box.inner_text()).strip()
 
 
-async def bars(page, want_total: int, timeout: float = 60.0) -> dict[str, int]:
-    """The teacher's histogram (label -> students), once it counts `want_total` answers."""
+async def bars(page, want_total: int, timeout: float = DEADLINE_MS / 1000) -> dict[str, int]:
+    """The teacher's histogram (label -> students), once it counts `want_total` answers (the deadline
+    of every wait here: a busy 2-core machine, not a quiet one)."""
     deadline = time.perf_counter() + timeout
     while True:
         got = await page.evaluate(READ_BARS)

@@ -398,3 +398,23 @@ def test_the_panels_send_each_token_its_position_colour_and_name(bert):
         for t in markers:
             np.testing.assert_array_equal(plotly_array(t["marker"]["color"]), np.arange(run.n_tokens))
             assert t["hovertext"] == names
+
+
+def test_the_most_focused_head_says_when_its_focus_is_the_first_token():
+    """A causal head that puts 0.97 of every row on the first token is the sharpest, and its words say
+    where that weight goes; a sharp head on the previous token gets no such note."""
+    T = 6
+    sink = np.zeros((T, T))
+    sink[:, 0] = 0.97
+    sink[np.arange(T), np.arange(T)] += 0.03
+    sink[0, 0] = 1.0
+    prev = np.eye(T)
+    prev[np.arange(1, T), np.arange(T - 1)] = 0.9
+    prev[np.arange(1, T), np.arange(1, T)] = 0.1
+    spread = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]
+    words = describe(plots.heads.model_view(np.stack([[sink, spread]]).astype(np.float32)))
+    assert (
+        "head 0, where a token's largest weight is 0.97 on average (on the first token for 100% of its tokens)" in words
+    )
+    words = describe(plots.heads.model_view(np.stack([[prev, spread]]).astype(np.float32)))
+    assert "0.90 on average;" in words and "first token for" not in words

@@ -12,7 +12,7 @@ import tomllib
 
 import pytest
 
-from livetest import CHROMIUM_FLAGS, ROOT, chromium, streamlit_server
+from livetest import CHROMIUM_FLAGS, DEADLINE_MS, ROOT, chromium, streamlit_server
 
 RAISES = """
 import streamlit as st
@@ -49,7 +49,7 @@ def test_an_error_through_a_real_server_shows_no_path(tmp_path):
         keep = lambda f: frames.append(f if isinstance(f, bytes) else f.encode())  # noqa: E731
         page.on("websocket", lambda ws: ws.on("framereceived", keep))
         page.goto(server.url)
-        page.wait_for_selector('[data-testid="stException"]', timeout=60_000)
+        page.wait_for_selector('[data-testid="stException"]', timeout=DEADLINE_MS)
         shown = page.inner_text("body")
         browser.close()
         logged = server.log.read_text()

@@ -41,7 +41,8 @@ class Stages:
     measures: the collapse measures (head diversity, overlaps, effective number of heads, ...).
     score_std, scaled_std, max_weight: per head (H,): the spread of Q_i K_i^T and of the scaled
         scores (metrics.score_spread: std over the keys, mean over the queries, as the collapse and
-        subspaces pages measure it), and the mean over queries of the largest weight.
+        subspaces pages measure it), and the mean over queries of the largest weight (a causal first
+        query, which reads only itself with weight 1, left out, as the head maps' words leave it).
     """
 
     trace: AttentionTrace
@@ -175,7 +176,7 @@ def build_stages(
         measures=collapse.measures_from(m, tr).summary(),
         score_std=metrics.score_spread(tr.scores[0], m.causal, m.window),
         scaled_std=metrics.score_spread(tr.scaled[0], m.causal, m.window),
-        max_weight=w.max(-1).mean(-1),
+        max_weight=w[:, 1:].max(-1).mean(-1) if m.causal and w.shape[1] > 1 else w.max(-1).mean(-1),  # (H,)
         order_errors=order_errors,
         unrotated=unrotated,
         window=m.window,

@@ -119,13 +119,16 @@ def tiled_heatmap(
     sharp = np.where(full.any((-1, -2)), rows.max(-1).mean(-1), np.nan)  # (R, K): mean largest weight per row
     r, k = np.unravel_index(np.nanargmax(sharp), sharp.shape)  # an empty tile (a grid's padding) is neither
     r2, k2 = np.unravel_index(np.nanargmin(sharp), sharp.shape)
+    on_first = float((rows[r, k].argmax(-1) == 0).mean())  # the sharpest map's largest weights on key 0
     name = name or (lambda r, k: f"{row_labels[r]}, {col_labels[k]}")
     with_words(
         fig,
         f"{R} rows ({row_labels[0]} to {row_labels[-1]}) by {K} columns ({col_labels[0]} to {col_labels[-1]}) of "
         f"attention maps, each a {maps.shape[-1]} x {maps.shape[-1]} grid of weights (rows: queries, columns: keys; "
         f"colour: weight, 0 to {zmax:.2g}). Most focused: {name(r, k)}, where a token's largest weight is "
-        f"{sharp[r, k]:.2f} on average; most spread: {name(r2, k2)} ({sharp[r2, k2]:.2f})"
+        f"{sharp[r, k]:.2f} on average"
+        + (f" (on the first token for {on_first:.0%} of its tokens)" if on_first > 0.5 else "")
+        + f"; most spread: {name(r2, k2)} ({sharp[r2, k2]:.2f})"
         + (" (the first query, which can read only itself, left out)." if causal else "."),
     )
     inside = (
