@@ -116,8 +116,8 @@ ui.chart(
 )
 if W is not None:
     st.caption(
-        f"Layer {layer} is a sliding-window layer: each token reads only itself and the {W - 1:,} tokens before it "
-        f"({W:,} keys; Beltagy et al. 2020, *Longformer*). "
+        f"Layer {layer} is a sliding-window layer: each token reads only itself and at most the {W - 1:,} tokens "
+        f"before it ({W:,} keys; Beltagy et al. 2020, *Longformer*). "
         + (
             f"Your text has {run.n_tokens:,} tokens: below the first {W:,} rows, the dashed line marks where the layer "
             "stops looking, and every weight left of it is exactly 0."

@@ -232,8 +232,8 @@ st.markdown(
         "weight over itself and the tokens before it, and the map is a lower triangle."
         if traits.causal and (s.window is None or T <= s.window)
         else f" The causal mask and the sliding window set every score of a later key, and of a key {s.window} or "
-        "more tokens back, to $-\\infty$ before the softmax: each row spreads its weight over itself and the "
-        f"{s.window - 1} tokens before it"
+        "more tokens back, to $-\\infty$ before the softmax: each row spreads its weight over itself and at most the "
+        f"{s.window - 1} tokens before it (a row before position {s.window - 1} has fewer)"
         + (
             ", and the dashed line marks where the band stops."
             if len(shown) > s.window

@@ -93,9 +93,9 @@ def test_a_session_that_guesses_waits_longer_each_time(server):
     with raw.Session(server.url) as s:
         took = [join(s, f"ZZZZ{n:04d}") for n in range(limits.FREE_TRIES + 2)]
         assert all("No class has that code" in " ".join(s.texts()) for _ in took)
-    free = took[: limits.FREE_TRIES]
-    assert took[-2] >= free[0] + limits.session_wait(limits.FREE_TRIES) * 0.9, took
-    assert took[-1] >= free[0] + limits.session_wait(limits.FREE_TRIES + 1) * 0.9, took
+    quickest = min(took[: limits.FREE_TRIES])  # a join without a wait (a busy machine slows some more)
+    assert took[-2] >= quickest + limits.session_wait(limits.FREE_TRIES) * 0.9, took
+    assert took[-1] >= quickest + limits.session_wait(limits.FREE_TRIES + 1) * 0.9, took
     with db.engine(server.db).begin() as conn:
         conn.execute(db.failures.delete())
 

@@ -84,6 +84,14 @@ async def wait_text(page, text: str, timeout: float = DEADLINE_MS) -> float:
     return time.perf_counter() - t0
 
 
+async def pin_next(teacher) -> None:
+    """The teacher moves everyone to the next step: clicked once the teacher's page is idle (a click
+    during its histogram's rerun is not a click it has drawn), and done once that run is over."""
+    await settle(teacher)
+    await teacher.get_by_role("button", name="Everyone to the next step →").click()
+    await settle(teacher)
+
+
 async def score(page) -> str:
     """The lesson's score box: "<right> of <answered>"."""
     box = page.locator('[data-testid="stMetricValue"]').first
@@ -212,7 +220,7 @@ async def class_flow(
         assert await alone.locator(f"text=Step 2 of {N}").count() == 1
         # the teacher moves everyone to step 2: every student's page follows on its own
         t0 = time.perf_counter()
-        await teacher.get_by_role("button", name="Everyone to the next step →").click()
+        await pin_next(teacher)
         await asyncio.gather(*(wait_text(s["page"], f"Step 2 of {N}", DEADLINE_MS) for s in students))
         figures["pinned step on every student's page, s after the click"] = round(time.perf_counter() - t0, 1)
         # a reload and a new tab keep the answer and the score
@@ -237,8 +245,8 @@ async def class_flow(
             moved = [s for s in students if s["replica"] in doomed]
             killed = time.perf_counter()
             kill(doomed)
-            await teacher.get_by_role("button", name="Everyone to the next step →").click()
-            await asyncio.gather(*(wait_text(s["page"], f"Step 3 of {N}", 60_000) for s in students))
+            await pin_next(teacher)
+            await asyncio.gather(*(wait_text(s["page"], f"Step 3 of {N}", DEADLINE_MS) for s in students))
             t = round(time.perf_counter() - killed, 1)
             figures["every student at the next pin after half the replicas were killed, s"] = t
             figures["students on the killed replicas"] = len(moved)

@@ -119,7 +119,10 @@ def test_a_window_the_learner_can_see():
         assert w[row, :first].max() == 0 and w[row, first] > 0, (row, first)
     assert {round(y - 0.5) for _, y in points[1::2]} == set(range(512, T))  # every row past the window, no other
     caption = " ".join(c.value for c in at.caption)
-    assert "Layer 0 is a sliding-window layer: each token reads only itself and the 511 tokens before it" in caption
+    assert (
+        "Layer 0 is a sliding-window layer: each token reads only itself and at most the 511 tokens before it"
+        in caption
+    )
     assert "its K/V cache needs at most 512 tokens' keys and values" in caption.replace("this layer's", "its")
     at.session_state["layer"] = 5  # a full layer: no edge, and the last row still reads key 0
     at.run()

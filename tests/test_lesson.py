@@ -482,7 +482,7 @@ def test_the_terms_for_tables_and_tools_say_what_the_code_does(bert):
 def test_two_heads_agree_on_a_key_only_if_each_picks_it():
     """The walk's case: head 0 gives its largest weight, 3%, to a key it barely prefers (2.3% next);
     head 1 gives the same key 41%. That is no agreement; two clear picks are."""
-    from mha.lesson.answers import agreement
+    from mha.lesson.agreement import words as agreement
 
     w = np.array([[0.030, 0.023, 0.022], [0.41, 0.10, 0.09]])
     assert agreement(w, 0, 1, 0) == ": the same largest key, though head 0 barely prefers it (3% against 2% next)."

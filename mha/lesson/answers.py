@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mha.analyses import atlas, build, collapse, metrics, subspaces
-from mha.lesson import check_question, structure_words
+from mha.lesson import agreement, check_question, structure_words
 from mha.lesson.structure_words import key_of
 from mha.plots.common import token_label, token_text
 
@@ -313,17 +313,6 @@ def other_split(n_heads: int, d_model: int, d_head: int | None = None) -> tuple[
     raise ValueError(f"no other split of {d_model} for {n_heads} heads")
 
 
-def agreement(w: np.ndarray, a: int, b: int, key: int) -> str:
-    """The words for two heads whose largest weight (rows w (H, T) of one query) is on the same key:
-    an agreement only if each picks it, with at least twice its next largest weight."""
-    second = {h: float(np.sort(w[h])[-2]) if w.shape[1] > 1 else 0.0 for h in (a, b)}
-    flat = [h for h in (a, b) if w[h, key] < 2 * second[h]]
-    if not flat:
-        return ": different lenses can still agree on one key."
-    h = flat[0]
-    return f": the same largest key, though head {h} barely prefers it ({w[h, key]:.0%} against {second[h]:.0%} next)."
-
-
 def subspace_question(bert: LoadedModel, run: Run, layer: int, a: int, b: int) -> Choice:
     """Step 3: will heads a and b send the step's token (content_token) to the same key, the one with
     its largest weight? Answered by their attention; the feedback says where each head sends it and
@@ -359,7 +348,7 @@ def subspace_question(bert: LoadedModel, run: Run, layer: int, a: int, b: int) -
         f"Each head scores the keys in its own subspace: {matrices}. Their pictures differ by up to {differ:.2f}, "
         f"{differ / longest:.0%} of the longest point vector in the two ({longest:.2f}; fidelity "
         f"{maps.fidelity[a]:.2f} and {maps.fidelity[b]:.2f})"
-        + (agreement(w, a, b, ka) if ka == kb else ": different lenses, different keys.")
+        + (agreement.words(w, a, b, ka) if ka == kb else ": different lenses, different keys.")
     )
     return Choice(options, 0 if ka == kb else 1, why)
 
