@@ -32,25 +32,17 @@ def float32_twin(model):
         q8.attach = attach
 
 
-def worst_nats(model, n_texts: int = 8) -> float:
-    """The largest |cross-entropy - float64's| over the tokens of n_texts held-out texts, nats."""
-    ids, lengths = model.encode_batch(next_token.texts()[:n_texts])
-    with torch.inference_mode():
-        last = model.run_layers(model.embed(ids), keep=False)[0][-1]
-        nats = model.next_token_nats(last, ids)  # (N, T - 1)
-        logits = model.logits(last)[:, :-1].double()  # (N, T - 1, V)
-        exact = torch.logsumexp(logits, -1) - logits.gather(-1, ids[:, 1:, None])[..., 0]
-    real = torch.arange(ids.shape[1] - 1)[None] < (lengths - 1)[:, None]
-    return float(((nats.double() - exact).abs() * real).max())
-
-
-def worst_nats_float32(model, n_texts: int = 8) -> float:
-    """worst_nats for torch's cross_entropy on float32 logits (what the float32 head's path computes)."""
+def worst_nats(model, float32_loss: bool = False, n_texts: int = 8) -> float:
+    """The largest |cross-entropy - float64's| over the tokens of n_texts held-out texts, nats: the
+    model's own next_token_nats, or (float32_loss) torch's cross_entropy on its float32 logits."""
     ids, lengths = model.encode_batch(next_token.texts()[:n_texts])
     with torch.inference_mode():
         last = model.run_layers(model.embed(ids), keep=False)[0][-1]
         logits = model.logits(last)[:, :-1]  # (N, T - 1, V)
-        nats = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
+        if float32_loss:
+            nats = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
+        else:
+            nats = model.next_token_nats(last, ids)  # (N, T - 1)
         exact = torch.logsumexp(logits.double(), -1) - logits.double().gather(-1, ids[:, 1:, None])[..., 0]
     real = torch.arange(ids.shape[1] - 1)[None] < (lengths - 1)[:, None]
     return float(((nats.double() - exact).abs() * real).max())
@@ -74,7 +66,7 @@ def main() -> None:
             f"Q8_0 head {q:.2f} s, float32 head {f:.2f} s ({f / q:.1f}x faster); "
             f"table {table / 1e6:,.0f} MB against {weight.numel() * 4 / 1e6:,.0f} MB; largest difference "
             f"from float64 per token: Q8_0 head's blockwise loss {worst_nats(quantised):.1e} nats, "
-            f"float32 head with torch's cross_entropy {worst_nats_float32(plain):.1e} nats"
+            f"float32 head with torch's cross_entropy {worst_nats(plain, float32_loss=True):.1e} nats"
         )
 
 

@@ -44,7 +44,7 @@ class Shape:
 
     @property
     def D(self) -> int:
-        """d_k = d_model / h."""
+        """d_k: the model's head size (d_model / h unless the model sets its own)."""
         return self.traits.d_head
 
     @property
